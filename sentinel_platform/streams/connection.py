@@ -1,0 +1,90 @@
+"""Connecting to Redis: one function every process uses.
+
+It resolves where Redis is (``REDIS_URL`` or the embedded server), picks the single or
+cluster client, retries transient errors with backoff, and checks the server version
+once, because every recovery path depends on XAUTOCLAIM (Redis 6.2+). URLs are only ever
+logged redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+
+from sentinel_platform.redis_server import (
+    RedisServerError,
+    ensure_embedded,
+    parse_version,
+    require_version,
+)
+from sentinel_platform.settings import Settings, redact_url
+
+log = logging.getLogger(__name__)
+
+RedisClient = redis.Redis | RedisCluster
+TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+class RedisConnectError(RuntimeError):
+    """Redis cannot be reached, rejects the credentials, or is too old."""
+
+
+def resolve_url(settings: Settings) -> str:
+    """The configured URL, or the embedded server's (started on first use)."""
+    if settings.redis_url_value:
+        return settings.redis_url_value
+    url, started = ensure_embedded(settings)
+    if started:
+        log.info("embedded redis started", extra={"url": url})
+    return url
+
+
+def server_version(client: RedisClient) -> tuple[int, int, int]:
+    info = client.info("server")
+    if isinstance(client, RedisCluster):  # {node: info} per node; the oldest one counts
+        versions = [parse_version(node["redis_version"]) for node in info.values()]
+        return min(versions)
+    return parse_version(info["redis_version"])
+
+
+def _plain_url(url: str) -> str:
+    return url.replace("+cluster://", "://", 1)
+
+
+def connect(settings: Settings, url: str | None = None, check: bool = True) -> RedisClient:
+    """A client with retries, decoded responses and a verified server version."""
+    target = url or resolve_url(settings)
+    socket_timeout = max(settings.redis_socket_timeout_s, settings.block_ms / 1000 + 5)
+    common = {
+        "decode_responses": True,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": 5,
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=3),
+        "health_check_interval": 30,
+    }
+    try:
+        if settings.is_cluster or "+cluster://" in target:
+            client: RedisClient = RedisCluster.from_url(_plain_url(target), **common)
+        else:
+            client = redis.Redis.from_url(target, retry_on_error=list(TRANSIENT_ERRORS), **common)
+        if check:
+            require_version(server_version(client), f"the server at {redact_url(target)}")
+    except RedisServerError as exc:
+        raise RedisConnectError(str(exc)) from None
+    except redis.AuthenticationError as exc:
+        raise RedisConnectError(
+            f"Redis at {redact_url(target)} rejected the credentials: {exc}"
+        ) from None
+    except redis.ResponseError as exc:
+        if "WRONGPASS" in str(exc) or "NOAUTH" in str(exc) or "NOPERM" in str(exc):
+            raise RedisConnectError(
+                f"Redis at {redact_url(target)} rejected the credentials: {exc}"
+            ) from None
+        raise
+    except TRANSIENT_ERRORS as exc:
+        raise RedisConnectError(f"cannot reach Redis at {redact_url(target)}: {exc}") from None
+    return client

@@ -1,0 +1,105 @@
+"""Key names of one stream, derived in one place.
+
+On a single Redis server the names are those of Sentinel-L7 (``sentinel:dlq``,
+``sentinel:consumer_lag:<stream>``, ...), so its producers and dashboards keep working.
+On a Redis Cluster every key that takes part in an atomic operation with the stream
+(DLQ + XACK, result + idempotency marker + XACK, replay) must live in the stream's hash
+slot, so the names carry the stream's hash tag instead: ``{transactions}:dlq``. The
+stream key itself is unchanged, and the slot of ``{transactions}`` equals the slot of
+``transactions``, so both streams may live on different shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sentinel_platform.settings import Settings
+
+
+@dataclass(frozen=True)
+class StreamKeys:
+    """Every Redis key the platform uses for one stream and its consumer group."""
+
+    stream: str
+    group: str
+    dlq: str
+    results: str
+    lag: str
+    paused: str
+    lease_prefix: str
+    marker_prefix: str
+    consumers: str
+    recent: str | None = None
+
+    def lease(self, consumer: str) -> str:
+        return f"{self.lease_prefix}{consumer}"
+
+    def marker(self, natural_key: str) -> str:
+        return f"{self.marker_prefix}{natural_key}"
+
+
+def _tag(stream: str) -> str:
+    # A stream already carrying a hash tag keeps it; otherwise the whole name is the tag.
+    if "{" in stream and "}" in stream.split("{", 1)[1]:
+        return stream
+    return "{" + stream + "}"
+
+
+def stream_keys(
+    settings: Settings,
+    stream: str,
+    group: str,
+    results: str,
+    recent: str | None = None,
+) -> StreamKeys:
+    if settings.is_cluster:
+        tag = _tag(stream)
+        return StreamKeys(
+            stream=stream,
+            group=group,
+            dlq=f"{tag}:dlq",
+            results=f"{tag}:{results.split(':')[-1]}",
+            lag=f"{tag}:consumer_lag",
+            paused=f"{tag}:producer_paused",
+            lease_prefix=f"{tag}:lease:",
+            marker_prefix=f"{tag}:done:",
+            consumers=f"{tag}:consumers",
+            recent=f"{tag}:{recent.split(':')[-1]}" if recent else None,
+        )
+    return StreamKeys(
+        stream=stream,
+        group=group,
+        dlq=settings.dlq_stream,
+        results=results,
+        lag=f"sentinel:consumer_lag:{stream}",
+        paused=f"sentinel:producer_paused:{stream}",
+        lease_prefix=f"sentinel:lease:{stream}:",
+        marker_prefix=f"sentinel:done:{stream}:",
+        consumers=f"sentinel:consumers:{stream}",
+        recent=recent,
+    )
+
+
+def transaction_keys(settings: Settings) -> StreamKeys:
+    return stream_keys(
+        settings,
+        settings.transactions_stream,
+        settings.transactions_group,
+        settings.verdicts_stream,
+        settings.recent_transactions_key,
+    )
+
+
+def axiom_keys(settings: Settings) -> StreamKeys:
+    return stream_keys(
+        settings, settings.axioms_stream, settings.axioms_group, settings.compliance_stream
+    )
+
+
+def all_stream_keys(settings: Settings) -> tuple[StreamKeys, StreamKeys]:
+    return transaction_keys(settings), axiom_keys(settings)
+
+
+def dlq_streams(settings: Settings) -> list[str]:
+    """Distinct DLQ streams (one on a single server, one per stream on a cluster)."""
+    return sorted({keys.dlq for keys in all_stream_keys(settings)})

@@ -1,0 +1,124 @@
+"""Shared fixtures: a real redis-server, a real local SparkSession, a real Dagster instance.
+
+Nothing here is a fake. The Redis server is a throw-away ``redis-server`` process on a
+free port for the whole test session, flushed before each test; Spark is ``local[2]``
+with the UI off; Dagster uses a temporary on-disk instance.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+# Tests configure settings explicitly; a developer's REDIS_URL must not leak in.
+for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
+    del os.environ[_name]
+
+from sentinel_platform.redis_server import RedisServer, find_redis_server  # noqa: E402
+from sentinel_platform.settings import Settings, load_settings  # noqa: E402
+from sentinel_platform.streams.connection import RedisClient, connect  # noqa: E402
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.02
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail with a clear message."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s: {condition}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture(scope="session")
+def redis_binary() -> str:
+    return find_redis_server(load_settings())
+
+
+@pytest.fixture(scope="session")
+def redis_server(
+    redis_binary: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisServer]:
+    server = RedisServer(redis_binary, tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sentinel_home(tmp_path: Path) -> Path:
+    return tmp_path / "sentinel-home"
+
+
+@pytest.fixture
+def make_settings(redis_server: RedisServer, sentinel_home: Path) -> Callable[..., Settings]:
+    """Settings pointing at the test server; keyword overrides use field names."""
+
+    def factory(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {"redis_url": redis_server.url, "home": sentinel_home}
+        values.update(overrides)
+        return load_settings(**values)
+
+    return factory
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def redis_client(settings: Settings) -> Iterator[RedisClient]:
+    client = connect(settings)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def settings_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The test settings as environment variables, for child processes (workers, CLI)."""
+    env = {
+        "REDIS_URL": settings.redis_url_value,
+        "SENTINEL_HOME": str(settings.home_dir),
+        "PYTHONUNBUFFERED": "1",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return {**os.environ, **env}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A real local SparkSession shared by the session's Spark tests."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("sentinel-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def dagster_instance(tmp_path: Path) -> Iterator[Any]:
+    """A real, temporary on-disk Dagster instance."""
+    import dagster as dg
+
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        yield instance
