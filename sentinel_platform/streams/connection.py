@@ -44,11 +44,13 @@ def resolve_url(settings: Settings) -> str:
 
 
 def server_version(client: RedisClient) -> tuple[int, int, int]:
-    info = client.info("server")
-    if isinstance(client, RedisCluster):  # {node: info} per node; the oldest one counts
-        versions = [parse_version(node["redis_version"]) for node in info.values()]
-        return min(versions)
-    return parse_version(info["redis_version"])
+    if isinstance(client, RedisCluster):
+        # Ask every node ({node: info}); the oldest one decides. Without target_nodes
+        # redis-py asks one random node and returns its flat info dict.
+        per_node = client.info("server", target_nodes=RedisCluster.ALL_NODES)
+        infos = per_node.values() if "redis_version" not in per_node else [per_node]
+        return min(parse_version(info["redis_version"]) for info in infos)
+    return parse_version(client.info("server")["redis_version"])
 
 
 def _plain_url(url: str) -> str:

@@ -103,3 +103,14 @@ def all_stream_keys(settings: Settings) -> tuple[StreamKeys, StreamKeys]:
 def dlq_streams(settings: Settings) -> list[str]:
     """Distinct DLQ streams (one on a single server, one per stream on a cluster)."""
     return sorted({keys.dlq for keys in all_stream_keys(settings)})
+
+
+def attempts_key(keys: StreamKeys) -> str:
+    """Hash of processor attempts and last errors of redelivered messages (see ``attempts``).
+
+    Derived from the marker prefix so it shares the stream's hash slot on a cluster:
+    ``sentinel:attempts:<stream>`` on one server, ``{<stream>}:attempts`` on a cluster.
+    """
+    if ":done:" in keys.marker_prefix:
+        return keys.marker_prefix.replace(":done:", ":attempts:", 1).rstrip(":")
+    return f"{keys.marker_prefix}__attempts"

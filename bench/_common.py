@@ -1,0 +1,379 @@
+"""Shared machinery of the benchmarks and fault drills.
+
+Every figure a bench script prints is measured side by side in one run against one real
+``redis-server`` that the script starts itself on a free 127.0.0.1 port, so two numbers
+in the same table always share the machine, the server and the moment. Processes under
+test (workers, baseline loops) are real child processes; a :class:`Fleet` owns them and
+SIGKILLs whatever is still running when the script ends, so an interrupted bench never
+leaves strays behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import redis
+
+from sentinel_platform.redis_server import RedisServer, find_redis_server
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.keys import StreamKeys
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+WORKER_MODULES = {"transactions": "workers.watch_transactions", "axioms": "workers.watch_axioms"}
+T = TypeVar("T")
+
+
+# --- time --------------------------------------------------------------------------------
+
+
+class BenchTimeout(RuntimeError):
+    """A condition a bench waits for did not happen in time (the bench reports it)."""
+
+
+def wait_until(
+    condition: Callable[[], T], timeout_s: float, interval_s: float = 0.02, what: str = ""
+) -> T:
+    """Poll ``condition`` until truthy; never wait forever."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise BenchTimeout(f"not within {timeout_s:.1f}s: {what or condition}")
+        time.sleep(interval_s)
+
+
+# --- redis ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def redis_server(
+    config: Mapping[str, str] | None = None, data_dir: Path | None = None
+) -> Iterator[RedisServer]:
+    """A throw-away redis-server on a free port; stopped (or killed) on exit."""
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-redis-")))
+        binary = find_redis_server(load_settings())
+        server = RedisServer(binary, data_dir, config=dict(config or {})).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def raw_client(url: str, **kwargs: Any) -> redis.Redis:
+    """A plain client for the bench's own observations (no retries hide anything)."""
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=30, **kwargs)
+
+
+def server_version(client: redis.Redis) -> str:
+    return str(client.info("server")["redis_version"])
+
+
+def bench_settings(url: str, home: Path, **overrides: Any) -> Settings:
+    return load_settings(redis_url=url, home=home, **overrides)
+
+
+def child_env(url: str, home: Path, **settings: Any) -> dict[str, str]:
+    """Environment of a child process: the repo importable, settings as SENTINEL_* vars."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not (name.startswith("SENTINEL_") or name == "REDIS_URL")
+    }
+    env.update(
+        {
+            "REDIS_URL": url,
+            "SENTINEL_HOME": str(home),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+            ),
+            "GX_ANALYTICS_ENABLED": "false",
+        }
+    )
+    for name, value in settings.items():
+        env[f"SENTINEL_{name.upper()}"] = str(value)
+    return env
+
+
+def fill_stream(
+    client: redis.Redis,
+    stream: str,
+    messages: Iterable[Mapping[str, str]],
+    batch: int = 1000,
+) -> list[str]:
+    """XADD every message with pipelining; returns the ids Redis acknowledged."""
+    ids: list[str] = []
+    pipe = client.pipeline(transaction=False)
+    pending = 0
+    for fields in messages:
+        pipe.xadd(stream, dict(fields))
+        pending += 1
+        if pending >= batch:
+            ids.extend(pipe.execute())
+            pending = 0
+    if pending:
+        ids.extend(pipe.execute())
+    return ids
+
+
+def group_drained(client: redis.Redis, stream: str, group: str) -> bool:
+    """Every entry delivered to the group and acknowledged."""
+    try:
+        info = client.xinfo_stream(stream)
+        groups = client.xinfo_groups(stream)
+    except redis.ResponseError:
+        return False
+    mine = next((g for g in groups if g["name"] == group), None)
+    if mine is None:
+        return False
+    return mine["pending"] == 0 and mine["last-delivered-id"] == info["last-generated-id"]
+
+
+def unacked(client: redis.Redis, stream: str, group: str) -> int:
+    """Entries of the stream the group has not acknowledged (backlog + pending)."""
+    groups = client.xinfo_groups(stream)
+    mine = next(g for g in groups if g["name"] == group)
+    backlog = mine.get("lag")
+    if backlog is None:
+        backlog = len(client.xrange(stream, min=f"({mine['last-delivered-id']}", max="+"))
+    return int(backlog) + int(mine["pending"])
+
+
+# --- processes -------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """One child process with its output in a log file (pipes would fill and block it)."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 20) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+@dataclass
+class Fleet:
+    """Owns every child process of a bench; whatever is still alive at exit is SIGKILLed."""
+
+    log_dir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
+        log_path = self.log_dir / f"{name}.log"
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                cwd=REPO_ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        child = Child(name, process, log_path)
+        self.children.append(child)
+        return child
+
+    def worker(
+        self,
+        kind: str,
+        consumer: str,
+        env: Mapping[str, str],
+        processor: str | None = None,
+        count: int | None = None,
+        block_ms: int | None = None,
+        simulate_latency_ms: int | None = None,
+        extra: Sequence[str] = (),
+    ) -> Child:
+        """``python -m workers.watch_<kind>`` with the given flags."""
+        argv = [PYTHON, "-m", WORKER_MODULES[kind], "--consumer", consumer]
+        argv += ["--log-level", "INFO"]
+        if processor:
+            argv += ["--processor", processor]
+        if count is not None:
+            argv += ["--count", str(count)]
+        if block_ms is not None:
+            argv += ["--block-ms", str(block_ms)]
+        if simulate_latency_ms is not None:
+            argv += ["--simulate-latency-ms", str(simulate_latency_ms)]
+        return self.spawn(consumer, [*argv, *extra], env)
+
+    def close(self) -> None:
+        for child in self.children:
+            child.kill()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wait_leases(
+    client: redis.Redis,
+    keys: StreamKeys,
+    workers: Sequence[Child],
+    timeout_s: float = 60.0,
+) -> None:
+    """Wait until every worker holds its liveness lease, i.e. is consuming."""
+
+    def ready() -> bool:
+        for child in workers:
+            if not child.alive():
+                raise RuntimeError(
+                    f"worker {child.name} exited with {child.process.returncode}:\n"
+                    f"{child.log_tail()}"
+                )
+        return all(client.exists(keys.lease(child.name)) for child in workers)
+
+    wait_until(ready, timeout_s, interval_s=0.05, what="worker leases")
+
+
+# --- statistics and reporting -------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear-interpolated percentile (p in 0..100) of a non-empty sample."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def distribution(values: Sequence[float], digits: int = 3) -> dict[str, float]:
+    """p5/p50/p95/max of a sample, rounded for printing."""
+    return {
+        "n": len(values),
+        "p5": round(percentile(values, 5), digits),
+        "p50": round(percentile(values, 50), digits),
+        "p95": round(percentile(values, 95), digits),
+        "max": round(max(values), digits) if values else float("nan"),
+    }
+
+
+def ratio(numerator: float | None, denominator: float | None, digits: int = 3) -> float | None:
+    """numerator / denominator, or None when either side was not measured."""
+    if numerator is None or not denominator:
+        return None
+    return round(numerator / denominator, digits)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    print(f"\n{title}")
+    for index, row in enumerate(cells):
+        print("  " + "  ".join(value.rjust(width) for value, width in zip(row, widths)))
+        if index == 0:
+            print("  " + "  ".join("-" * width for width in widths))
+    sys.stdout.flush()
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "-" if value is None else str(value)
+
+
+def machine_info(client: redis.Redis | None = None) -> dict[str, Any]:
+    """What the figures were measured on (contention included: load average)."""
+    info: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "ram_gb": _ram_gb(),
+        "python": platform.python_version(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),
+    }
+    if client is not None:
+        info["redis"] = server_version(client)
+    return info
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _ram_gb() -> float | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    return None
+
+
+def emit_json(bench: str, payload: Mapping[str, Any]) -> None:
+    """The one machine-readable line a bench ends with."""
+    print(json.dumps({"bench": bench, **payload}, sort_keys=False, default=str), flush=True)
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller run that finishes in under 2 minutes"
+    )
+    return parser
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)

@@ -1,0 +1,1 @@
+"""Asset checks: stream health (operations) and data quality (Spark data)."""

@@ -1,0 +1,1 @@
+"""The ``sentinel`` operator command: ``up``, ``status``, ``dlq``."""

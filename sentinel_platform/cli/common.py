@@ -1,0 +1,79 @@
+"""What every ``sentinel`` subcommand shares: exit codes, settings, the Redis connection.
+
+Exit codes are part of the interface (``sentinel status`` is meant as a health probe), so
+they live in one place and the README documents this table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from sentinel_platform.redis_server import RedisServerError
+from sentinel_platform.settings import Settings, SettingsError, load_settings
+from sentinel_platform.streams.connection import RedisClient, RedisConnectError, connect
+
+EXIT_OK = 0
+#: Could not do the job: bad settings, Redis unreachable, unknown DLQ id, failed replay.
+EXIT_ERROR = 1
+#: The command line is wrong or a confirmation (``--yes``) is missing.
+EXIT_USAGE = 2
+#: ``sentinel status``: the worst zone over all streams.
+EXIT_ELEVATED = 3
+EXIT_BACKPRESSURE = 4
+EXIT_WORKER_OFF = 5
+
+ZONE_EXIT = {
+    "nominal": EXIT_OK,
+    "elevated": EXIT_ELEVATED,
+    "backpressure": EXIT_BACKPRESSURE,
+    "worker_off": EXIT_WORKER_OFF,
+}
+
+_COLOURS = {"nominal": "32", "elevated": "33", "backpressure": "31", "worker_off": "35"}
+
+
+class CliError(RuntimeError):
+    """A failure to report as one clear line on stderr (exit code ``code``)."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def settings_from_env() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+
+
+def open_client(settings: Settings) -> RedisClient:
+    try:
+        return connect(settings)
+    except (RedisConnectError, RedisServerError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def paint(text: str, zone: str, stream: TextIO) -> str:
+    """ANSI colour for a zone name, only when writing to a terminal."""
+    if not stream.isatty() or zone not in _COLOURS:
+        return text
+    return f"\033[{_COLOURS[zone]}m{text}\033[0m"
+
+
+def print_json(value: Any, stream: TextIO | None = None) -> None:
+    out = stream or sys.stdout
+    out.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def human_ms(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"

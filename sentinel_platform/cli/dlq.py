@@ -1,0 +1,197 @@
+"""``sentinel dlq list|show|replay|purge``: the operator's hands on dead letters.
+
+The safety rules live in :mod:`sentinel_platform.streams.dlq_admin` (atomic, idempotent
+replay); this module only turns command lines into filters, asks for confirmation where
+data would be destroyed, and prints results for people (or JSON for scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sentinel_platform.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    open_client,
+    print_json,
+    settings_from_env,
+)
+from sentinel_platform.cli.progress import Progress
+from sentinel_platform.streams import dlq_admin
+from sentinel_platform.streams.dlq_admin import DlqEntry, DlqError, DlqFilter
+
+REASONS = ("invalid_message", "max_deliveries_exceeded")
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return number
+
+
+def _add_filters(parser: argparse.ArgumentParser, limit_default: int | None) -> None:
+    parser.add_argument("--stream", help="only dead letters from this source stream")
+    parser.add_argument("--reason", choices=REASONS, help="only dead letters with this reason")
+    parser.add_argument(
+        "--since", help="only entries dead-lettered since an ISO time or a duration (15m, 2h, 1d)"
+    )
+    parser.add_argument(
+        "--limit", type=_positive, default=limit_default, help="at most N entries (oldest first)"
+    )
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    dlq = subparsers.add_parser("dlq", help="list, show, replay or purge dead letters")
+    actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
+
+    listing = actions.add_parser("list", help="dead letters, oldest first")
+    _add_filters(listing, limit_default=50)
+    listing.add_argument("--json", action="store_true", help="JSON array on stdout")
+    listing.set_defaults(handler=run_list)
+
+    show = actions.add_parser("show", help="one dead letter with its payload")
+    show.add_argument("id", help="DLQ entry id (DLQ_STREAM/ID when several DLQs exist)")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=run_show)
+
+    replay = actions.add_parser(
+        "replay",
+        help="re-publish dead letters onto their source stream as new messages",
+        description="Each entry is re-published with a fresh delivery count and the original "
+        f"id in field {dlq_admin.REPLAYED_FROM_FIELD}, then removed from the DLQ, atomically: "
+        "replaying the same entry twice publishes it once.",
+    )
+    replay.add_argument("ids", nargs="*", help="DLQ entry ids; or use --all with filters")
+    replay.add_argument("--all", action="store_true", help="every entry matching the filters")
+    _add_filters(replay, limit_default=None)
+    replay.add_argument("--dry-run", action="store_true", help="show what would be replayed")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(handler=run_replay)
+
+    purge = actions.add_parser("purge", help="delete dead letters for good (needs --yes)")
+    _add_filters(purge, limit_default=None)
+    purge.add_argument("--yes", action="store_true", help="confirm the deletion")
+    purge.add_argument("--json", action="store_true")
+    purge.set_defaults(handler=run_purge)
+
+
+def _filter(args: argparse.Namespace) -> DlqFilter:
+    try:
+        since = dlq_admin.parse_since(args.since) if args.since else None
+    except DlqError as exc:
+        raise CliError(str(exc), code=EXIT_USAGE) from None
+    return DlqFilter(stream=args.stream, reason=args.reason, since=since, limit=args.limit)
+
+
+def _summary_line(entry: DlqEntry) -> str:
+    letter = entry.letter
+    when = entry.dead_lettered_at.strftime("%Y-%m-%d %H:%M:%S")
+    if letter is None:
+        return f"{entry.entry_id}  {when}  (unreadable: {entry.problem})"
+    error = letter.error if len(letter.error) <= 60 else letter.error[:57] + "..."
+    return (
+        f"{entry.entry_id}  {when}  {letter.stream:<16} {letter.reason:<24} "
+        f"deliveries {letter.deliveries}  from {letter.message_id}  {error}"
+    )
+
+
+def run_list(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    client = open_client(settings)
+    entries = dlq_admin.list_entries(client, settings, _filter(args))
+    if args.json:
+        print_json([e.to_dict() for e in entries])
+        return EXIT_OK
+    if not entries:
+        print("no dead letters match")
+    for entry in entries:
+        print(_summary_line(entry))
+    return EXIT_OK
+
+
+def _lookup(client: Any, settings: Any, ref: str) -> DlqEntry:
+    try:
+        return dlq_admin.get_entry(client, settings, ref)
+    except DlqError as exc:
+        raise CliError(str(exc)) from None
+
+
+def run_show(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    client = open_client(settings)
+    entry = _lookup(client, settings, args.id)
+    doc = entry.to_dict()
+    if args.json:
+        print_json(doc)
+        return EXIT_OK
+    payload = doc.pop("payload", None)
+    width = max(len(k) for k in doc)
+    for name, value in doc.items():
+        print(f"{name:<{width}}  {value}")
+    print("payload:")
+    if isinstance(payload, dict):
+        for name, value in payload.items():
+            print(f"  {name}: {value}")
+    else:
+        print("  (not a JSON object)")
+    return EXIT_OK
+
+
+def _selected(args: argparse.Namespace, client: Any, settings: Any) -> list[DlqEntry]:
+    if args.ids and args.all:
+        raise CliError("give entry ids or --all with filters, not both", code=EXIT_USAGE)
+    if args.ids:
+        if args.stream or args.reason or args.since or args.limit:
+            raise CliError("filters only apply with --all", code=EXIT_USAGE)
+        return [_lookup(client, settings, ref) for ref in args.ids]
+    if not args.all:
+        raise CliError("nothing selected: give entry ids, or --all (with filters)", EXIT_USAGE)
+    return dlq_admin.list_entries(client, settings, _filter(args))
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    client = open_client(settings)
+    entries = _selected(args, client, settings)
+    label = "dry run" if args.dry_run else "replay"
+    with Progress(len(entries), label) as bar:
+        summary = dlq_admin.replay(client, settings, entries, args.dry_run, bar.update)
+    if args.json:
+        print_json([vars(o) for o in summary.outcomes])
+    else:
+        for outcome in summary.outcomes:
+            target = f" -> {outcome.stream} {outcome.new_id or ''}".rstrip()
+            detail = f"  ({outcome.detail})" if outcome.detail else ""
+            print(f"{outcome.entry_id}  {outcome.status}{target}{detail}")
+        print(
+            f"{summary.count('replayed')} replayed, {summary.count('would_replay')} would be "
+            f"replayed, {summary.count('gone')} already gone, {summary.count('refused')} refused"
+        )
+    return EXIT_ERROR if summary.count("refused") else EXIT_OK
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    filt = _filter(args)
+    if not args.yes:
+        scope = "every dead letter" if filt.is_empty else "the matching dead letters"
+        print(
+            f"refusing to purge {scope} without --yes (purged entries cannot be replayed; "
+            "see them first with `sentinel dlq list` with the same filters)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    client = open_client(settings)
+    entries = dlq_admin.list_entries(client, settings, filt)
+    with Progress(len(entries), "purge") as bar:
+        deleted = dlq_admin.purge(client, entries, bar.update)
+    if args.json:
+        print_json({"purged": deleted})
+    else:
+        print(f"purged {deleted} dead letter(s)")
+    return EXIT_OK

@@ -1,0 +1,216 @@
+"""``sentinel status``: is it healthy, what is stuck, what died.
+
+Per stream it reports the lag the producers act on (backlog + pending, measured from the
+group itself, because the original's XPENDING-only figure missed the backlog), its zone,
+each consumer with its lease (alive or dead: a dead consumer with pending entries is what
+the pool will recover), the DLQ depth and the last alerts. The exit code is the worst zone,
+so the command doubles as a health probe.
+
+A stream counts as having a live worker when at least one consumer holds its lease or a
+worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+import redis
+
+from sentinel_platform.cli.common import (
+    ZONE_EXIT,
+    CliError,
+    human_ms,
+    open_client,
+    paint,
+    print_json,
+    settings_from_env,
+)
+from sentinel_platform.settings import Settings, redact_url
+from sentinel_platform.streams import dlq_admin
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
+from sentinel_platform.streams.lag import measure_lag, read_lag_key, zone
+
+ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
+
+
+@dataclass
+class ConsumerState:
+    name: str
+    lease: str  # "alive" | "dead"
+    pending: int
+    idle_ms: int | None
+    registered: str | None = None
+
+
+@dataclass
+class StreamState:
+    stream: str
+    group: str
+    zone: str
+    lag: int
+    backlog: int
+    pending: int
+    published_lag: int | None
+    producer_paused: bool
+    live_workers: int
+    consumers: list[ConsumerState] = field(default_factory=list)
+    dlq: str = ""
+    dlq_depth: int | None = None
+
+
+def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
+    try:
+        infos = {c["name"]: c for c in client.xinfo_consumers(keys.stream, keys.group)}
+    except redis.ResponseError:  # no stream or group yet
+        infos = {}
+    registered = client.hgetall(keys.consumers) or {}
+    states = []
+    for name in sorted(set(infos) | set(registered)):
+        info = infos.get(name, {})
+        states.append(
+            ConsumerState(
+                name=name,
+                lease="alive" if client.exists(keys.lease(name)) else "dead",
+                pending=int(info.get("pending", 0)),
+                idle_ms=int(info["idle"]) if "idle" in info else None,
+                registered=registered.get(name),
+            )
+        )
+    return states
+
+
+def stream_state(
+    client: RedisClient, settings: Settings, keys: StreamKeys, dlq_counts: dict[str, int] | None
+) -> StreamState:
+    reading = measure_lag(client, keys)
+    published = read_lag_key(client, keys)
+    consumers = _consumers(client, keys)
+    live = sum(1 for c in consumers if c.lease == "alive")
+    worker_alive = live > 0 or published is not None
+    return StreamState(
+        stream=keys.stream,
+        group=keys.group,
+        zone=zone(reading.lag if worker_alive else None, settings.lag_warn, settings.lag_pause),
+        lag=reading.lag,
+        backlog=reading.backlog,
+        pending=reading.pending,
+        published_lag=published,
+        producer_paused=bool(client.exists(keys.paused)),
+        live_workers=live,
+        consumers=consumers,
+        dlq=keys.dlq,
+        dlq_depth=None if dlq_counts is None else dlq_counts.get(keys.stream, 0),
+    )
+
+
+def recent_alerts(client: RedisClient, settings: Settings, count: int) -> list[dict[str, Any]]:
+    if count <= 0:
+        return []
+    try:
+        rows = client.xrevrange(settings.alerts_stream, max="+", min="-", count=count)
+    except redis.ResponseError:
+        return []
+    alerts = []
+    for alert_id, fields in rows:
+        millis = int(alert_id.split("-", 1)[0])
+        at = datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat()
+        alerts.append({"id": alert_id, "at": at, **fields})
+    return alerts
+
+
+def worst_zone(zones: list[str]) -> str:
+    return max(zones, key=ZONE_ORDER.index) if zones else "nominal"
+
+
+def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[str, Any]:
+    """The whole status as plain data (the ``--json`` document)."""
+    dlq_counts = dlq_admin.depth_by_stream(client, settings)
+    streams = [stream_state(client, settings, k, dlq_counts) for k in all_stream_keys(settings)]
+    worst = worst_zone([s.zone for s in streams])
+    return {
+        "zone": worst,
+        "exit_code": ZONE_EXIT[worst],
+        "redis": redact_url(settings.redis_url_value) or "embedded",
+        "limits": {"lag_warn": settings.lag_warn, "lag_pause": settings.lag_pause},
+        "streams": [asdict(s) for s in streams],
+        "dlq": dlq_admin.depth(client, settings),
+        "alerts": recent_alerts(client, settings, alerts),
+    }
+
+
+def _alert_line(alert: dict[str, Any]) -> str:
+    """One line per alert (fields written by ``sentinel_platform.alerting``)."""
+    when = alert["at"][:19].replace("T", " ")
+    severity = str(alert.get("severity", "?")).upper()
+    where = f" [{alert['stream']}]" if alert.get("stream") else ""
+    text = alert.get("summary") or alert.get("condition") or ""
+    return f"  {when}  {severity:<8} {alert.get('source', '?')}{where}: {text}"
+
+
+def render(doc: dict[str, Any], out: TextIO) -> None:
+    """Human-readable status; zones coloured only on a terminal."""
+    lines = [
+        f"redis: {doc['redis']}   limits: warn {doc['limits']['lag_warn']}, "
+        f"pause {doc['limits']['lag_pause']}"
+    ]
+    for s in doc["streams"]:
+        zone_text = paint(s["zone"].replace("_", " "), s["zone"], out)
+        paused = "  PRODUCER PAUSED" if s["producer_paused"] else ""
+        dlq = "?" if s["dlq_depth"] is None else s["dlq_depth"]
+        lines.append("")
+        lines.append(f"{s['stream']}  (group {s['group']})  {zone_text}{paused}")
+        lines.append(
+            f"  lag {s['lag']} = backlog {s['backlog']} + pending {s['pending']}   "
+            f"published lag {'-' if s['published_lag'] is None else s['published_lag']}   "
+            f"dead letters {dlq}"
+        )
+        if not s["consumers"]:
+            lines.append("  consumers: none")
+        for c in s["consumers"]:
+            lease = paint(c["lease"], "nominal" if c["lease"] == "alive" else "backpressure", out)
+            lines.append(
+                f"  - {c['name']:<32} {lease:<5}  pending {c['pending']:<6} "
+                f"idle {human_ms(c['idle_ms'])}"
+            )
+    lines.append("")
+    lines.append("dlq: " + ", ".join(f"{k} {v}" for k, v in doc["dlq"].items()))
+    lines.append(f"alerts (last {len(doc['alerts'])}):" if doc["alerts"] else "alerts: none")
+    lines.extend(_alert_line(a) for a in doc["alerts"])
+    overall = paint(doc["zone"].replace("_", " "), doc["zone"], out)
+    lines.append(f"overall: {overall} (exit {doc['exit_code']})")
+    out.write("\n".join(lines) + "\n")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="lag, zones, consumers, dead letters and alerts per stream",
+        description="Exit code: 0 nominal, 3 elevated, 4 backpressure, 5 worker off "
+        "(the worst stream counts), 1 error (Redis unreachable, bad settings).",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument("--alerts", type=int, default=5, help="how many recent alerts to show")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    client = open_client(settings)
+    try:
+        doc = collect(client, settings, alerts=args.alerts)
+    except redis.RedisError as exc:
+        raise CliError(f"reading status from Redis failed: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+    if args.json:
+        print_json(doc)
+    else:
+        render(doc, sys.stdout)
+    return int(doc["exit_code"])

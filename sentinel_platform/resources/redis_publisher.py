@@ -1,0 +1,172 @@
+"""The backpressure-aware Redis resource the Spark assets publish and read back through.
+
+Every field defaults to ``None`` meaning "take it from settings" (``REDIS_URL`` and the
+``SENTINEL_*`` variables), so the code location needs no config and a run can still
+override a threshold in the launchpad. Leave ``redis_url`` unset in deployed
+definitions: run config is visible in the UI, the environment is not.
+
+Publishing happens on the executors (:class:`PartitionPublisher` inside ``mapInArrow``);
+the driver only ships plain config and sums the per-partition stats.
+
+Stopping: when the step is interrupted (a Dagster run termination raises
+``DagsterExecutionInterruptedError`` in the step, a ``KeyboardInterrupt`` in plain
+Python) the driver sets the run's stop key and cancels its Spark job group. Executors
+that are waiting on backpressure poll the stop key between wait slices of at most
+0.25 s, so they give up within about a second even where Spark does not kill the
+Python worker. An executor that times out sets the same key, so sibling partitions and
+task retries stop too instead of each waiting ``max_pause_s`` again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+import dagster as dg
+
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.backpressure import BackpressureConfig
+from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
+from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.publish import (
+    STATS_SCHEMA,
+    STOP_KEY_TTL_S,
+    WIRE_COLUMNS,
+    Kind,
+    PartitionPublisher,
+    PublishStats,
+    stop_key,
+)
+from sentinel_platform.streams.range_read import (
+    ENTRY_SCHEMA,
+    RANGE_SCHEMA,
+    RangeReader,
+    id_slices,
+)
+
+_EXECUTOR_ERROR = re.compile(r"(BackpressureTimeout|PublishInterrupted|SchemaError|ValidationError)"
+                             r": (.+)")
+
+
+class PublishError(RuntimeError):
+    """A publish failed on the executors; the message is the executor's own error."""
+
+
+def executor_error(exc: BaseException) -> str | None:
+    """The first of our errors named in a Spark exception's (long, Java-wrapped) text."""
+    match = _EXECUTOR_ERROR.search(str(exc))
+    return f"{match.group(1)}: {match.group(2).strip()}" if match else None
+
+
+class RedisPublisherResource(dg.ConfigurableResource):
+    """Publish Spark DataFrames to the streams with backpressure; read result streams back."""
+
+    redis_url: str | None = None
+    lag_warn: int | None = None
+    lag_pause: int | None = None
+    lag_warn_sleep_ms: int | None = None
+    lag_pause_poll_ms: int | None = None
+    max_pause_s: float | None = None
+    resume_lag: int | None = None
+    batch_size: int | None = None
+    pacing: str = "graduated"
+
+    def settings(self) -> Settings:
+        """Environment settings with this resource's non-empty fields on top (validated)."""
+        names = ("redis_url", "lag_warn", "lag_pause", "lag_warn_sleep_ms", "lag_pause_poll_ms")
+        overrides: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n)}
+        if self.max_pause_s is not None:
+            overrides["max_pause_s"] = self.max_pause_s
+        if self.batch_size is not None:
+            overrides["publish_batch_size"] = self.batch_size
+        return load_settings(**overrides)
+
+    def backpressure(self, settings: Settings) -> BackpressureConfig:
+        return BackpressureConfig.from_settings(
+            settings, resume_lag=self.resume_lag, mode=self.pacing
+        )
+
+    def keys(self, kind: Kind, settings: Settings | None = None) -> StreamKeys:
+        settings = settings or self.settings()
+        return transaction_keys(settings) if kind == "transactions" else axiom_keys(settings)
+
+    def client(self, settings: Settings | None = None) -> RedisClient:
+        return connect(settings or self.settings())
+
+    # --- publish --------------------------------------------------------------------------
+    def publish_dataframe(self, df: Any, kind: Kind, run_id: str | None = None) -> PublishStats:
+        """Publish ``df``'s wire columns from the executors; return the summed stats."""
+        settings = self.settings()
+        keys = self.keys(kind, settings)
+        client = connect(settings)
+        run_id = run_id or uuid.uuid4().hex
+        stop = stop_key(keys, run_id)
+        client.delete(stop)
+        publisher = PartitionPublisher(
+            url=resolve_url(settings),
+            cluster=settings.is_cluster,
+            keys=keys,
+            kind=kind,
+            config=self.backpressure(settings),
+            batch_size=settings.publish_batch_size,
+            stop_key=stop,
+        )
+        spark = df.sparkSession
+        tag = f"sentinel-publish-{run_id}"
+        _tag_jobs(spark, tag)
+        started = time.monotonic()
+        try:
+            rows = df.select(*WIRE_COLUMNS[kind]).mapInArrow(publisher, STATS_SCHEMA).collect()
+        except BaseException as exc:
+            client.set(stop, "1", ex=STOP_KEY_TTL_S)
+            _cancel_jobs(spark, tag)
+            reason = executor_error(exc)
+            if reason and isinstance(exc, Exception):
+                raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
+            raise
+        finally:
+            _untag_jobs(spark, tag)
+        client.delete(stop)
+        client.close()
+        total = PublishStats.combine(PublishStats(**row.asDict()) for row in rows)
+        total.wall_s = time.monotonic() - started
+        return total
+
+    # --- read back ------------------------------------------------------------------------
+    def read_stream(self, spark: Any, stream: str) -> Any:
+        """The whole ``stream`` as a DataFrame ``(stream_id, fields map)``, read by executors."""
+        settings = self.settings()
+        client = connect(settings)
+        try:
+            slices = id_slices(client, stream)
+        finally:
+            client.close()
+        ranges = spark.createDataFrame(slices, RANGE_SCHEMA)
+        if slices:
+            ranges = ranges.repartition(len(slices))
+        reader = RangeReader(resolve_url(settings), settings.is_cluster, stream)
+        return ranges.mapInArrow(reader, ENTRY_SCHEMA)
+
+
+def _tag_jobs(spark: Any, tag: str) -> None:
+    # Spark 3.5+ job tags work on classic and Connect sessions; cancellation uses them.
+    add = getattr(spark, "addTag", None)
+    if add is not None:
+        add(tag)
+
+
+def _untag_jobs(spark: Any, tag: str) -> None:
+    remove = getattr(spark, "removeTag", None)
+    if remove is not None:
+        remove(tag)
+
+
+def _cancel_jobs(spark: Any, tag: str) -> None:
+    cancel = getattr(spark, "interruptTag", None)
+    if cancel is not None:
+        try:
+            cancel(tag)
+        except Exception:  # best effort: the stop key already tells executors to stop
+            pass

@@ -1,0 +1,38 @@
+"""``StreamInspector``: read-only Redis access for the operations sensors and checks.
+
+Kept apart from the publisher resource on purpose: watching the pipeline must never be
+able to write to the data streams. The only writes it offers are the producer-pause flag,
+which is the sensors' job to own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+from pydantic import Field
+
+from sentinel_platform.resources.alerts import settings_from
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient, connect
+
+
+class StreamInspector(dg.ConfigurableResource):
+    """Settings and a short-lived Redis client for one sensor tick or check run."""
+
+    overrides: dict[str, str] = Field(
+        default_factory=dict,
+        description="settings overrides by field name (e.g. lag_warn); env otherwise",
+    )
+
+    def get_settings(self) -> Settings:
+        return settings_from(self.overrides)
+
+    @contextmanager
+    def client(self) -> Iterator[RedisClient]:
+        client = connect(self.get_settings())
+        try:
+            yield client
+        finally:
+            client.close()

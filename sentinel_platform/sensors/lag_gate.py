@@ -1,0 +1,286 @@
+"""The consumer-lag sensor: records lag, pauses and resumes publishing, alerts on zone changes.
+
+Every tick, per stream: read the lag card (worker key, else the group's own backlog),
+record an ``AssetObservation`` on the stream asset and the ``consumer_lag_within_limits``
+evaluation, then drive a small state machine kept in the cursor:
+
+- entering backpressure or worker off starts a *pause episode*: the producer-pause flag
+  is set (in-flight publish runs wait on it) and no publish run is launched;
+- partitions that come due during the episode are *held back* in the cursor;
+- only back at nominal (not merely elevated: hysteresis against the on/off sawtooth)
+  does the episode end: the flag is cleared and each held partition is launched once
+  with run key ``resume:<stream>:<partition>:<episode>``; the episode id is the pause
+  start in ms, so two episodes never share a key and a replayed tick cannot launch twice.
+
+Outside a pause the gate launches each newly due partition once (run key
+``publish:<stream>:<partition>``) unless it is already materialised. The flag carries
+a TTL refreshed every tick, so a stopped sensor cannot pause producers forever (their
+own lag guard still protects the stream).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+
+from sentinel_platform.alerting.model import Alert
+from sentinel_platform.checks.stream_health import LAG_CHECK, PAUSE_ZONES, evaluate_lag
+from sentinel_platform.resources.alerts import AlertSink
+from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.sensors.cursor import dump_cursor, load_cursor
+from sentinel_platform.sensors.targets import STREAM_TARGETS, PublishTarget, StreamTarget
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.inspect import LagSnapshot, lag_snapshot
+from sentinel_platform.streams.keys import StreamKeys
+
+SENSOR_NAME = "consumer_lag_sensor"
+INTERVAL_S = 15
+#: The pause flag outlives many ticks but not a dead sensor by long.
+PAUSE_FLAG_TTL_S = 3600
+FLAG_PREFIX = "sensor:"
+ZONE_SEVERITY = {
+    "nominal": "info",
+    "elevated": "warning",
+    "backpressure": "error",
+    "worker_off": "error",
+}
+
+Clock = Callable[[], datetime]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class GateState:
+    """Per-stream memory, round-tripped through the JSON cursor."""
+
+    zone: str | None = None
+    paused: bool = False
+    episode: str | None = None
+    held: list[str] = field(default_factory=list)
+    last_due: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any] | None) -> GateState:
+        raw = raw or {}
+        return cls(
+            zone=raw.get("zone"),
+            paused=bool(raw.get("paused", False)),
+            episode=raw.get("episode"),
+            held=list(raw.get("held", [])),
+            last_due=raw.get("last_due"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "zone": self.zone,
+            "paused": self.paused,
+            "episode": self.episode,
+            "held": self.held,
+            "last_due": self.last_due,
+        }
+
+
+@dataclass
+class TickOutcome:
+    events: list[dg.AssetObservation | dg.AssetCheckEvaluation] = field(default_factory=list)
+    runs: list[dg.RunRequest] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def due_partition(target: PublishTarget, now: datetime, instance: dg.DagsterInstance) -> str | None:
+    """The newest partition whose window has closed, if the gate launches new partitions."""
+    if target.partitions_def is None or not target.launch_due_partitions:
+        return None
+    keys = target.partitions_def.get_partition_keys(current_time=now, dynamic_partitions_store=instance)
+    return keys[-1] if keys else None
+
+
+def _materialised(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> set[str]:
+    return instance.get_materialized_partitions(asset_key)
+
+
+def _run_request(
+    stream: StreamTarget, target: PublishTarget, partition: str | None, run_key: str, reason: str
+) -> dg.RunRequest:
+    return dg.RunRequest(
+        run_key=run_key,
+        job_name=target.job_name,
+        partition_key=partition,
+        asset_selection=list(target.asset_selection) if target.asset_selection else None,
+        tags={"sentinel/stream": stream.name, "sentinel/launched_by": f"{SENSOR_NAME}:{reason}"},
+    )
+
+
+def _set_flag(client: RedisClient, keys: StreamKeys, zone_name: str, episode: str) -> None:
+    client.set(keys.paused, f"{FLAG_PREFIX}{zone_name}:{episode}", ex=PAUSE_FLAG_TTL_S)
+
+
+def _clear_flag(client: RedisClient, keys: StreamKeys) -> None:
+    """Clear the flag only if this sensor set it: an operator's manual pause stays."""
+    value = client.get(keys.paused)
+    if value is not None and value.startswith(FLAG_PREFIX):
+        client.delete(keys.paused)
+
+
+def _zone_alert(
+    stream: StreamTarget,
+    keys: StreamKeys,
+    previous: str | None,
+    current: str,
+    snapshot: LagSnapshot,
+    settings: Settings,
+    action: str | None,
+    episode: str | None,
+    relaunch: list[str],
+) -> Alert:
+    what = {
+        "pause": f"producers paused ({keys.paused} set), no new publish runs",
+        "resume": f"producers resumed, {len(relaunch)} held partition(s) relaunched",
+    }.get(action or "", "no publish action")
+    return Alert(
+        severity=ZONE_SEVERITY[current],  # type: ignore[arg-type]
+        source=SENSOR_NAME,
+        stream=keys.stream,
+        condition=f"{action}:{episode}" if action else f"zone:{current}",
+        summary=f"lag zone {previous or 'unknown'} -> {current} (lag {snapshot.lag}, "
+        f"warn {settings.lag_warn}, pause {settings.lag_pause}): {what}",
+        details={
+            "stream_name": stream.name,
+            "previous_zone": previous,
+            "zone": current,
+            "lag": snapshot.lag,
+            "pending": snapshot.reading.pending,
+            "backlog": snapshot.reading.backlog,
+            "consumers_alive": snapshot.consumers_alive,
+            "action": action,
+            "episode": episode,
+            "relaunched_partitions": relaunch,
+        },
+    )
+
+
+def evaluate_stream(
+    stream: StreamTarget,
+    publish: PublishTarget | None,
+    state: GateState,
+    client: RedisClient,
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    alerts: AlertSink,
+    now: datetime,
+) -> TickOutcome:
+    keys = stream.keys_of(settings)
+    snapshot = lag_snapshot(client, keys)
+    verdict = evaluate_lag(snapshot, settings)
+    current = str(verdict.metadata["zone"])
+    out = TickOutcome()
+    out.events.append(dg.AssetObservation(asset_key=stream.asset_key, metadata=verdict.metadata))
+    out.events.append(verdict.evaluation(stream.asset_key, LAG_CHECK, blocking=True))
+
+    previous, action, relaunch = state.zone, None, []
+    if current in PAUSE_ZONES and not state.paused:
+        state.paused, state.episode, action = True, str(int(time.time() * 1000)), "pause"
+    if state.paused:
+        if current == "nominal":
+            _clear_flag(client, keys)
+            action = "resume"
+            relaunch = list(state.held)
+            state.paused, state.held = False, []
+        else:
+            _set_flag(client, keys, current, state.episode or "0")
+
+    materialised = _materialised(instance, stream.asset_key) if publish else set()
+    if publish is not None:
+        for partition in relaunch:
+            if partition not in materialised:
+                key = f"resume:{stream.name}:{partition}:{state.episode}"
+                out.runs.append(_run_request(stream, publish, partition, key, "resume"))
+        due = due_partition(publish, now, instance)
+        if due is not None and due != state.last_due:
+            state.last_due = due
+            if state.paused or verdict.blocks:
+                if due not in state.held:
+                    state.held.append(due)
+            elif due not in materialised and due not in relaunch:
+                key = f"publish:{stream.name}:{due}"
+                out.runs.append(_run_request(stream, publish, due, key, "due"))
+
+    zone_changed = previous != current and not (previous is None and current == "nominal")
+    if zone_changed or action:
+        alerts.send(
+            _zone_alert(
+                stream, keys, previous, current, snapshot, settings, action, state.episode, relaunch
+            )
+        )
+    state.zone = current
+    held = f", {len(state.held)} partition(s) held" if state.held else ""
+    paused = f", paused since episode {state.episode}" if state.paused else ""
+    out.notes.append(f"{stream.name}: {current} (lag {snapshot.lag}){paused}{held}")
+    return out
+
+
+def build_lag_sensor(
+    streams: Sequence[StreamTarget] = STREAM_TARGETS,
+    publish: Mapping[str, PublishTarget] | None = None,
+    clock: Clock = _utc_now,
+    name: str = SENSOR_NAME,
+    interval_s: int = INTERVAL_S,
+) -> dg.SensorDefinition:
+    """The lag gate for ``streams``; ``publish`` maps a stream name to the job it may launch."""
+    publish = dict(publish or {})
+    jobs = list({target.job_name: target.job for target in publish.values()}.values())
+
+    @dg.sensor(
+        name=name,
+        minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        jobs=jobs or None,
+        description="Records consumer lag per stream, pauses publishing under backpressure or "
+        "with no live worker, resumes held partitions at nominal, alerts on zone changes.",
+    )
+    def _sensor(
+        context: dg.SensorEvaluationContext, stream_inspector: StreamInspector, alerts: AlertSink
+    ) -> dg.SensorResult:
+        cursor = load_cursor(context.cursor)
+        states = cursor.get("streams", {})
+        settings = stream_inspector.get_settings()
+        now = clock()
+        events: list[Any] = []
+        runs: list[dg.RunRequest] = []
+        notes: list[str] = []
+        with stream_inspector.client() as client:
+            for stream in streams:
+                state = GateState.from_json(states.get(stream.name))
+                outcome = evaluate_stream(
+                    stream,
+                    publish.get(stream.name),
+                    state,
+                    client,
+                    settings,
+                    context.instance,
+                    alerts,
+                    now,
+                )
+                states[stream.name] = state.to_json()
+                events.extend(outcome.events)
+                runs.extend(outcome.runs)
+                notes.extend(outcome.notes)
+        new_cursor = dump_cursor({"streams": states})
+        if runs:
+            return dg.SensorResult(run_requests=runs, cursor=new_cursor, asset_events=events)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("no publish run to launch: " + "; ".join(notes)),
+            cursor=new_cursor,
+            asset_events=events,
+        )
+
+    return _sensor

@@ -1,0 +1,281 @@
+"""The producer's backpressure guard: slow down when workers fall behind, stop when they drown.
+
+Sentinel-L7's guard read the lag key before every XADD, slept a fixed 500 ms above the
+soft limit and spun forever above the hard limit. This guard keeps its two thresholds
+and its stop-aware waits, and fixes what went wrong:
+
+* **Graduated pacing.** Between ``lag_warn`` and ``lag_pause`` the sleep before a batch
+  grows linearly with the lag, from 0 at ``lag_warn`` to ``lag_warn_sleep_ms`` at
+  ``lag_pause``, and the batch is cut to the head-room left below ``lag_pause``. A lag of
+  51 with a warn of 50 costs almost nothing; a lag of 190 costs nearly the full sleep. A
+  fixed sleep either over-brakes at the bottom of the band or under-brakes at the top.
+* **Hysteresis.** After a hard stop the producer resumes only once the lag has fallen
+  below ``resume_lag`` (default: half way between warn and pause). Resuming at
+  ``lag_pause`` itself, as the original did, re-enters the hard limit after one batch and
+  produces the stop/go sawtooth the original post describes.
+* **No blind flooding.** A missing lag key means no worker is alive; the guard then
+  measures the group's backlog itself (:func:`~sentinel_platform.streams.lag.measure_lag`)
+  and applies the same limits, so a producer cannot bury a dead pool.
+* **Bounded waits.** A hard stop longer than ``max_pause_s`` raises
+  :class:`BackpressureTimeout` naming the stream, the lag and the time waited.
+* **Interruptible.** Every wait is sliced into steps of at most :data:`STOP_CHECK_S`; between
+  steps the guard asks ``should_stop()`` and reads the optional stop key, so a terminated
+  Dagster run (or a sibling Spark task that failed) ends a wait within about a second.
+* **Pause flag.** ``keys.paused`` (set by the operations sensors) stops the producer like
+  the hard limit until the flag is cleared.
+
+Soft and hard *episodes* are counted and logged once each (start and end), not once per
+batch. The guard works on a Spark executor: :class:`BackpressureConfig` is a plain
+picklable dataclass, and the guard itself is built inside the partition function from a
+client opened there.
+
+``mode`` exists so the benchmark can compare this guard with its predecessors on equal
+terms: ``"graduated"`` (this design), ``"fixed"`` (the original: fixed soft sleep, resume
+as soon as lag is below the hard limit) and ``"binary"`` (no soft zone at all).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.lag import measure_lag
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["graduated", "fixed", "binary"]
+LagSource = Literal["key", "measured"]
+#: Longest uninterrupted sleep: stop requests are noticed at least this often.
+STOP_CHECK_S = 0.25
+_FALSE_FLAGS = frozenset({"", "0", "false", "no", "off"})
+
+
+class BackpressureTimeout(RuntimeError):
+    """The producer stayed stopped longer than ``max_pause_s``."""
+
+    def __init__(self, stream: str, lag: int, waited_s: float, reason: str) -> None:
+        self.stream = stream
+        self.lag = lag
+        self.waited_s = waited_s
+        super().__init__(
+            f"backpressure on stream {stream!r}: {reason} (lag {lag}) for {waited_s:.1f}s, "
+            f"longer than SENTINEL_MAX_PAUSE_S; giving up the publish"
+        )
+
+
+class PublishInterrupted(RuntimeError):
+    """The publish was asked to stop (run terminated, or a sibling task failed)."""
+
+
+@dataclass(frozen=True)
+class BackpressureConfig:
+    """Thresholds and timings of the guard; plain data so it can travel to Spark executors."""
+
+    lag_warn: int = 50
+    lag_pause: int = 200
+    lag_warn_sleep_ms: int = 500
+    lag_pause_poll_ms: int = 100
+    max_pause_s: float = 600.0
+    resume_lag: int | None = None
+    mode: Mode = "graduated"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.lag_warn < self.lag_pause:
+            raise ValueError(
+                f"lag_warn ({self.lag_warn}) must be positive and below lag_pause "
+                f"({self.lag_pause})"
+            )
+        if self.resume_lag is not None and not 0 <= self.resume_lag <= self.lag_pause:
+            raise ValueError(f"resume_lag ({self.resume_lag}) must be in [0, lag_pause]")
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: object) -> BackpressureConfig:
+        values: dict[str, object] = {
+            "lag_warn": settings.lag_warn,
+            "lag_pause": settings.lag_pause,
+            "lag_warn_sleep_ms": settings.lag_warn_sleep_ms,
+            "lag_pause_poll_ms": settings.lag_pause_poll_ms,
+            "max_pause_s": settings.max_pause_s,
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    @property
+    def resume_level(self) -> int:
+        """Lag below which a hard stop ends."""
+        if self.resume_lag is not None:
+            return self.resume_lag
+        if self.mode == "graduated":
+            return (self.lag_warn + self.lag_pause) // 2
+        return self.lag_pause
+
+    def soft_sleep_s(self, lag: int) -> float:
+        """Pause before a batch in the soft zone (``lag_warn <= lag < lag_pause``)."""
+        if self.mode == "binary" or lag < self.lag_warn:
+            return 0.0
+        if self.mode == "fixed":
+            return self.lag_warn_sleep_ms / 1000
+        fraction = (lag - self.lag_warn) / (self.lag_pause - self.lag_warn)
+        return min(1.0, fraction) * self.lag_warn_sleep_ms / 1000
+
+    def batch_budget(self, lag: int, batch_size: int) -> int:
+        """Rows allowed in the next batch: the head-room below the hard limit in the soft zone."""
+        if self.mode != "graduated" or lag < self.lag_warn:
+            return batch_size
+        return max(1, min(batch_size, self.lag_pause - lag))
+
+
+@dataclass
+class BackpressureStats:
+    """What the guard did, counted per episode (an episode = one stretch in a zone)."""
+
+    soft_events: int = 0
+    hard_events: int = 0
+    paused_s: float = 0.0
+    slowed_s: float = 0.0
+    max_lag: int = 0
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One reading of everything the guard looks at (one pipelined round trip)."""
+
+    lag: int
+    source: LagSource
+    paused_flag: bool
+    stop: bool
+
+
+@dataclass
+class BackpressureGuard:
+    """Call :meth:`wait_before_batch` before each batch; it returns how many rows may go."""
+
+    client: RedisClient
+    keys: StreamKeys
+    config: BackpressureConfig
+    should_stop: Callable[[], bool] = lambda: False
+    stop_key: str | None = None
+    stats: BackpressureStats = field(default_factory=BackpressureStats)
+    _soft_since: float | None = field(default=None, init=False, repr=False)
+    _sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    # --- reading ----------------------------------------------------------------------
+    def read_signal(self) -> Signal:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self.keys.lag)
+        pipe.get(self.keys.paused)
+        if self.stop_key:
+            pipe.get(self.stop_key)
+        values = pipe.execute()
+        lag_value, paused_value = values[0], values[1]
+        stop = bool(self.stop_key and values[2] is not None)
+        if lag_value is None:
+            lag, source = measure_lag(self.client, self.keys).lag, "measured"
+        else:
+            lag, source = int(lag_value), "key"
+        paused = paused_value is not None and str(paused_value).strip().lower() not in _FALSE_FLAGS
+        self.stats.max_lag = max(self.stats.max_lag, lag)
+        return Signal(lag=lag, source=source, paused_flag=paused, stop=stop)
+
+    def _check_stop(self, signal: Signal | None = None) -> None:
+        if (signal is not None and signal.stop) or self.should_stop():
+            raise PublishInterrupted(f"publish to stream {self.keys.stream!r} was asked to stop")
+
+    def _stoppable_sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            self._sleep(min(left, STOP_CHECK_S))
+            self._check_stop()
+
+    # --- the decision -------------------------------------------------------------------
+    def wait_before_batch(self, batch_size: int) -> int:
+        """Block as backpressure requires; return the number of rows the next batch may hold."""
+        signal = self.read_signal()
+        self._check_stop(signal)
+        if signal.paused_flag or signal.lag >= self.config.lag_pause:
+            signal = self._hard_stop(signal)
+        if self.config.mode != "binary" and signal.lag >= self.config.lag_warn:
+            self._slow_down(signal)
+        else:
+            self._end_soft_episode(signal)
+        return self.config.batch_budget(signal.lag, batch_size)
+
+    def _slow_down(self, signal: Signal) -> None:
+        if self._soft_since is None:
+            self._soft_since = time.monotonic()
+            self.stats.soft_events += 1
+            log.warning(
+                "consumer lag above soft limit, slowing down",
+                extra=self._fields(signal, limit=self.config.lag_warn),
+            )
+        pause = self.config.soft_sleep_s(signal.lag)
+        if pause > 0:
+            started = time.monotonic()
+            self._stoppable_sleep(pause)
+            self.stats.slowed_s += time.monotonic() - started
+
+    def _end_soft_episode(self, signal: Signal) -> None:
+        if self._soft_since is None:
+            return
+        lasted = time.monotonic() - self._soft_since
+        self._soft_since = None
+        log.info(
+            "consumer lag back below soft limit",
+            extra=self._fields(signal, episode_s=round(lasted, 3)),
+        )
+
+    def _hard_stop(self, signal: Signal) -> Signal:
+        started = time.monotonic()
+        self.stats.hard_events += 1
+        # Hysteresis applies to lag-driven stops; a flag-only stop ends when the flag goes.
+        resume_below = (
+            self.config.resume_level
+            if signal.lag >= self.config.lag_pause
+            else self.config.lag_pause
+        )
+        reason = self._reason(signal)
+        log.warning(f"{reason}, pausing publish", extra=self._fields(signal))
+        poll_s = self.config.lag_pause_poll_ms / 1000
+        try:
+            while signal.paused_flag or signal.lag >= resume_below:
+                waited = time.monotonic() - started
+                if waited >= self.config.max_pause_s:
+                    raise BackpressureTimeout(self.keys.stream, signal.lag, waited, reason)
+                self._stoppable_sleep(min(poll_s, self.config.max_pause_s - waited))
+                signal = self.read_signal()
+                self._check_stop(signal)
+                if signal.lag >= self.config.lag_pause:
+                    resume_below = self.config.resume_level
+                reason = self._reason(signal)
+        finally:
+            self.stats.paused_s += time.monotonic() - started
+        log.info(
+            "publish resumed",
+            extra=self._fields(signal, paused_s=round(time.monotonic() - started, 3)),
+        )
+        return signal
+
+    def _reason(self, signal: Signal) -> str:
+        if signal.paused_flag:
+            return f"pause flag {self.keys.paused!r} is set"
+        where = "consumer lag" if signal.source == "key" else "measured backlog (no live worker)"
+        return (
+            f"{where} reached hard limit {self.config.lag_pause} "
+            f"(resumes below {self.config.resume_level})"
+        )
+
+    def _fields(self, signal: Signal, **more: object) -> dict[str, object]:
+        return {
+            "stream": self.keys.stream,
+            "group": self.keys.group,
+            "lag": signal.lag,
+            "lag_source": signal.source,
+            "paused_flag": signal.paused_flag,
+            **more,
+        }

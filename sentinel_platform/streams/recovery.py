@@ -1,0 +1,276 @@
+"""Recovering abandoned messages: every worker is also a reclaimer.
+
+Each loop iteration (at least once a second, see ``consumer.py``) runs :meth:`Recovery.step`:
+
+1. ``XPENDING stream group`` (summary: total and per-consumer counts). When nothing is
+   pending, or only we hold messages that are not yet due, that is the whole cost: one
+   round trip.
+2. For the other consumers holding messages: one pipeline of ``EXISTS lease`` and
+   ``HEXISTS consumers`` per consumer. A consumer whose lease is alive is never robbed,
+   however idle its messages are (they are counted in ``skipped_alive``).
+3. Claimable holders, each with its own minimum idle time:
+
+   * ourselves, for messages whose processing failed: after ``SENTINEL_RETRY_BACKOFF_MS``;
+   * registered consumers whose lease is gone (killed, hung, stopped): after
+     ``SENTINEL_LEASE_TTL_MS``, so a SIGKILLed worker's messages are processed within
+     about one lease TTL plus one iteration;
+   * consumers that never registered (legacy Sentinel-L7 workers without leases): after
+     ``SENTINEL_RECLAIM_IDLE_MS``, the original rule.
+
+   Their PELs are paged with the extended ``XPENDING ... IDLE min COUNT n consumer`` and
+   a cursor per consumer, so the *whole* PEL is scanned across iterations (seed 001),
+   and the ids are claimed with one Lua call (XCLAIM keeps and bumps the delivery count;
+   its min-idle check means two survivors never both claim one message).
+
+Ids whose entry was trimmed or deleted cannot be processed: Redis 7 drops them from
+the PEL inside XCLAIM, Redis 6.2 moves them to the claimer without a body. The claim
+script detects both (XRANGE of the id is empty), acknowledges them and reports them as
+``trimmed``. Registered consumers that are dead and hold nothing are removed from the
+group and the registry now and then, so the consumer list does not grow with restarts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.scripts import LuaScript
+
+log = logging.getLogger(__name__)
+
+#: Most ids claimed by one script call (keeps Lua's unpack and the reply small).
+CLAIM_CHUNK = 200
+#: How often live consumers' overdue messages are counted for ``skipped_alive``.
+ALIVE_CHECK_INTERVAL_S = 1.0
+#: How often dead, empty consumers are removed from the group.
+PRUNE_INTERVAL_S = 10.0
+
+CLAIM = LuaScript(
+    "claim",
+    """
+local ids = {}
+for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
+local got, out, trimmed = {}, {}, {}
+for _, entry in ipairs(claimed) do
+  if type(entry) == 'table' and type(entry[2]) == 'table' then
+    got[entry[1]] = true
+    local info = redis.call('XPENDING', KEYS[1], ARGV[1], entry[1], entry[1], 1)
+    local count = 0
+    if info[1] then count = info[1][4] end
+    out[#out + 1] = {entry[1], entry[2], count}
+  end
+end
+for _, id in ipairs(ids) do
+  if not got[id] and #redis.call('XRANGE', KEYS[1], id, id) == 0 then
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    trimmed[#trimmed + 1] = id
+  end
+end
+return {out, trimmed}
+""",
+)
+
+PRUNE = LuaScript(
+    "prune_consumer",
+    """
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+local held = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if #held > 0 then return -2 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+return 1
+""",
+)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message handed to this worker, with its delivery count including this delivery."""
+
+    id: str
+    fields: dict[str, str]
+    deliveries: int
+    #: consumer it was claimed from; None for new reads, ourselves for our own retries
+    claimed_from: str | None = None
+
+
+@dataclass
+class RecoveryStats:
+    pel_depth: int = 0
+    alive: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+
+
+def pairs_to_dict(flat: Sequence[Any]) -> dict[str, str]:
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+class Recovery:
+    """The recovery step of one consumer (keeps the PEL cursors between iterations)."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: StreamKeys,
+        consumer: str,
+        *,
+        lease_ttl_ms: int,
+        reclaim_idle_ms: int,
+        retry_backoff_ms: int,
+        metrics: Metrics,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.consumer = consumer
+        self.lease_ttl_ms = lease_ttl_ms
+        self.reclaim_idle_ms = reclaim_idle_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.metrics = metrics
+        self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        self._cursors: dict[str, str] = {}
+        self._next_alive_check = 0.0
+        self._next_prune = time.monotonic() + PRUNE_INTERVAL_S
+        self.last = RecoveryStats()
+
+    # --- the step ---------------------------------------------------------------------------
+    def step(self, budget: int) -> list[Delivery]:
+        """Claim up to ``budget`` messages that are due for (re)processing by us."""
+        summary = self.client.xpending(self.keys.stream, self.keys.group)
+        holders = {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
+        stats = RecoveryStats(pel_depth=int(summary.get("pending") or 0))
+        self.metrics.set_gauge("pel_depth", stats.pel_depth)
+        targets: list[tuple[str, int]] = []
+        if holders.get(self.consumer):
+            targets.append((self.consumer, self.retry_backoff_ms))
+        others = [name for name in holders if name != self.consumer]
+        if others:
+            alive, registered = self._liveness(others)
+            for name in others:
+                if name in alive:
+                    stats.alive.append(name)
+                else:
+                    stats.dead.append(name)
+                    idle = self.lease_ttl_ms if name in registered else self.reclaim_idle_ms
+                    targets.append((name, idle))
+            self._count_skipped_alive(stats.alive)
+        self.last = stats
+        claimed: list[Delivery] = []
+        for holder, min_idle in targets:
+            if budget - len(claimed) <= 0:
+                break
+            claimed.extend(self._claim_from(holder, min_idle, budget - len(claimed)))
+        self._maybe_prune(holders)
+        return claimed
+
+    def _liveness(self, consumers: Sequence[str]) -> tuple[set[str], set[str]]:
+        pipe = self.client.pipeline(transaction=False)
+        for name in consumers:
+            pipe.exists(self.keys.lease(name))
+            pipe.hexists(self.keys.consumers, name)
+        replies = pipe.execute()
+        alive = {name for i, name in enumerate(consumers) if replies[2 * i]}
+        registered = {name for i, name in enumerate(consumers) if replies[2 * i + 1]}
+        return alive, registered
+
+    def _claim_from(self, holder: str, min_idle: int, budget: int) -> list[Delivery]:
+        start = self._cursors.get(holder, "-")
+        count = min(budget, CLAIM_CHUNK)
+        entries = self.client.xpending_range(
+            self.keys.stream,
+            self.keys.group,
+            min=start,
+            max="+",
+            count=count,
+            consumername=holder,
+            idle=min_idle,
+        )
+        if len(entries) < count:
+            self._cursors.pop(holder, None)  # reached the end: next scan starts over
+        else:
+            self._cursors[holder] = "(" + entries[-1]["message_id"]
+        if not entries:
+            return []
+        ids = [entry["message_id"] for entry in entries]
+        reply = CLAIM.run(
+            self.client,
+            [self.keys.stream],
+            [self.keys.group, self.consumer, min_idle, *ids],
+        )
+        deliveries = [
+            Delivery(message_id, pairs_to_dict(flat), int(count), holder)
+            for message_id, flat, count in reply[0]
+        ]
+        self._report(holder, deliveries, list(reply[1]))
+        return deliveries
+
+    def _report(self, holder: str, deliveries: list[Delivery], trimmed: list[str]) -> None:
+        for message_id in trimmed:
+            self.metrics.inc("trimmed")
+            log.warning(
+                "trimmed",
+                extra={**self.log_fields, "message_id": message_id, "claimed_from": holder},
+            )
+        if holder == self.consumer:
+            return  # our own retries are logged by the loop
+        self.metrics.inc("recovered", len(deliveries))
+        for delivery in deliveries:
+            log.info(
+                "recovered",
+                extra={
+                    **self.log_fields,
+                    "message_id": delivery.id,
+                    "claimed_from": holder,
+                    "deliveries": delivery.deliveries,
+                },
+            )
+
+    def _count_skipped_alive(self, alive: Sequence[str]) -> None:
+        """Count live consumers' messages idle past the reclaim time that we leave alone."""
+        now = time.monotonic()
+        if not alive or now < self._next_alive_check:
+            return
+        self._next_alive_check = now + ALIVE_CHECK_INTERVAL_S
+        pipe = self.client.pipeline(transaction=False)
+        for name in alive:
+            pipe.xpending_range(
+                self.keys.stream,
+                self.keys.group,
+                min="-",
+                max="+",
+                count=100,
+                consumername=name,
+                idle=self.reclaim_idle_ms,
+            )
+        for name, entries in zip(alive, pipe.execute()):
+            if entries:
+                self.metrics.inc("skipped_alive", len(entries))
+                log.info(
+                    "skipped_alive",
+                    extra={
+                        **self.log_fields,
+                        "holder": name,
+                        "messages": len(entries),
+                        "message_id": entries[0]["message_id"],
+                    },
+                )
+
+    def _maybe_prune(self, holders: dict[str, int]) -> None:
+        """Remove registered consumers that are dead and hold nothing (atomic check + delete)."""
+        now = time.monotonic()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + PRUNE_INTERVAL_S
+        registered = self.client.hkeys(self.keys.consumers)
+        for name in registered:
+            if name == self.consumer or holders.get(name):
+                continue
+            keys = [self.keys.stream, self.keys.lease(name), self.keys.consumers]
+            if PRUNE.run(self.client, keys, [self.keys.group, name]) == 1:
+                log.info("consumer_pruned", extra={**self.log_fields, "pruned": name})

@@ -1,0 +1,90 @@
+"""Hung workers: how a worker whose lease is alive but which makes no progress gives up.
+
+Leases alone would let a hung worker (stuck in a call that never returns, a deadlock)
+keep its messages forever, since a live lease is never robbed. Decided policy: the
+heartbeat thread also watches the message in hand. When one message has been in hand
+longer than ``SENTINEL_HANG_TIMEOUT_MS`` (default 300 s, ten times the default reclaim
+idle time), the worker is considered hung: it deletes its lease, logs ``worker_hung``
+and exits the process with :data:`EXIT_HUNG`. Survivors then recover its messages
+exactly as they would a killed worker's, and the supervisor (``sentinel up``, systemd,
+Kubernetes) restarts it. A merely slow message (say three times the reclaim idle time)
+is far below the hang timeout and is never robbed. Exiting is the only reliable way to
+abandon a stuck call in Python; stealing from a live process would instead risk two
+workers running the same message side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+#: Exit status of a worker that gave up because it hung (EX_SOFTWARE).
+EXIT_HUNG = 70
+
+
+class InHand:
+    """The message the loop is processing right now, and since when (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._message_id: str | None = None
+        self._since = 0.0
+
+    def take(self, message_id: str) -> None:
+        with self._lock:
+            self._message_id, self._since = message_id, time.monotonic()
+
+    def drop(self) -> None:
+        with self._lock:
+            self._message_id = None
+
+    def held(self) -> tuple[str, float] | None:
+        """(message id, seconds in hand), or None when nothing is being processed."""
+        with self._lock:
+            if self._message_id is None:
+                return None
+            return self._message_id, time.monotonic() - self._since
+
+
+class HangWatchdog:
+    """Called from every heartbeat; gives the worker up when one message outlives the limit."""
+
+    def __init__(
+        self,
+        in_hand: InHand,
+        hang_timeout_ms: int,
+        give_up: Callable[[], None],
+        log_fields: dict[str, str],
+        exit_process: Callable[[int], None] = os._exit,
+    ) -> None:
+        self.in_hand = in_hand
+        self.hang_timeout_s = hang_timeout_ms / 1000
+        self.give_up = give_up
+        self.log_fields = log_fields
+        self.exit_process = exit_process
+
+    def check(self) -> None:
+        held = self.in_hand.held()
+        if held is None or held[1] <= self.hang_timeout_s:
+            return
+        message_id, seconds = held
+        log.error(
+            "worker_hung",
+            extra={
+                **self.log_fields,
+                "message_id": message_id,
+                "in_hand_s": round(seconds, 3),
+                "hang_timeout_s": self.hang_timeout_s,
+            },
+        )
+        try:
+            self.give_up()  # delete the lease so survivors recover our messages now
+        finally:
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            self.exit_process(EXIT_HUNG)

@@ -1,0 +1,127 @@
+"""The HTTP analyzer over a real local server, and the transaction fallback to the rules."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sentinel_platform.redis_server import free_port
+from sentinel_platform.settings import Settings, SettingsError
+from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings, parse_assessment
+from workers.processors import TransactionProcessor
+
+from .conftest import AnalyzerServer
+from .test_transaction_rules import make_txn
+
+
+def processor_for(server: AnalyzerServer, settings: Settings, timeout_s: float = 2.0) -> Any:
+    return TransactionProcessor(settings, HttpAnalyzer(server.url, timeout_s))
+
+
+def test_analyzer_verdict_overrides_the_rules(
+    analyzer_server: AnalyzerServer, rules_settings: Settings
+) -> None:
+    analyzer_server.reply = {"is_threat": True, "risk_level": "medium", "narrative": "odd"}
+    effect = processor_for(analyzer_server, rules_settings).process(make_txn(id="t-9"))
+    assert (effect.result["is_threat"], effect.result["risk_level"]) == ("true", "medium")
+    assert effect.result["driver_used"] == "analyzer"
+    (request,) = analyzer_server.requests
+    assert request["body"]["kind"] == "transaction"
+    assert request["body"]["payload"]["id"] == "t-9"
+    assert request["headers"]["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("mode", ["error", "bad_json"])
+def test_failing_analyzer_falls_back_to_rules(
+    analyzer_server: AnalyzerServer, rules_settings: Settings, mode: str
+) -> None:
+    analyzer_server.mode = mode
+    effect = processor_for(analyzer_server, rules_settings).process(make_txn(amount=497.0))
+    assert effect.result["driver_used"] == "fallback"
+    assert (effect.result["is_threat"], effect.result["risk_level"]) == ("true", "high")
+    assert "AnalyzerError" in effect.log_fields["analyzer_error"]
+    assert len(analyzer_server.requests) == 1
+
+
+def test_http_error_names_the_status(analyzer_server: AnalyzerServer) -> None:
+    analyzer_server.mode = "error"
+    with pytest.raises(AnalyzerError, match="HTTP 500"):
+        HttpAnalyzer(analyzer_server.url, 2.0).assess_transaction(make_txn())
+
+
+def test_hanging_analyzer_falls_back_within_the_timeout(
+    analyzer_server: AnalyzerServer, rules_settings: Settings
+) -> None:
+    analyzer_server.mode = "hang"
+    timeout_s = 0.3
+    started = time.monotonic()
+    effect = processor_for(analyzer_server, rules_settings, timeout_s).process(make_txn())
+    elapsed = time.monotonic() - started
+    assert effect.result["driver_used"] == "fallback"
+    assert (effect.result["is_threat"], effect.result["risk_level"]) == ("false", "low")
+    assert timeout_s <= elapsed < timeout_s + 1.0
+    assert "timed out" in effect.log_fields["analyzer_error"]
+
+
+def test_unreachable_analyzer_falls_back(rules_settings: Settings) -> None:
+    analyzer = HttpAnalyzer(f"http://127.0.0.1:{free_port()}/assess", 1.0)
+    effect = TransactionProcessor(rules_settings, analyzer).process(make_txn(category="suspicious"))
+    assert effect.result["driver_used"] == "fallback"
+    assert effect.result["is_threat"] == "true"
+
+
+def test_reply_outside_the_contract_falls_back(
+    analyzer_server: AnalyzerServer, rules_settings: Settings
+) -> None:
+    analyzer_server.reply = {"is_threat": "yes", "risk_level": "high", "narrative": ""}
+    effect = processor_for(analyzer_server, rules_settings).process(make_txn())
+    assert effect.result["driver_used"] == "fallback"
+    assert "is_threat" in effect.log_fields["analyzer_error"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "complaint"),
+    [
+        (b"[]", "not a JSON object"),
+        (b"\xff\xfe", "not JSON"),
+        (b'{"risk_level": "low", "narrative": ""}', "is_threat"),
+        (b'{"is_threat": 1, "risk_level": "low", "narrative": ""}', "is_threat"),
+        (b'{"is_threat": false, "risk_level": "critical", "narrative": ""}', "risk_level"),
+        (b'{"is_threat": false, "risk_level": "low"}', "narrative"),
+        (b'{"is_threat": false, "risk_level": "low", "narrative": 7}', "narrative"),
+    ],
+)
+def test_reply_validation_is_strict(reply: bytes, complaint: str) -> None:
+    with pytest.raises(AnalyzerError, match=complaint):
+        parse_assessment(reply)
+
+
+def test_valid_reply_is_parsed() -> None:
+    body = json.dumps({"is_threat": False, "risk_level": "low", "narrative": "fine", "x": 1})
+    assessment = parse_assessment(body.encode())
+    assert (assessment.is_threat, assessment.risk_level, assessment.narrative) == (
+        False,
+        "low",
+        "fine",
+    )
+
+
+def test_analyzer_from_settings(make_rules_settings: Callable[..., Settings]) -> None:
+    assert analyzer_from_settings(make_rules_settings()) is None
+    configured = analyzer_from_settings(
+        make_rules_settings(analyzer_url="http://127.0.0.1:9/a", analyzer_timeout_s=0.5)
+    )
+    assert isinstance(configured, HttpAnalyzer) and configured.timeout_s == 0.5
+    with pytest.raises(SettingsError, match="SENTINEL_ANALYZER_URL"):
+        analyzer_from_settings(make_rules_settings(analyzer_url="ftp://u:secret@host/x"))
+
+
+def test_analyzer_url_password_is_not_shown() -> None:
+    with pytest.raises(ValueError) as error:
+        HttpAnalyzer("ftp://u:secret@host/x", 1.0)
+    assert "secret" not in str(error.value)
+    assert "secret" not in repr(HttpAnalyzer("http://u:secret@host/x", 1.0))

@@ -1,0 +1,162 @@
+"""The AML rule table: each rule moves the score, level and verdict exactly as documented."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from sentinel_platform.schemas import SchemaError, Transaction
+from sentinel_platform.settings import Settings
+from workers.processors import TransactionProcessor
+from workers.processors.transactions import RULES, evaluate_rules
+
+BASE: dict[str, Any] = {
+    "id": "txn-1",
+    "merchant": "Costco",
+    "category": "grocery",
+    "currency": "USD",
+    "amount": 42.17,
+    "message": "weekly shop",
+    "source": "simulator",
+    "timestamp": "2026-11-21T10:00:00Z",
+}
+
+
+def make_txn(**overrides: Any) -> Transaction:
+    return Transaction.from_fields({"data": json.dumps({**BASE, **overrides})})
+
+
+def test_plain_grocery_purchase_is_low_risk_and_no_threat(rules_settings: Settings) -> None:
+    verdict = evaluate_rules(make_txn(), rules_settings)
+    assert (verdict.score, verdict.fired, verdict.risk_level, verdict.is_threat) == (
+        0,
+        (),
+        "low",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "rule", "level"),
+    [
+        ({"amount": 400.01}, "above_high_risk_amount", "high"),
+        ({"category": "suspicious", "merchant": "RapidRemit"}, "suspicious_category", "high"),
+        ({"category": "forex", "amount": 250.55}, "large_forex", "medium"),
+        ({"message": "URGENT: pay now"}, "threat_keyword", "medium"),
+        ({"message": "buy a Gift Card for me"}, "threat_keyword", "medium"),
+        ({"message": "send via crypto wallet"}, "threat_keyword", "medium"),
+        ({"message": "wire the money"}, "threat_keyword", "medium"),
+        ({"amount": 300}, "round_amount", "low"),
+    ],
+)
+def test_each_rule_alone_sets_its_documented_level(
+    rules_settings: Settings, overrides: dict[str, Any], rule: str, level: str
+) -> None:
+    verdict = evaluate_rules(make_txn(**overrides), rules_settings)
+    assert verdict.fired == (rule,)
+    assert verdict.risk_level == level
+    assert verdict.is_threat is (level == "high")
+
+
+def test_amount_exactly_at_high_risk_amount_is_not_flagged(
+    make_rules_settings: Callable[..., Settings],
+) -> None:
+    settings = make_rules_settings(high_risk_amount=450.0)
+    at = evaluate_rules(make_txn(amount=450.0), settings)
+    assert (at.fired, at.risk_level, at.is_threat) == ((), "low", False)
+    cent_above = evaluate_rules(make_txn(amount=450.01), settings)
+    assert (cent_above.fired, cent_above.is_threat) == (("above_high_risk_amount",), True)
+
+
+def test_high_risk_amount_follows_the_setting(make_rules_settings: Callable[..., Settings]) -> None:
+    strict = make_rules_settings(high_risk_amount=100.0)
+    assert evaluate_rules(make_txn(amount=150.25), strict).is_threat
+    relaxed = make_rules_settings(high_risk_amount=1000.0)
+    assert not evaluate_rules(make_txn(amount=450.25), relaxed).is_threat
+
+
+@pytest.mark.parametrize(("amount", "fires"), [(494.99, False), (495.0, True), (499.99, True)])
+def test_structuring_band_is_usd_495_to_499_99(
+    make_rules_settings: Callable[..., Settings], amount: float, fires: bool
+) -> None:
+    # Raise the high-risk amount so the band rule is seen on its own.
+    settings = make_rules_settings(high_risk_amount=10_000.0)
+    verdict = evaluate_rules(make_txn(amount=amount), settings)
+    assert ("structuring_band" in verdict.fired) is fires
+    assert verdict.is_threat is fires
+    in_euros = evaluate_rules(make_txn(amount=amount, currency="EUR"), settings)
+    assert "structuring_band" not in in_euros.fired
+
+
+def test_forex_threshold_is_half_the_high_risk_amount(
+    make_rules_settings: Callable[..., Settings],
+) -> None:
+    settings = make_rules_settings(high_risk_amount=450.0)
+    at_half = evaluate_rules(make_txn(category="forex", amount=225.0), settings)
+    assert at_half.fired == ()
+    above_half = evaluate_rules(make_txn(category="forex", amount=225.01), settings)
+    assert above_half.fired == ("large_forex",)
+    retail = evaluate_rules(make_txn(category="retail", amount=225.01), settings)
+    assert retail.fired == ()
+
+
+def test_keywords_match_whole_words_only(rules_settings: Settings) -> None:
+    for message in ("wireless headphones", "insurgent poetry", "detergent"):
+        assert evaluate_rules(make_txn(message=message), rules_settings).fired == ()
+
+
+def test_round_amounts_below_100_or_with_cents_do_not_fire(rules_settings: Settings) -> None:
+    for amount in (50, 99.0, 100.01, 250.5):
+        assert "round_amount" not in evaluate_rules(make_txn(amount=amount), rules_settings).fired
+
+
+def test_moderate_signals_add_up_to_a_threat(rules_settings: Settings) -> None:
+    forex_urgent = make_txn(category="forex", amount=250.25, message="urgent transfer")
+    verdict = evaluate_rules(forex_urgent, rules_settings)
+    assert verdict.score == 4 and verdict.is_threat
+    round_and_keyword = evaluate_rules(make_txn(amount=200, message="crypto"), rules_settings)
+    assert (round_and_keyword.score, round_and_keyword.risk_level) == (3, "medium")
+
+
+def test_rule_names_are_unique(rules_settings: Settings) -> None:
+    assert len({rule.name for rule in RULES}) == len(RULES)
+
+
+def test_verdict_fields_are_strings_for_the_verdicts_stream(rules_settings: Settings) -> None:
+    processor = TransactionProcessor(rules_settings)
+    txn = processor.parse(make_txn(amount=497.5, id="txn-42").to_fields())
+    effect = processor.process(txn)
+    assert effect.natural_key == "txn-42" == processor.natural_key(txn)
+    assert set(effect.result) == {
+        "txn_id",
+        "merchant",
+        "amount",
+        "currency",
+        "is_threat",
+        "risk_level",
+        "driver_used",
+        "processed_at",
+    }
+    assert all(isinstance(v, str) for v in effect.result.values())
+    assert effect.result["amount"] == "497.50"
+    assert (effect.result["is_threat"], effect.result["risk_level"]) == ("true", "high")
+    assert effect.result["driver_used"] == "rules"
+    processed_at = datetime.fromisoformat(effect.result["processed_at"].replace("Z", "+00:00"))
+    assert processed_at.utcoffset() is not None and processed_at.utcoffset().total_seconds() == 0
+    assert effect.recent is not None and json.loads(effect.recent) == dict(effect.result)
+    assert "above_high_risk_amount" in effect.log_fields["rules_fired"]
+
+
+def test_invalid_transaction_raises_schema_error_naming_the_field(
+    rules_settings: Settings,
+) -> None:
+    processor = TransactionProcessor(rules_settings)
+    with pytest.raises(SchemaError) as error:
+        processor.parse({"data": json.dumps({**BASE, "amount": -5})})
+    assert error.value.field == "amount"
+    with pytest.raises(SchemaError):
+        processor.parse({"data": "{not json"})

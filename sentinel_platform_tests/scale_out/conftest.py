@@ -1,0 +1,107 @@
+"""Fixtures for the scale-out tests: a real Redis Cluster and a real Spark standalone cluster.
+
+Both are session-scoped because they are expensive (three redis-servers; two JVM
+daemons) and stateless between tests once flushed. A missing binary skips with a loud
+reason; with ``SENTINEL_REQUIRE_CLUSTER=1`` (the CI cluster step) it fails instead, so
+the step can never pass by skipping everything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform_tests.scale_out.redis_cluster import (
+    RedisClusterProcess,
+    find_cluster_binaries,
+)
+from sentinel_platform_tests.scale_out.spark_standalone import (
+    SparkStandaloneCluster,
+    find_java,
+)
+
+
+def _missing(reason: str) -> None:
+    """Skip loudly, or fail when the CI step demands the clusters."""
+    if os.environ.get("SENTINEL_REQUIRE_CLUSTER") == "1":
+        pytest.fail(f"SENTINEL_REQUIRE_CLUSTER=1 but {reason}", pytrace=False)
+    pytest.skip(f"CLUSTER TESTS NOT RUN: {reason}")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcess]:
+    """Three primaries, slots split evenly by ``redis-cli --cluster create``."""
+    found = find_cluster_binaries()
+    if isinstance(found, str):
+        _missing(found)
+    assert not isinstance(found, str)
+    server, cli = found
+    cluster = RedisClusterProcess(server, cli, tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def make_cluster_settings(
+    redis_cluster: RedisClusterProcess, sentinel_home: Path
+) -> Callable[..., Settings]:
+    """Settings pointing at the Redis Cluster; keyword overrides use field names."""
+
+    def factory(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {"redis_url": redis_cluster.url, "home": sentinel_home}
+        values.update(overrides)
+        return load_settings(**values)
+
+    return factory
+
+
+@pytest.fixture
+def cluster_settings(make_cluster_settings: Callable[..., Settings]) -> Settings:
+    return make_cluster_settings()
+
+
+@pytest.fixture
+def cluster_client(
+    redis_cluster: RedisClusterProcess, cluster_settings: Settings
+) -> Iterator[RedisClient]:
+    """The platform's own cluster client, on an emptied cluster."""
+    redis_cluster.flushall()
+    client = connect(cluster_settings)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster_env(cluster_settings: Settings) -> dict[str, str]:
+    """Environment for child processes (workers, Dagster, Spark drivers) on the cluster."""
+    return {
+        **os.environ,
+        "REDIS_URL": cluster_settings.redis_url_value,
+        "SENTINEL_HOME": str(cluster_settings.home_dir),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[SparkStandaloneCluster]:
+    """A Master and one Worker (1 core, 1 GB for executors) from the pyspark install."""
+    if find_java() is None:
+        _missing("java not found (JAVA_HOME or PATH) - the Spark standalone tests need Java 17+")
+    pytest.importorskip("pyspark")
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-standalone"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

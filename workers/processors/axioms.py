@@ -1,0 +1,97 @@
+"""Compliance events from telemetry axioms, with an audit for anomalous readings.
+
+Only readings whose anomaly score is *strictly above* ``SENTINEL_AXIOM_AUDIT_THRESHOLD``
+are audited; the analyzer (when configured) is the expensive part, so ordinary readings
+never reach it. Risk by rules follows the status (nominal: low, degraded: medium,
+critical: high) and an audited reading is raised one level. When the analyzer fails the
+reading is treated as ``high`` risk: an anomaly nobody could assess must not pass
+quietly. The W3C trace context goes to the log only; results stay free of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.processor import Effect
+from workers.analyzer import Analyzer
+
+FALLBACK_PREFIX = "Rule-based fallback"
+STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}
+RAISED: dict[RiskLevel, RiskLevel] = {"low": "medium", "medium": "high", "high": "high"}
+
+
+def rule_risk(axiom: Axiom, audited: bool) -> RiskLevel:
+    base = STATUS_RISK[axiom.status]
+    return RAISED[base] if audited else base
+
+
+def describe_reading(axiom: Axiom, threshold: float) -> str:
+    comparison = "above" if axiom.anomaly_score > threshold else "at or below"
+    return (
+        f"source {axiom.source_id} ({axiom.domain or 'unknown'}) reported {axiom.status}, "
+        f"metric {axiom.metric_value:g}, anomaly score {axiom.anomaly_score:.3f} "
+        f"{comparison} audit threshold {threshold:.3f}."
+    )
+
+
+def trace_context(axiom: Axiom) -> dict[str, str]:
+    """The W3C trace headers the producer attached, for log correlation only."""
+    pairs = (("traceparent", axiom.traceparent), ("tracestate", axiom.tracestate))
+    return {name: value for name, value in pairs if value is not None}
+
+
+class AxiomProcessor:
+    """Turns an axiom into one ``sentinel:compliance_events`` entry.
+
+    ``routed_to_ai`` is "true" when the analyzer was asked (even if it then failed);
+    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``.
+    """
+
+    name = "axioms"
+
+    def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
+        self.settings = settings
+        self.analyzer = analyzer
+
+    def parse(self, fields: Mapping[str, str]) -> Axiom:
+        return Axiom.from_fields(fields)
+
+    def natural_key(self, message: Axiom) -> str:
+        return message.natural_key
+
+    def process(self, message: Axiom) -> Effect:
+        threshold = self.settings.axiom_audit_threshold
+        audited = message.anomaly_score > threshold
+        reading = describe_reading(message, threshold)
+        log_fields: dict[str, Any] = {
+            "source_id": message.source_id,
+            "emitted_at": message.emitted_at,
+        }
+        log_fields.update(trace_context(message))
+        analyzer = self.analyzer if audited else None
+        risk, driver = rule_risk(message, audited), "rules"
+        narrative = f"Rule-based audit: {reading}" if audited else f"Not audited: {reading}"
+        if analyzer is not None:
+            try:
+                assessment = analyzer.assess_axiom(message)
+                risk, driver, narrative = assessment.risk_level, "analyzer", assessment.narrative
+            except Exception as exc:  # any analyzer failure means: assume the worst
+                risk, driver = "high", "fallback"
+                narrative = f"{FALLBACK_PREFIX} (analyzer unavailable): {reading}"
+                log_fields["analyzer_error"] = describe_error(exc)
+        result = {
+            "source_id": message.source_id,
+            "domain": message.domain or "unknown",
+            "status": message.status,
+            "metric_value": repr(message.metric_value),
+            "anomaly_score": repr(message.anomaly_score),
+            "emitted_at": message.emitted_at,
+            "routed_to_ai": "true" if analyzer is not None else "false",
+            "risk_level": risk,
+            "audit_narrative": narrative,
+            "driver_used": driver,
+        }
+        return Effect(message.natural_key, result, None, {**log_fields, "driver_used": driver})

@@ -1,0 +1,165 @@
+"""Transaction verdicts: a small, weighted AML rule table, with an optional analyzer.
+
+Each rule is one red flag with a weight; the weights add up to a score and the score
+maps to a risk level. A transaction is a threat when its level is ``high``. The weights
+are chosen so that each *strong* signal is a threat on its own, each *moderate* one is
+worth a second look, and a *weak* one only counts together with others:
+
+=========================  ======  ==============================================================
+rule                       weight  fires when
+=========================  ======  ==============================================================
+above_high_risk_amount     4       amount > ``SENTINEL_HIGH_RISK_AMOUNT`` (strictly above)
+suspicious_category        4       category is ``suspicious``
+structuring_band           4       USD 495.00-499.99: just under a 500 reporting threshold
+large_forex                2       forex amount > half of ``SENTINEL_HIGH_RISK_AMOUNT``
+threat_keyword             2       message mentions urgency, wires, gift cards, crypto, ...
+round_amount               1       a whole multiple of 100 (100, 200, ...)
+=========================  ======  ==============================================================
+
+Score 0-1 is ``low``, 2-3 ``medium``, 4 or more ``high``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.processor import Effect
+from workers.analyzer import Analyzer
+
+log = logging.getLogger(__name__)
+
+STRUCTURING_LOW, STRUCTURING_HIGH = 495.00, 499.99
+THREAT_KEYWORDS = re.compile(
+    r"\b(urgent|asap|wire|gift ?cards?|crypto\w*|bitcoin|btc|usdt|western union|moneygram"
+    r"|offshore|untraceable|cash only|no questions)\b",
+    re.IGNORECASE,
+)
+HIGH_SCORE, MEDIUM_SCORE = 4, 2
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    weight: int
+    fires: Callable[[Transaction, Settings], bool]
+
+
+def _above_high_risk_amount(txn: Transaction, settings: Settings) -> bool:
+    return txn.amount > settings.high_risk_amount
+
+
+def _suspicious_category(txn: Transaction, settings: Settings) -> bool:
+    return txn.category == "suspicious"
+
+
+def _structuring_band(txn: Transaction, settings: Settings) -> bool:
+    # Many payments just under a reporting threshold is the classic "smurfing" pattern;
+    # the simulator injects its threats in exactly this band.
+    return txn.currency == "USD" and STRUCTURING_LOW <= txn.amount <= STRUCTURING_HIGH
+
+
+def _large_forex(txn: Transaction, settings: Settings) -> bool:
+    # Currency exchange is a common laundering channel, so it gets a lower bar.
+    return txn.category == "forex" and txn.amount > settings.high_risk_amount / 2
+
+
+def _threat_keyword(txn: Transaction, settings: Settings) -> bool:
+    return THREAT_KEYWORDS.search(txn.message) is not None
+
+
+def _round_amount(txn: Transaction, settings: Settings) -> bool:
+    cents = round(txn.amount * 100)
+    return cents >= 100_00 and cents % 100_00 == 0
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("above_high_risk_amount", 4, _above_high_risk_amount),
+    Rule("suspicious_category", 4, _suspicious_category),
+    Rule("structuring_band", 4, _structuring_band),
+    Rule("large_forex", 2, _large_forex),
+    Rule("threat_keyword", 2, _threat_keyword),
+    Rule("round_amount", 1, _round_amount),
+)
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    score: int
+    fired: tuple[str, ...]
+
+    @property
+    def risk_level(self) -> RiskLevel:
+        if self.score >= HIGH_SCORE:
+            return "high"
+        return "medium" if self.score >= MEDIUM_SCORE else "low"
+
+    @property
+    def is_threat(self) -> bool:
+        return self.risk_level == "high"
+
+
+def evaluate_rules(txn: Transaction, settings: Settings) -> RuleVerdict:
+    fired = tuple(rule for rule in RULES if rule.fires(txn, settings))
+    return RuleVerdict(sum(r.weight for r in fired), tuple(r.name for r in fired))
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TransactionProcessor:
+    """Turns a transaction into a verdict for ``sentinel:verdicts`` and the recent feed.
+
+    The result carries every verdict field except ``source_message_id``: only the
+    consumer loop knows the stream id, so the loop adds it when it writes the entry.
+    ``driver_used`` says who decided: ``rules`` (no analyzer configured), ``analyzer``,
+    or ``fallback`` (the analyzer failed and the rules decided).
+    """
+
+    name = "transactions"
+
+    def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
+        self.settings = settings
+        self.analyzer = analyzer
+
+    def parse(self, fields: Mapping[str, str]) -> Transaction:
+        return Transaction.from_fields(fields)
+
+    def natural_key(self, message: Transaction) -> str:
+        return message.natural_key
+
+    def process(self, message: Transaction) -> Effect:
+        rules = evaluate_rules(message, self.settings)
+        is_threat, risk_level, driver = rules.is_threat, rules.risk_level, "rules"
+        log_fields: dict[str, Any] = {"txn_id": message.id, "rules_fired": list(rules.fired)}
+        if self.analyzer is not None:
+            try:
+                assessment = self.analyzer.assess_transaction(message)
+                is_threat, risk_level, driver = (
+                    assessment.is_threat,
+                    assessment.risk_level,
+                    "analyzer",
+                )
+            except Exception as exc:  # any analyzer failure means: trust the rules
+                driver = "fallback"
+                log_fields["analyzer_error"] = describe_error(exc)
+        result = {
+            "txn_id": message.id,
+            "merchant": message.merchant,
+            "amount": f"{message.amount:.2f}",
+            "currency": message.currency,
+            "is_threat": "true" if is_threat else "false",
+            "risk_level": risk_level,
+            "driver_used": driver,
+            "processed_at": utc_now_iso(),
+        }
+        recent = json.dumps(result, separators=(",", ":"))
+        return Effect(message.natural_key, result, recent, {**log_fields, "driver_used": driver})
