@@ -118,10 +118,15 @@ def fill_stream(
     stream: str,
     messages: Iterable[Mapping[str, str]],
     batch: int = 1000,
+    atomic: bool = False,
 ) -> list[str]:
-    """XADD every message with pipelining; returns the ids Redis acknowledged."""
+    """XADD every message with pipelining; returns the ids Redis acknowledged.
+
+    ``atomic`` wraps each batch in MULTI/EXEC, so a reader blocked on the stream wakes
+    once and sees the whole batch (otherwise it may wake after the first entry).
+    """
     ids: list[str] = []
-    pipe = client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=atomic)
     pending = 0
     for fields in messages:
         pipe.xadd(stream, dict(fields))
@@ -316,7 +321,9 @@ def print_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     print(f"\n{title}")
     for index, row in enumerate(cells):
-        print("  " + "  ".join(value.rjust(width) for value, width in zip(row, widths)))
+        print(
+            "  " + "  ".join(value.rjust(width) for value, width in zip(row, widths, strict=True))
+        )
         if index == 0:
             print("  " + "  ".join("-" * width for width in widths))
     sys.stdout.flush()

@@ -8,6 +8,7 @@ draws on an RGB raster with Bresenham lines and a 3x5 pixel font, and encodes it
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import zlib
@@ -194,8 +195,8 @@ def line_chart(
         canvas.line(left, py(hline.y), right, py(hline.y), hline.color, dash=6)
         canvas.text(left + 8, py(hline.y) - 14, hline.label, hline.color)
     for item in series:
-        points = [(px(x), py(y)) for x, y in zip(item.xs, item.ys)]
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        points = [(px(x), py(y)) for x, y in zip(item.xs, item.ys, strict=True)]
+        for (x0, y0), (x1, y1) in itertools.pairwise(points):
             canvas.line(x0, y0, x1, y1, item.color, thick=2)
     legend_x = left
     for item in series:

@@ -26,16 +26,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+import argparse
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
-import redis  # noqa: E402
+import redis
 
-from bench._common import (  # noqa: E402
+from bench._common import (
     PYTHON,
     REPO_ROOT,
     Fleet,
@@ -53,12 +55,13 @@ from bench._common import (  # noqa: E402
     wait_leases,
     wait_until,
 )
-from bench._plot import PALETTE, HLine, Series, line_chart  # noqa: E402
-from sentinel_platform.settings import Settings  # noqa: E402
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys  # noqa: E402
+from bench._plot import PALETTE, HLine, Series, line_chart
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 
 NAME = "backpressure"
 GUARDS = ("binary", "original", "ours")
+EXPERIMENTS = ("ours-measured",)
 PNG = REPO_ROOT / "bench" / "out" / "backpressure.png"
 SAMPLE_S = 0.1
 
@@ -113,7 +116,11 @@ def produce_original(
 
 
 def produce_ours(
-    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Callable[[], bool]
+    client: redis.Redis,
+    keys: StreamKeys,
+    settings: Settings,
+    stop: Callable[[], bool],
+    fresh: bool = False,
 ) -> int:
     from sentinel_platform.streams.backpressure import (
         BackpressureConfig,
@@ -133,14 +140,38 @@ def produce_ours(
             yield fields
 
     guard = BackpressureGuard(client, keys, BackpressureConfig.from_settings(settings), stop)
-    try:
+    if fresh:
+        guard.read_signal = _measured_signal(guard)  # type: ignore[method-assign]
+    with contextlib.suppress(PublishInterrupted):  # the deadline ended a wait
         publish_rows(client, keys, entries(), settings.publish_batch_size, guard)
-    except PublishInterrupted:
-        pass
     return sent
 
 
-PRODUCERS = {"binary": produce_binary, "original": produce_original, "ours": produce_ours}
+def _measured_signal(guard: Any) -> Callable[[], Any]:
+    """Experiment: our guard fed the group's lag measured now instead of the worker's key."""
+    from sentinel_platform.streams.backpressure import Signal
+    from sentinel_platform.streams.lag import measure_lag
+
+    def read_signal() -> Signal:
+        lag = measure_lag(guard.client, guard.keys).lag
+        guard.stats.max_lag = max(guard.stats.max_lag, lag)
+        return Signal(lag=lag, source="measured", paused_flag=False, stop=False)
+
+    return read_signal
+
+
+def produce_ours_measured(
+    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Callable[[], bool]
+) -> int:
+    return produce_ours(client, keys, settings, stop, fresh=True)
+
+
+PRODUCERS = {
+    "binary": produce_binary,
+    "original": produce_original,
+    "ours": produce_ours,
+    "ours-measured": produce_ours_measured,
+}
 
 
 def producer_main(args: argparse.Namespace) -> int:
@@ -247,11 +278,11 @@ def summarize(trace: Trace, args: argparse.Namespace) -> dict:
 def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
     series = [
         Series(trace.guard, trace.times, trace.lags, color)
-        for trace, color in zip(traces, PALETTE)
+        for trace, color in zip(traces, PALETTE, strict=False)
     ]
     return line_chart(
         path,
-        "Consumer lag (backlog + pending) under three producer guards",
+        "Consumer lag (backlog + pending) per producer guard",
         series,
         "seconds",
         "lag (messages)",
@@ -272,7 +303,7 @@ def main() -> int:
     )
     parser.add_argument("--guards", default=",".join(GUARDS))
     parser.add_argument("--png", type=Path, default=PNG)
-    parser.add_argument("--role-guard", choices=GUARDS, help=argparse.SUPPRESS)
+    parser.add_argument("--role-guard", choices=GUARDS + EXPERIMENTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.seconds is None:
         args.seconds = 20.0 if args.quick else 60.0

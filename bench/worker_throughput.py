@@ -25,14 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Iterator  # noqa: E402
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Iterator
 
-import redis  # noqa: E402
+import redis
 
-from bench._common import (  # noqa: E402
+from bench._common import (
     PYTHON,
     BenchTimeout,
     Child,
@@ -52,7 +52,7 @@ from bench._common import (  # noqa: E402
     wait_leases,
     wait_until,
 )
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys  # noqa: E402
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 
 NAME = "worker_throughput"
 PAYLOAD = (
@@ -197,9 +197,7 @@ def measure(
     with Fleet(log_dir) as fleet:
         if contender == "ours":
             workers = [
-                fleet.worker(
-                    "transactions", f"ours-{processes}-{i}", env, "bench.processors:noop"
-                )
+                fleet.worker("transactions", f"ours-{processes}-{i}", env, "bench.processors:noop")
                 for i in range(processes)
             ]
             wait_leases(client, keys, workers)
@@ -228,8 +226,8 @@ def main() -> int:
     if args.role:
         return role_main(args)
 
-    total = args.messages or (20_000 if args.quick else 100_000)
-    repeats = args.repeats or (1 if args.quick else 3)
+    total = args.messages or (30_000 if args.quick else 200_000)
+    repeats = args.repeats or (3 if args.quick else 5)
     contenders = [("baseline", 1), ("ceiling", 1), ("ours", 1), ("ours", 2), ("ours", 4)]
     if args.only:
         wanted = set(args.only.split(","))
@@ -274,7 +272,9 @@ def main() -> int:
             "ours_vs_baseline": ratio(ours, median.get("baseline")),
             "ours_vs_ceiling": ratio(ours, median.get("ceiling")),
             "scaling": {
-                str(n): ratio(median[f"ours x{n}"], ours) for n in (1, 2, 4) if f"ours x{n}" in median
+                str(n): ratio(median[f"ours x{n}"], ours)
+                for n in (1, 2, 4)
+                if f"ours x{n}" in median
             },
             "machine": info,
         },

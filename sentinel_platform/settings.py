@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     spark_master: str = Field("local[*]", min_length=1)
     spark_conf: str = Field("", description="extra Spark config as comma-separated key=value pairs")
     home: Path = Field(Path(".sentinel"))
+    demo: bool = Field(
+        False,
+        description="start the demo schedule (a small generated batch every few minutes) "
+        "switched on; `sentinel up` sets it with the embedded Redis",
+    )
 
     @field_validator("redis_url")
     @classmethod

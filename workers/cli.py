@@ -7,6 +7,7 @@ import os
 import socket
 
 from sentinel_platform.logs import LOG_LEVELS
+from sentinel_platform.streams.runtime import KeysFor, WorkerOptions, run
 
 
 def default_consumer_name() -> str:
@@ -28,7 +29,16 @@ def non_negative(value: str) -> int:
     return number
 
 
-def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
+def processor_spec(value: str) -> str:
+    module, sep, factory = value.partition(":")
+    if not (module and sep and factory):
+        raise argparse.ArgumentTypeError(f"{value!r} is not of the form module:factory")
+    return value
+
+
+def build_parser(
+    prog: str, description: str, default_processor: str | None = None
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--consumer",
@@ -42,19 +52,49 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
         "--block-ms",
         type=non_negative,
         default=None,
-        help="longest a read blocks waiting for new messages (SENTINEL_BLOCK_MS)",
+        help="longest a read blocks waiting for new messages, capped at 1000 so recovery "
+        "runs every second; 0 polls (SENTINEL_BLOCK_MS)",
     )
     parser.add_argument(
         "--simulate-latency-ms",
         type=non_negative,
         default=None,
-        help="extra processing time per message, for demos and backpressure tests",
+        help="extra processing time per message, for demos and backpressure tests "
+        "(SENTINEL_SIMULATE_LATENCY_MS)",
     )
     parser.add_argument(
         "--metrics-port",
         type=non_negative,
         default=None,
-        help="serve Prometheus metrics on 127.0.0.1:PORT (0 picks a free port)",
+        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (0 picks a free port)",
+    )
+    parser.add_argument(
+        "--processor",
+        type=processor_spec,
+        default=default_processor,
+        help="module:factory called with the settings to build the processor "
+        f"(default: {default_processor})",
     )
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
     return parser
+
+
+def run_worker(
+    prog: str,
+    description: str,
+    keys_for: KeysFor,
+    default_processor: str,
+    argv: list[str] | None = None,
+) -> int:
+    """Parse the command line and run one worker process until it is stopped."""
+    args = build_parser(prog, description, default_processor).parse_args(argv)
+    options = WorkerOptions(
+        consumer=args.consumer or default_consumer_name(),
+        processor=args.processor,
+        count=args.count,
+        block_ms=args.block_ms,
+        simulate_latency_ms=args.simulate_latency_ms,
+        metrics_port=args.metrics_port,
+        log_level=args.log_level,
+    )
+    return run(options, keys_for)

@@ -1,16 +1,28 @@
-"""Consume the transactions stream in its consumer group (see ``--help``)."""
+"""Consume the transactions stream in its consumer group (see ``--help``).
+
+Each transaction gets a verdict in ``sentinel:verdicts`` and the recent feed; invalid
+messages go to the DLQ at once, failing ones after the delivery limit. Run as many as
+you like: every worker also recovers the messages of dead ones.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from workers.cli import build_parser
+from sentinel_platform.streams.keys import transaction_keys
+from workers.cli import run_worker
+
+DEFAULT_PROCESSOR = "workers.processors.transactions:TransactionProcessor"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser("python -m workers.watch_transactions", __doc__ or "")
-    parser.parse_args(argv)
-    return 0
+    return run_worker(
+        "python -m workers.watch_transactions",
+        __doc__ or "",
+        transaction_keys,
+        DEFAULT_PROCESSOR,
+        argv,
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ alert stream, written first, still has it. The URL is a secret: it lives in a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -100,10 +101,8 @@ class WebhookSender:
 
     def close(self) -> None:
         self._stopping.set()
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)
-        except queue.Full:
-            pass
 
     def _serve(self) -> None:
         while True:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -30,6 +31,7 @@ from sentinel_platform.cli.common import (
     print_json,
     settings_from_env,
 )
+from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams import dlq_admin
 from sentinel_platform.streams.connection import RedisClient
@@ -136,7 +138,8 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
     return {
         "zone": worst,
         "exit_code": ZONE_EXIT[worst],
-        "redis": redact_url(settings.redis_url_value) or "embedded",
+        "redis": redact_url(settings.redis_url_value)
+        or f"{running_embedded_url(settings) or '?'} (embedded)",
         "limits": {"lag_warn": settings.lag_warn, "lag_pause": settings.lag_pause},
         "streams": [asdict(s) for s in streams],
         "dlq": dlq_admin.depth(client, settings),
@@ -151,6 +154,17 @@ def _alert_line(alert: dict[str, Any]) -> str:
     where = f" [{alert['stream']}]" if alert.get("stream") else ""
     text = alert.get("summary") or alert.get("condition") or ""
     return f"  {when}  {severity:<8} {alert.get('source', '?')}{where}: {text}"
+
+
+def _registration(raw: str | None) -> str:
+    """``pid 123 on host`` from a worker's registry entry (JSON), or nothing."""
+    try:
+        info = json.loads(raw) if raw else {}
+    except ValueError:
+        return ""
+    if not isinstance(info, dict) or "pid" not in info:
+        return ""
+    return f"pid {info['pid']} on {info.get('host', '?')}"
 
 
 def render(doc: dict[str, Any], out: TextIO) -> None:
@@ -176,7 +190,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
             lease = paint(c["lease"], "nominal" if c["lease"] == "alive" else "backpressure", out)
             lines.append(
                 f"  - {c['name']:<32} {lease:<5}  pending {c['pending']:<6} "
-                f"idle {human_ms(c['idle_ms'])}"
+                f"idle {human_ms(c['idle_ms']):<7} {_registration(c['registered'])}"
             )
     lines.append("")
     lines.append("dlq: " + ", ".join(f"{k} {v}" for k, v in doc["dlq"].items()))

@@ -33,6 +33,8 @@ class ChildSpec:
     log_path: Path
     cwd: Path | None = None
     restart: bool = True
+    #: Exit codes that mean "misconfigured": restarting cannot help, so none is attempted.
+    fatal_exit_codes: tuple[int, ...] = (2,)
 
 
 @dataclass
@@ -125,7 +127,7 @@ class Supervisor:
                 child.seen_pids.update(self._new(child, proctree.descendants(process.pid, tree)))
                 grew = grew or len(child.seen_pids) != seen
                 continue
-            if not child.spec.restart:
+            if not child.spec.restart or process.returncode in child.spec.fatal_exit_codes:
                 finished.append(child)
                 continue
             if child.restart_at is None:
@@ -167,13 +169,7 @@ class Supervisor:
         for child in targets:
             self._wait(child, deadline)
         for child in targets:
-            leftovers = proctree.still_running(child.seen_pids)
-            if leftovers:
-                log.warning("killing %s leftovers %s", child.spec.name, sorted(leftovers))
-                proctree.kill_all(leftovers)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    if group and child.process is not None:
-                        os.killpg(child.process.pid, signal.SIGKILL)
+            self._reap_leftovers(child, group)
             if child.process is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     child.process.wait(5)
@@ -191,6 +187,25 @@ class Supervisor:
             time.sleep(0.1)
         log.warning("%s did not stop within the timeout; sending SIGKILL", child.spec.name)
         proctree.kill_all(proctree.still_running(child.seen_pids))
+
+    def _reap_leftovers(self, child: Child, group: bool, grace_s: float = 5.0) -> None:
+        """Processes of the child's tree that outlived it (re-parented code servers, run
+        workers): SIGTERM, a short grace period, then SIGKILL."""
+        leftovers = proctree.still_running(child.seen_pids)
+        if not leftovers:
+            return
+        log.warning("terminating %s leftovers %s", child.spec.name, sorted(leftovers))
+        proctree.kill_all(leftovers, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and proctree.still_running(child.seen_pids):
+            time.sleep(0.1)
+        leftovers = proctree.still_running(child.seen_pids)
+        if leftovers:
+            log.warning("killing %s leftovers %s", child.spec.name, sorted(leftovers))
+            proctree.kill_all(leftovers)
+        if group and child.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.process.pid, signal.SIGKILL)
 
     @staticmethod
     def _new(child: Child, pids: set[int]) -> dict[int, int]:

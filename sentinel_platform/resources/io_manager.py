@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from sentinel_platform.settings import get_settings
+from sentinel_platform.settings import load_settings
 
 
 class SparkParquetIOManager(dg.ConfigurableIOManager):
@@ -22,7 +22,7 @@ class SparkParquetIOManager(dg.ConfigurableIOManager):
     base_dir: str | None = None
 
     def _root(self) -> Path:
-        return Path(self.base_dir) if self.base_dir else get_settings().data_dir
+        return Path(self.base_dir) if self.base_dir else load_settings().data_dir
 
     def _path(self, context: dg.OutputContext | dg.InputContext) -> Path:
         path = self._root().joinpath(*context.asset_key.path)

@@ -19,6 +19,7 @@ task retries stop too instead of each waiting ``max_pause_s`` again.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
@@ -46,8 +47,10 @@ from sentinel_platform.streams.range_read import (
     id_slices,
 )
 
-_EXECUTOR_ERROR = re.compile(r"(BackpressureTimeout|PublishInterrupted|SchemaError|ValidationError)"
-                             r": (.+)")
+_EXECUTOR_ERROR = re.compile(
+    r"(BackpressureTimeout|PublishInterrupted|SchemaError|ValidationError)"
+    r": (.+)"
+)
 
 
 class PublishError(RuntimeError):
@@ -73,7 +76,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
     batch_size: int | None = None
     pacing: str = "graduated"
 
-    def settings(self) -> Settings:
+    def resolved_settings(self) -> Settings:
         """Environment settings with this resource's non-empty fields on top (validated)."""
         names = ("redis_url", "lag_warn", "lag_pause", "lag_warn_sleep_ms", "lag_pause_poll_ms")
         overrides: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n)}
@@ -83,23 +86,23 @@ class RedisPublisherResource(dg.ConfigurableResource):
             overrides["publish_batch_size"] = self.batch_size
         return load_settings(**overrides)
 
-    def backpressure(self, settings: Settings) -> BackpressureConfig:
+    def backpressure_config(self, settings: Settings) -> BackpressureConfig:
         return BackpressureConfig.from_settings(
             settings, resume_lag=self.resume_lag, mode=self.pacing
         )
 
-    def keys(self, kind: Kind, settings: Settings | None = None) -> StreamKeys:
-        settings = settings or self.settings()
+    def stream_keys(self, kind: Kind, settings: Settings | None = None) -> StreamKeys:
+        settings = settings or self.resolved_settings()
         return transaction_keys(settings) if kind == "transactions" else axiom_keys(settings)
 
-    def client(self, settings: Settings | None = None) -> RedisClient:
-        return connect(settings or self.settings())
+    def connect(self, settings: Settings | None = None) -> RedisClient:
+        return connect(settings or self.resolved_settings())
 
     # --- publish --------------------------------------------------------------------------
     def publish_dataframe(self, df: Any, kind: Kind, run_id: str | None = None) -> PublishStats:
         """Publish ``df``'s wire columns from the executors; return the summed stats."""
-        settings = self.settings()
-        keys = self.keys(kind, settings)
+        settings = self.resolved_settings()
+        keys = self.stream_keys(kind, settings)
         client = connect(settings)
         run_id = run_id or uuid.uuid4().hex
         stop = stop_key(keys, run_id)
@@ -109,7 +112,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
             cluster=settings.is_cluster,
             keys=keys,
             kind=kind,
-            config=self.backpressure(settings),
+            config=self.backpressure_config(settings),
             batch_size=settings.publish_batch_size,
             stop_key=stop,
         )
@@ -137,7 +140,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
     # --- read back ------------------------------------------------------------------------
     def read_stream(self, spark: Any, stream: str) -> Any:
         """The whole ``stream`` as a DataFrame ``(stream_id, fields map)``, read by executors."""
-        settings = self.settings()
+        settings = self.resolved_settings()
         client = connect(settings)
         try:
             slices = id_slices(client, stream)
@@ -166,7 +169,6 @@ def _untag_jobs(spark: Any, tag: str) -> None:
 def _cancel_jobs(spark: Any, tag: str) -> None:
     cancel = getattr(spark, "interruptTag", None)
     if cancel is not None:
-        try:
+        # Best effort: the stop key already tells the executors to stop.
+        with contextlib.suppress(Exception):
             cancel(tag)
-        except Exception:  # best effort: the stop key already tells executors to stop
-            pass

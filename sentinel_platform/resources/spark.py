@@ -11,6 +11,9 @@ partitions because the data sets are per-day slices.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from dagster_pyspark import PySparkResource
 
 from sentinel_platform.settings import Settings
@@ -34,5 +37,17 @@ def spark_config(settings: Settings) -> dict[str, str]:
     return conf
 
 
+def use_this_python_for_workers() -> None:
+    """Run Spark's Python workers with this interpreter (and its installed packages).
+
+    PySpark reads ``PYSPARK_PYTHON`` when the SparkContext starts and falls back to
+    ``python3`` on the PATH, which lacks redis-py and this package; the publish functions
+    then fail on the executors with ``ModuleNotFoundError``. An explicit value (e.g. for a
+    cluster whose hosts keep Python elsewhere) wins.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def spark_resource(settings: Settings) -> PySparkResource:
+    use_this_python_for_workers()
     return PySparkResource(spark_config=spark_config(settings))

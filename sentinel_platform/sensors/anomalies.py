@@ -11,6 +11,7 @@ Four kinds, each pointing at a different failure:
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -118,7 +119,7 @@ def stalled(windows: dict[str, list[int]], size: int = STALL_WINDOW_TICKS) -> di
         consumer: counts
         for consumer, counts in windows.items()
         if len(counts) >= size
-        and all(b >= a for a, b in zip(counts, counts[1:], strict=False))
+        and all(b >= a for a, b in itertools.pairwise(counts))
         and counts[-1] > counts[0]
     }
 

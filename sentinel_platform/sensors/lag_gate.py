@@ -6,7 +6,9 @@ evaluation, then drive a small state machine kept in the cursor:
 
 - entering backpressure or worker off starts a *pause episode*: the producer-pause flag
   is set (in-flight publish runs wait on it) and no publish run is launched;
-- partitions that come due during the episode are *held back* in the cursor;
+- partitions that come due during the episode are *held back* in the cursor, and so
+  are those whose publish run failed during it (a run waiting on the flag gives up
+  after ``SENTINEL_MAX_PAUSE_S``);
 - only back at nominal (not merely elevated: hysteresis against the on/off sawtooth)
   does the episode end: the flag is cleared and each held partition is launched once
   with run key ``resume:<stream>:<partition>:<episode>``; the episode id is the pause
@@ -43,6 +45,8 @@ SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
 #: The pause flag outlives many ticks but not a dead sensor by long.
 PAUSE_FLAG_TTL_S = 3600
+#: Most failed runs looked at when a pause ends.
+FAILED_RUNS_CAP = 50
 FLAG_PREFIX = "sensor:"
 ZONE_SEVERITY = {
     "nominal": "info",
@@ -100,12 +104,38 @@ def due_partition(target: PublishTarget, now: datetime, instance: dg.DagsterInst
     """The newest partition whose window has closed, if the gate launches new partitions."""
     if target.partitions_def is None or not target.launch_due_partitions:
         return None
-    keys = target.partitions_def.get_partition_keys(current_time=now, dynamic_partitions_store=instance)
+    keys = target.partitions_def.get_partition_keys(
+        current_time=now, dynamic_partitions_store=instance
+    )
     return keys[-1] if keys else None
 
 
 def _materialised(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> set[str]:
     return instance.get_materialized_partitions(asset_key)
+
+
+def failed_during(
+    instance: dg.DagsterInstance, target: PublishTarget, stream: StreamTarget, episode: str | None
+) -> list[str]:
+    """Partitions whose publish run for this stream failed during the pause episode.
+
+    A run caught by the pause waits on the flag and fails once it has waited longer than
+    ``SENTINEL_MAX_PAUSE_S``; its partition was held back as surely as one never launched.
+    """
+    if episode is None:
+        return []
+    started = datetime.fromtimestamp(int(episode) / 1000, tz=UTC)
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(
+            job_name=target.job_name,
+            statuses=[dg.DagsterRunStatus.FAILURE],
+            tags={"sentinel/stream": stream.name},
+            updated_after=started,
+        ),
+        limit=FAILED_RUNS_CAP,
+    )
+    partitions = (run.tags.get("dagster/partition") for run in runs)
+    return sorted({p for p in partitions if p})
 
 
 def _run_request(
@@ -150,7 +180,7 @@ def _zone_alert(
         severity=ZONE_SEVERITY[current],  # type: ignore[arg-type]
         source=SENSOR_NAME,
         stream=keys.stream,
-        condition=f"{action}:{episode}" if action else f"zone:{current}",
+        condition=f"{action}:{episode}" if action else f"zone:{previous}->{current}",
         summary=f"lag zone {previous or 'unknown'} -> {current} (lag {snapshot.lag}, "
         f"warn {settings.lag_warn}, pause {settings.lag_pause}): {what}",
         details={
@@ -168,6 +198,68 @@ def _zone_alert(
     )
 
 
+def _adopt_flag(client: RedisClient, keys: StreamKeys, state: GateState) -> None:
+    """A flag this sensor set survives a lost cursor: continue its episode, don't orphan it."""
+    if state.paused:
+        return
+    value = client.get(keys.paused)
+    if value is not None and value.startswith(FLAG_PREFIX):
+        state.paused, state.episode = True, value.rsplit(":", 1)[-1]
+
+
+def _advance_pause(
+    stream: StreamTarget,
+    publish: PublishTarget | None,
+    state: GateState,
+    current: str,
+    client: RedisClient,
+    keys: StreamKeys,
+    instance: dg.DagsterInstance,
+) -> tuple[str | None, list[str]]:
+    """Start, continue or end the pause episode; return the action and partitions to resume."""
+    action: str | None = None
+    if current in PAUSE_ZONES and not state.paused:
+        state.paused, state.episode, action = True, str(int(time.time() * 1000)), "pause"
+    if not state.paused:
+        return action, []
+    if current != "nominal":  # hysteresis: elevated is not enough to resume
+        _set_flag(client, keys, current, state.episode or "0")
+        return action, []
+    _clear_flag(client, keys)
+    failed = failed_during(instance, publish, stream, state.episode) if publish else []
+    resume = sorted({*state.held, *failed})
+    state.paused, state.held = False, []
+    return "resume", resume
+
+
+def _launches(
+    stream: StreamTarget,
+    publish: PublishTarget,
+    state: GateState,
+    resume: list[str],
+    blocked: bool,
+    instance: dg.DagsterInstance,
+    now: datetime,
+) -> list[dg.RunRequest]:
+    """Run requests for resumed partitions and a newly due one, never twice the same."""
+    materialised = _materialised(instance, stream.asset_key)
+    runs = [
+        _run_request(stream, publish, p, f"resume:{stream.name}:{p}:{state.episode}", "resume")
+        for p in resume
+        if p not in materialised
+    ]
+    due = due_partition(publish, now, instance)
+    if due is None or due == state.last_due:
+        return runs
+    state.last_due = due
+    if state.paused or blocked:
+        if due not in state.held:
+            state.held.append(due)
+    elif due not in materialised and due not in resume:
+        runs.append(_run_request(stream, publish, due, f"publish:{stream.name}:{due}", "due"))
+    return runs
+
+
 def evaluate_stream(
     stream: StreamTarget,
     publish: PublishTarget | None,
@@ -178,6 +270,7 @@ def evaluate_stream(
     alerts: AlertSink,
     now: datetime,
 ) -> TickOutcome:
+    """One stream's tick: observe, evaluate the lag check, move the gate, launch, alert."""
     keys = stream.keys_of(settings)
     snapshot = lag_snapshot(client, keys)
     verdict = evaluate_lag(snapshot, settings)
@@ -186,39 +279,26 @@ def evaluate_stream(
     out.events.append(dg.AssetObservation(asset_key=stream.asset_key, metadata=verdict.metadata))
     out.events.append(verdict.evaluation(stream.asset_key, LAG_CHECK, blocking=True))
 
-    previous, action, relaunch = state.zone, None, []
-    if current in PAUSE_ZONES and not state.paused:
-        state.paused, state.episode, action = True, str(int(time.time() * 1000)), "pause"
-    if state.paused:
-        if current == "nominal":
-            _clear_flag(client, keys)
-            action = "resume"
-            relaunch = list(state.held)
-            state.paused, state.held = False, []
-        else:
-            _set_flag(client, keys, current, state.episode or "0")
-
-    materialised = _materialised(instance, stream.asset_key) if publish else set()
+    previous = state.zone
+    _adopt_flag(client, keys, state)
+    action, resume = _advance_pause(stream, publish, state, current, client, keys, instance)
     if publish is not None:
-        for partition in relaunch:
-            if partition not in materialised:
-                key = f"resume:{stream.name}:{partition}:{state.episode}"
-                out.runs.append(_run_request(stream, publish, partition, key, "resume"))
-        due = due_partition(publish, now, instance)
-        if due is not None and due != state.last_due:
-            state.last_due = due
-            if state.paused or verdict.blocks:
-                if due not in state.held:
-                    state.held.append(due)
-            elif due not in materialised and due not in relaunch:
-                key = f"publish:{stream.name}:{due}"
-                out.runs.append(_run_request(stream, publish, due, key, "due"))
+        out.runs = _launches(stream, publish, state, resume, verdict.blocks, instance, now)
+    relaunched = [r.partition_key or "" for r in out.runs if (r.run_key or "").startswith("resume")]
 
     zone_changed = previous != current and not (previous is None and current == "nominal")
     if zone_changed or action:
         alerts.send(
             _zone_alert(
-                stream, keys, previous, current, snapshot, settings, action, state.episode, relaunch
+                stream,
+                keys,
+                previous,
+                current,
+                snapshot,
+                settings,
+                action,
+                state.episode,
+                relaunched,
             )
         )
     state.zone = current

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,
+)
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
@@ -29,7 +32,7 @@ dead_letter_queue = dg.AssetSpec(
     kinds={"redis"},
 )
 
-PublishJob = dg.JobDefinition | dg.UnresolvedAssetJobDefinition
+PublishJob = dg.JobDefinition | UnresolvedAssetJobDefinition
 
 
 @dataclass(frozen=True)

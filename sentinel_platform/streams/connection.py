@@ -8,7 +8,9 @@ logged redacted.
 
 from __future__ import annotations
 
+import functools
 import logging
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -24,6 +26,24 @@ from sentinel_platform.redis_server import (
 from sentinel_platform.settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
+
+
+class ClusterClient(RedisCluster):
+    """redis-py's cluster client, with pipelines that may carry EVALSHA.
+
+    redis-py blocks ``evalsha`` on cluster pipelines, yet routes an EVALSHA correctly by
+    its KEYS (and refuses keys of different slots). The streams core queues its atomic
+    scripts (commit, dead letter) in pipelines to save a round trip per message; every key
+    of a call shares the stream's hash slot (``keys.py``), the scripts are loaded on every
+    primary (SCRIPT LOAD goes to all of them) and reloaded on NOSCRIPT. So the same code
+    runs on one server and on a cluster.
+    """
+
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        pipe.evalsha = functools.partial(pipe.execute_command, "EVALSHA")
+        return pipe
+
 
 RedisClient = redis.Redis | RedisCluster
 TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError)
@@ -70,7 +90,7 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
     }
     try:
         if settings.is_cluster or "+cluster://" in target:
-            client: RedisClient = RedisCluster.from_url(_plain_url(target), **common)
+            client: RedisClient = ClusterClient.from_url(_plain_url(target), **common)
         else:
             client = redis.Redis.from_url(target, retry_on_error=list(TRANSIENT_ERRORS), **common)
         if check:

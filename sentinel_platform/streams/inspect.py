@@ -35,13 +35,25 @@ class PendingEntry:
 class LagSnapshot:
     """What the lag card shows for one stream, read in a handful of round trips."""
 
-    worker_lag: int | None  # the worker-written key; None = no live worker
+    worker_lag: int | None  # the worker-written key; None = no recent report
     reading: LagReading  # the group's own backlog + pending
     consumers_alive: int
 
     @property
     def lag(self) -> int:
         return self.reading.lag if self.worker_lag is None else self.worker_lag
+
+    @property
+    def zone_lag(self) -> int | None:
+        """The lag the zone is judged on; None only when no worker is alive at all.
+
+        A lag key that expired while a lease is still held means a worker busy with a
+        slow message (the original's false "0"), not a dead pool: judge the group's own
+        figure then instead of flapping into worker off.
+        """
+        if self.worker_lag is not None:
+            return self.worker_lag
+        return self.reading.lag if self.consumers_alive else None
 
 
 @dataclass(frozen=True)
@@ -62,7 +74,9 @@ class DeadLetterEntry:
         return self.fields.get("error", "")
 
 
-def registered_consumers(client: RedisClient, keys: StreamKeys, cap: int = CONSUMER_CAP) -> list[str]:
+def registered_consumers(
+    client: RedisClient, keys: StreamKeys, cap: int = CONSUMER_CAP
+) -> list[str]:
     """Consumers the workers registered, plus those the group knows (bounded)."""
     names: set[str] = set()
     for name, _ in client.hscan_iter(keys.consumers, count=cap):
@@ -105,7 +119,9 @@ def pending_by_consumer(client: RedisClient, keys: StreamKeys) -> dict[str, int]
     return {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
 
 
-def scan_pending(client: RedisClient, keys: StreamKeys, cap: int = PENDING_SCAN_CAP) -> list[PendingEntry]:
+def scan_pending(
+    client: RedisClient, keys: StreamKeys, cap: int = PENDING_SCAN_CAP
+) -> list[PendingEntry]:
     """The oldest ``cap`` pending entries with idle time and delivery count."""
     try:
         rows = client.xpending_range(keys.stream, keys.group, min="-", max="+", count=cap)

@@ -30,6 +30,10 @@ from sentinel_platform.streams.keys import StreamKeys
 log = logging.getLogger(__name__)
 
 
+class LeaseHeldError(RuntimeError):
+    """Another live process holds the lease of this consumer name."""
+
+
 class Lease:
     """The liveness lease and registry entry of one consumer."""
 
@@ -48,12 +52,26 @@ class Lease:
             }
         )
 
-    def acquire(self) -> None:
-        """Take the lease and register, before the first read puts anything in our PEL."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.set(self.key, self.value, px=self.ttl_ms)
-        pipe.hset(self.keys.consumers, self.consumer, self.registration)
-        pipe.execute()
+    def acquire(self, wait_s: float | None = None) -> None:
+        """Take the lease and register, before the first read puts anything in our PEL.
+
+        A lease held by another process means the consumer name is taken. A killed
+        predecessor's lease runs out within one TTL, so we wait up to two TTLs before
+        concluding that a live process uses the name (two processes sharing one name
+        would retry each other's in-flight messages) and raising :class:`LeaseHeldError`.
+        """
+        deadline = time.monotonic() + (2 * self.ttl_ms / 1000 if wait_s is None else wait_s)
+        while not self.client.set(self.key, self.value, px=self.ttl_ms, nx=True):
+            holder = self.client.get(self.key)
+            if holder == self.value:
+                break
+            if time.monotonic() > deadline:
+                raise LeaseHeldError(
+                    f"consumer name {self.consumer!r} of {self.keys.stream} is in use by "
+                    f"{holder} (lease {self.key}); choose another --consumer"
+                )
+            time.sleep(self.ttl_ms / 4000)
+        self.client.hset(self.keys.consumers, self.consumer, self.registration)
 
     def refresh(self) -> bool:
         """Extend the lease; False if it had expired (then it is taken again and re-registered)."""
@@ -89,17 +107,17 @@ class Heartbeat(threading.Thread):
         self.interval_s = interval_s
         self.on_beat = on_beat
         self.log_fields = log_fields
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._halt.wait(self.interval_s):
             self.beat()
 
     def beat(self) -> None:
         started = time.monotonic()
         try:
             self.on_beat()  # first: the watchdog may decide the worker is hung
-            if self._stop.is_set():
+            if self._halt.is_set():
                 return
             if not self.lease.refresh():
                 log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
@@ -112,7 +130,7 @@ class Heartbeat(threading.Thread):
             log.warning("heartbeat_slow", extra={**self.log_fields, "elapsed_s": round(elapsed, 3)})
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout=5)
 

@@ -21,9 +21,7 @@ ENTRY_SCHEMA = "stream_id string, fields map<string,string>"
 RANGE_SCHEMA = "slice int, start string, end string"
 
 
-def id_slices(
-    client: RedisClient, stream: str, max_slices: int = 64
-) -> list[tuple[int, str, str]]:
+def id_slices(client: RedisClient, stream: str, max_slices: int = 64) -> list[tuple[int, str, str]]:
     """``(slice, first_id, last_id)`` ranges covering the stream; empty for an empty stream."""
     first = client.xrange(stream, "-", "+", count=1)
     last = client.xrevrange(stream, "+", "-", count=1)

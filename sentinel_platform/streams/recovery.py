@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Most ids claimed by one script call (keeps Lua's unpack and the reply small).
 CLAIM_CHUNK = 200
-#: How often live consumers' overdue messages are counted for ``skipped_alive``.
+#: Longest interval between counts of live consumers' overdue messages (``skipped_alive``);
+#: shorter when the reclaim idle time is short, so short overdue spells are seen too.
 ALIVE_CHECK_INTERVAL_S = 1.0
 #: How often dead, empty consumers are removed from the group.
 PRUNE_INTERVAL_S = 10.0
@@ -236,7 +237,7 @@ class Recovery:
         now = time.monotonic()
         if not alive or now < self._next_alive_check:
             return
-        self._next_alive_check = now + ALIVE_CHECK_INTERVAL_S
+        self._next_alive_check = now + min(ALIVE_CHECK_INTERVAL_S, self.reclaim_idle_ms / 4000)
         pipe = self.client.pipeline(transaction=False)
         for name in alive:
             pipe.xpending_range(
@@ -248,7 +249,7 @@ class Recovery:
                 consumername=name,
                 idle=self.reclaim_idle_ms,
             )
-        for name, entries in zip(alive, pipe.execute()):
+        for name, entries in zip(alive, pipe.execute(), strict=True):
             if entries:
                 self.metrics.inc("skipped_alive", len(entries))
                 log.info(

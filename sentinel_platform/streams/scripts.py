@@ -35,7 +35,9 @@ class LuaScript:
         pipe.evalsha(self.sha, len(keys), *keys, *args)
 
     def run(self, client: RedisClient, keys: Sequence[str], args: Sequence[object]) -> Any:
-        return with_scripts(client, [self], lambda: client.evalsha(self.sha, len(keys), *keys, *args))
+        return with_scripts(
+            client, [self], lambda: client.evalsha(self.sha, len(keys), *keys, *args)
+        )
 
 
 def with_scripts(client: RedisClient, scripts: Sequence[LuaScript], call: Callable[[], T]) -> T:

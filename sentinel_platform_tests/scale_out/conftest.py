@@ -105,3 +105,21 @@ def spark_standalone(
         yield cluster
     finally:
         cluster.stop()
+
+
+# --- real worker processes on the Redis Cluster -------------------------------------------
+# W1's worker-process factory, re-pointed at the cluster by overriding ``worker_env``
+# (pytest resolves a fixture's dependencies by name from the requesting test's folder).
+from sentinel_platform_tests.workers.conftest import (  # noqa: E402
+    FAST_TIMINGS,
+    start_worker,
+)
+
+
+@pytest.fixture
+def worker_env(cluster_env: dict[str, str], cluster_client: RedisClient) -> dict[str, str]:
+    """Worker environment on the (flushed) cluster, with the workers suite's short timings."""
+    return {**cluster_env, **FAST_TIMINGS}
+
+
+__all__ = ["start_worker"]

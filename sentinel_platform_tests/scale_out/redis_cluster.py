@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,8 +31,6 @@ class ClusterStartError(RuntimeError):
 
 def _cluster_port_free(port: int) -> bool:
     """Redis < 7 puts the cluster bus on port + 10000, which must be free too."""
-    import socket
-
     if port + 10000 > 65535:
         return False
     with socket.socket() as sock:
@@ -161,8 +160,12 @@ def find_cluster_binaries() -> tuple[str, str] | str:
     server = shutil.which("redis-server")
     cli = shutil.which("redis-cli")
     if not server or not cli:
-        missing = " and ".join(n for n, p in (("redis-server", server), ("redis-cli", cli)) if not p)
-        return f"{missing} not on PATH (apt-get install redis-server) - Redis Cluster tests need both"
+        missing = " and ".join(
+            n for n, p in (("redis-server", server), ("redis-cli", cli)) if not p
+        )
+        return (
+            f"{missing} not on PATH (apt-get install redis-server) - Redis Cluster tests need both"
+        )
     if binary_version(server) < (6, 2, 0):
         return f"{server} is older than Redis 6.2 (XAUTOCLAIM); Redis Cluster tests need 6.2+"
     return server, cli

@@ -17,8 +17,12 @@ def test_a_job_runs_in_an_executor_launched_by_the_worker(
     spark_standalone: SparkStandaloneCluster,
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sentinel_platform_tests.scale_out.spark_probe",
-         spark_standalone.master_url],
+        [
+            sys.executable,
+            "-m",
+            "sentinel_platform_tests.scale_out.spark_probe",
+            spark_standalone.master_url,
+        ],
         capture_output=True,
         text=True,
         timeout=120,

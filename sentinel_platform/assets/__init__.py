@@ -1,0 +1,66 @@
+"""The Spark data assets, their checks, jobs and resources, listed for the definitions file.
+
+Jobs (all three are what sensors and schedules launch):
+
+* ``publish_transactions``: group ``transactions`` for one day (source, enrich, check,
+  publish to ``transactions``);
+* ``publish_axioms``: group ``axioms`` for one day (telemetry, axioms, check, publish to
+  ``synapse:axioms``);
+* ``report_compliance``: group ``reporting`` (read the result streams back, summarise).
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from sentinel_platform.assets.axioms import axiom_stream, axioms, telemetry_readings
+from sentinel_platform.assets.common import DAILY, IO_MANAGER_KEY
+from sentinel_platform.assets.reporting import (
+    compliance_events,
+    compliance_report,
+    transaction_verdicts,
+)
+from sentinel_platform.assets.transactions import (
+    enriched_transactions,
+    raw_transactions,
+    transaction_stream,
+)
+from sentinel_platform.checks.data_quality import axioms_quality, transactions_quality
+from sentinel_platform.resources.io_manager import SparkParquetIOManager
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.resources.spark import spark_resource
+from sentinel_platform.settings import Settings
+
+TRANSACTION_ASSETS = [raw_transactions, enriched_transactions, transaction_stream]
+AXIOM_ASSETS = [telemetry_readings, axioms, axiom_stream]
+REPORTING_ASSETS = [transaction_verdicts, compliance_events, compliance_report]
+DATA_ASSETS = [*TRANSACTION_ASSETS, *AXIOM_ASSETS, *REPORTING_ASSETS]
+DATA_CHECKS = [transactions_quality, axioms_quality]
+
+publish_transactions = dg.define_asset_job(
+    "publish_transactions",
+    selection=dg.AssetSelection.groups("transactions"),
+    partitions_def=DAILY,
+    description="Build, check and publish one day of transactions to the transactions stream.",
+)
+publish_axioms = dg.define_asset_job(
+    "publish_axioms",
+    selection=dg.AssetSelection.groups("axioms"),
+    partitions_def=DAILY,
+    description="Build, check and publish one day of axioms to the axiom stream.",
+)
+report_compliance = dg.define_asset_job(
+    "report_compliance",
+    selection=dg.AssetSelection.groups("reporting"),
+    description="Read the workers' result streams back and summarise them.",
+)
+DATA_JOBS = [publish_transactions, publish_axioms, report_compliance]
+
+
+def data_resources(settings: Settings) -> dict[str, object]:
+    """Resource keys the data assets use: ``pyspark``, ``redis_publisher``, the IO manager."""
+    return {
+        "pyspark": spark_resource(settings),
+        "redis_publisher": RedisPublisherResource(),
+        IO_MANAGER_KEY: SparkParquetIOManager(),
+    }

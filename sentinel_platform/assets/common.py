@@ -1,0 +1,49 @@
+"""What the data assets share: the daily partitions, run config and publish metadata."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import dagster as dg
+
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.publish import PublishStats
+
+#: One slice per day: the unit a user backfills or re-publishes.
+DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=1)
+IO_MANAGER_KEY = "parquet_io_manager"
+
+
+class SourceConfig(dg.Config):
+    """How much data a source generates when no landing files exist."""
+
+    rows: int = 20_000
+    seed: int = 7
+    spark_partitions: int = 4
+
+
+def current_settings() -> Settings:
+    """Settings read fresh for each run, so a changed environment applies without a reload."""
+    return load_settings()
+
+
+def partition_day(context: dg.AssetExecutionContext) -> date:
+    return date.fromisoformat(context.partition_key)
+
+
+def publish_metadata(stats: PublishStats, keys: StreamKeys) -> dict[str, dg.MetadataValue]:
+    return {
+        "stream": dg.MetadataValue.text(keys.stream),
+        "rows_published": dg.MetadataValue.int(stats.rows),
+        "duration_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
+        "rows_per_s": dg.MetadataValue.float(round(stats.rows_per_s, 1)),
+        "paused_s": dg.MetadataValue.float(round(stats.paused_s, 3)),
+        "slowed_s": dg.MetadataValue.float(round(stats.slowed_s, 3)),
+        "soft_backpressure_events": dg.MetadataValue.int(stats.soft_events),
+        "hard_backpressure_events": dg.MetadataValue.int(stats.hard_events),
+        "max_lag_seen": dg.MetadataValue.int(stats.max_lag),
+        "first_id": dg.MetadataValue.text(stats.first_id or ""),
+        "last_id": dg.MetadataValue.text(stats.last_id or ""),
+        "spark_partitions": dg.MetadataValue.int(stats.partitions),
+    }

@@ -1,0 +1,146 @@
+"""Wiring one worker process: settings, logging, processor, Redis, metrics, signals.
+
+Everything here is about the *process*; the consumer loop itself knows nothing about
+signals or command lines. Bad settings or an unknown processor fail at start-up with a
+message naming the problem (exit status 2); Redis being unreachable at start-up is
+retried with backoff rather than crash-looping under a supervisor.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from sentinel_platform.logs import configure_json_logging
+from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
+from sentinel_platform.streams.connection import RedisConnectError, connect, resolve_url
+from sentinel_platform.streams.consumer import BACKOFF_CAP_S, Consumer
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.lease import LeaseHeldError
+from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.processor import Processor
+
+log = logging.getLogger(__name__)
+
+KeysFor = Callable[[Settings], StreamKeys]
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """Command-line choices of one worker; ``None`` means "from settings"."""
+
+    consumer: str
+    processor: str
+    count: int | None = None
+    block_ms: int | None = None
+    simulate_latency_ms: int | None = None
+    metrics_port: int | None = None
+    log_level: str = "INFO"
+
+
+class StartupError(RuntimeError):
+    """The worker cannot start (settings, processor, credentials); exit status 2."""
+
+
+def load_processor(spec: str, settings: Settings) -> Processor:
+    """Build a processor from ``module:factory`` (factory(settings) -> Processor)."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise StartupError(f"--processor {spec}: cannot load it ({exc})") from None
+    processor = factory(settings)
+    missing = [name for name in ("parse", "natural_key", "process") if not hasattr(processor, name)]
+    if missing:
+        raise StartupError(f"--processor {spec}: the processor has no {', '.join(missing)}")
+    return processor
+
+
+def worker_settings(options: WorkerOptions) -> Settings:
+    overrides = {
+        "simulate_latency_ms": options.simulate_latency_ms,
+        "read_count": options.count,
+        "block_ms": options.block_ms,
+    }
+    try:
+        base = load_settings()
+        changed = {k: v for k, v in overrides.items() if v is not None}
+        return load_settings(**{**base.model_dump(), **changed}) if changed else base
+    except SettingsError as exc:
+        raise StartupError(str(exc)) from None
+
+
+def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if not stop.is_set():
+            log.info("stop_requested", extra={**log_fields, "signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def connect_with_retry(settings: Settings, stop: threading.Event, log_fields: dict) -> Any:
+    """Connect, retrying an unreachable server with backoff; wrong credentials are fatal."""
+    delay = 0.1
+    while True:
+        try:
+            return connect(settings)
+        except RedisConnectError as exc:
+            if "cannot reach" not in str(exc):
+                raise StartupError(str(exc)) from None
+            log.warning("redis_unavailable", extra={**log_fields, "error": str(exc)})
+            if stop.wait(delay):
+                return None
+            delay = min(BACKOFF_CAP_S, delay * 2)
+
+
+def run(options: WorkerOptions, keys_for: KeysFor) -> int:
+    """Run one worker until SIGTERM/SIGINT; the process exit status."""
+    configure_json_logging(options.log_level)
+    stop = threading.Event()
+    try:
+        settings = worker_settings(options)
+        keys = keys_for(settings)
+        fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
+        install_signal_handlers(stop, fields)
+        processor = load_processor(options.processor, settings)
+        client = connect_with_retry(settings, stop, fields)
+    except StartupError as exc:
+        log.error("startup_failed", extra={"error": str(exc)})
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if client is None:
+        return 0
+    metrics = Metrics(labels=fields)
+    if options.metrics_port is not None:
+        port = metrics.serve(options.metrics_port)
+        log.info("metrics_serving", extra={**fields, "url": f"http://127.0.0.1:{port}/metrics"})
+    log.info(
+        "worker_starting",
+        extra={
+            **fields,
+            "redis": redact_url(resolve_url(settings)),
+            "processor": options.processor,
+            "delivery_limit": settings.reclaim_delivery_limit,
+            "lease_ttl_ms": settings.lease_ttl_ms,
+        },
+    )
+    consumer = Consumer(client, keys, processor, settings, options.consumer, metrics, stop)
+    try:
+        return consumer.run()
+    except LeaseHeldError as exc:
+        log.error("startup_failed", extra={**fields, "error": str(exc)})
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        metrics.close()
+        client.close()

@@ -1,0 +1,187 @@
+"""End to end through real processes: ``sentinel up`` (workers + ``dagster dev``), a publish
+launched through the webserver's GraphQL API, every message processed exactly once, a
+nominal ``sentinel status``, and nothing left running after SIGTERM.
+
+The lag gate (``consumer_lag_sensor``) launches the day's default-size partitions on its
+first tick; here it is stopped beforehand (as an operator would in the UI) so the test
+controls exactly what is published and stays within its time budget. The gate itself is
+tested with the sensors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sentinel_platform.cli import proctree
+from sentinel_platform.cli.dagster_home import ensure_dagster_home
+from sentinel_platform.cli.up import repo_root
+from sentinel_platform.redis_server import free_port
+from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+PARTITION = "2026-03-01"
+TRANSACTIONS = 120
+RUN_CONFIG_COMMON = {"execution": {"config": {"in_process": {}}}}
+JOBS = {
+    "publish_transactions": {
+        "ops": {
+            "raw_transactions": {
+                "config": {"rows": TRANSACTIONS, "seed": 4242, "spark_partitions": 2}
+            }
+        }
+    },
+    "publish_axioms": {
+        "ops": {
+            "telemetry_readings": {
+                "config": {
+                    "sources": 4,
+                    "readings_per_source": 48,
+                    "seed": 4242,
+                    "anomaly_rate": 0.2,
+                    "spark_partitions": 2,
+                }
+            }
+        }
+    },
+}
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _seen_pids(home: Path) -> set[int]:
+    state = json.loads((home / "run" / "up.json").read_text())
+    return {int(p) for child in state["children"].values() for p in child["seen_pids"]}
+
+
+@pytest.fixture
+def platform(
+    settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """``sentinel up`` on a free port against the test Redis; SIGTERM at teardown."""
+    env = {**settings_env, "DAGSTER_HOME": str(settings.dagster_home)}
+    ensure_dagster_home(settings.dagster_home)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "sensor",
+            "stop",
+            "consumer_lag_sensor",
+            "-w",
+            str(repo_root() / "workspace.yaml"),
+        ],
+        env=env,
+        cwd=repo_root(),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    port = free_port()
+    sentinel = Path(sys.executable).parent / "sentinel"
+    up = subprocess.Popen(
+        [str(sentinel), "up", "--port", str(port), "--no-demo"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield port, env
+    finally:
+        seen = _seen_pids(settings.home_dir)
+        up.send_signal(signal.SIGTERM)
+        output = up.communicate(timeout=120)[0].decode()
+        seen |= _seen_pids(settings.home_dir)
+        assert up.returncode == 0, output
+        left = sorted(pid for pid in seen if proctree.alive(pid))
+        assert not left, f"processes left behind: {left}\n{output}"
+
+
+def _wait_runs(client: object, run_ids: list[str], timeout_s: float) -> None:
+    from dagster import DagsterRunStatus
+
+    deadline = time.monotonic() + timeout_s
+    pending = set(run_ids)
+    while pending:
+        for run_id in list(pending):
+            status = client.get_run_status(run_id)  # type: ignore[attr-defined]
+            if status == DagsterRunStatus.SUCCESS:
+                pending.discard(run_id)
+            elif status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
+                raise AssertionError(f"run {run_id} ended {status}")
+        assert time.monotonic() < deadline, f"runs not finished in {timeout_s}s: {pending}"
+        time.sleep(1)
+
+
+def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
+    platform: tuple[int, dict[str, str]], settings: Settings, redis_client: RedisClient
+) -> None:
+    from dagster_graphql import DagsterGraphQLClient
+
+    port, env = platform
+    wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/"), timeout_s=90, interval_s=0.5)
+    graphql = DagsterGraphQLClient("127.0.0.1", port_number=port)
+    run_ids = [
+        graphql.submit_job_execution(
+            job,
+            run_config={**RUN_CONFIG_COMMON, **config},
+            tags={"dagster/partition": PARTITION},
+        )
+        for job, config in JOBS.items()
+    ]
+    _wait_runs(graphql, run_ids, timeout_s=150)
+
+    published_tx = {
+        Transaction.from_fields(f).id for _, f in redis_client.xrange(settings.transactions_stream)
+    }
+    published_ax = {
+        Axiom.from_fields(f).natural_key for _, f in redis_client.xrange(settings.axioms_stream)
+    }
+    assert len(published_tx) == TRANSACTIONS
+    assert published_ax, "the telemetry produced no axiom: the test would prove nothing"
+
+    def results_complete() -> bool:
+        return redis_client.xlen(settings.verdicts_stream) >= len(published_tx) and (
+            redis_client.xlen(settings.compliance_stream) >= len(published_ax)
+        )
+
+    wait_until(results_complete, timeout_s=60, interval_s=0.5)
+    verdicts = [f["txn_id"] for _, f in redis_client.xrange(settings.verdicts_stream)]
+    events = [
+        f"{f['source_id']}|{f['emitted_at']}"
+        for _, f in redis_client.xrange(settings.compliance_stream)
+    ]
+    assert sorted(verdicts) == sorted(published_tx)  # one verdict per transaction
+    assert sorted(events) == sorted(published_ax)  # one compliance event per axiom
+    assert redis_client.xlen(settings.dlq_stream) == 0
+
+    status = subprocess.run(
+        [str(Path(sys.executable).parent / "sentinel"), "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert json.loads(status.stdout)["zone"] == "nominal"
+    assert os.environ.get("REDIS_URL") == settings.redis_url_value

@@ -1,0 +1,79 @@
+"""``sentinel up`` as a real process: workers hold leases, a crashed worker comes back,
+and SIGTERM leaves no process behind (workers, their supervisor, the embedded Redis)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sentinel_platform.cli import proctree
+from sentinel_platform.redis_server import running_embedded_url
+from sentinel_platform.settings import load_settings
+from sentinel_platform.streams.connection import connect
+from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def _state(home: Path) -> dict:
+    path = home / "run" / "up.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _child_pid(home: Path, name: str) -> int | None:
+    return _state(home).get("children", {}).get(name, {}).get("pid")
+
+
+def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
+    env.update({"SENTINEL_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    sentinel = Path(sys.executable).parent / "sentinel"
+    argv = [str(sentinel), "up", "--no-dagster", "--transaction-workers", "2"]
+    up = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        settings = load_settings(home=home)
+        url = wait_until(lambda: running_embedded_url(settings), timeout_s=30)
+        client = connect(settings, url=url)
+        tx, ax = transaction_keys(settings), axiom_keys(settings)
+
+        def leases_held() -> bool:
+            names = {keys: client.hkeys(keys.consumers) for keys in (tx, ax)}
+            return [len(names[tx]), len(names[ax])] == [2, 1] and all(
+                client.exists(keys.lease(name)) for keys, ns in names.items() for name in ns
+            )
+
+        wait_until(leases_held, timeout_s=60, interval_s=0.2)
+        redis_pid = int(json.loads((home / "redis" / "server.json").read_text())["pid"])
+
+        # A worker crash: the supervisor restarts it and the new process takes the lease.
+        crashed = _child_pid(home, "tx-1")
+        assert crashed is not None
+        os.kill(crashed, signal.SIGKILL)
+        wait_until(
+            lambda: _child_pid(home, "tx-1") not in (None, crashed), timeout_s=30, interval_s=0.1
+        )
+        assert _state(home)["children"]["tx-1"]["restarts"] == 1
+        wait_until(leases_held, timeout_s=30, interval_s=0.2)
+        assert "restarting in" in (home / "logs" / "sentinel-up.log").read_text()
+
+        seen = {
+            int(pid) for child in _state(home)["children"].values() for pid in child["seen_pids"]
+        }
+        client.close()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        output = up.communicate(timeout=90)[0].decode()
+    assert up.returncode == 0, output
+    assert "stopping workers" in output
+    assert output.index("stopping workers") < output.index("stopping the embedded Redis")
+    assert len(seen) >= 4  # 3 workers + the crashed one
+    assert not [pid for pid in seen | {redis_pid} if proctree.alive(pid)], output
+    assert _state(home)["running"] is False
