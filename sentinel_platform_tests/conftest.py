@@ -120,5 +120,7 @@ def dagster_instance(tmp_path: Path) -> Iterator[Any]:
     """A real, temporary on-disk Dagster instance."""
     import dagster as dg
 
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+    home = tmp_path / "dagster"
+    home.mkdir(parents=True, exist_ok=True)
+    with dg.instance_for_test(temp_dir=str(home)) as instance:
         yield instance

@@ -211,7 +211,7 @@ class Consumer:
                 self._outage(exc)
             except redis.ResponseError as exc:
                 if not self._heal(exc):
-                    raise
+                    self._outage(exc)  # e.g. OOM or a wrong key type: wait, never crash-loop
         return self.shutdown()
 
     def iteration(self) -> None:
@@ -263,6 +263,8 @@ class Consumer:
             natural_key = self.processor.natural_key(message)
         except SchemaError as exc:
             return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
+        except Exception as exc:  # a parser bug is retried like any processing error
+            return self._failed(delivery, exc)
         if delivery.deliveries > 1:
             record = record or AttemptRecord()
             # The first delivery counts as one call: it is never recorded (hot path).
@@ -447,9 +449,10 @@ class Consumer:
 
     # --- failures and shutdown --------------------------------------------------------------
     def _outage(self, exc: Exception) -> None:
+        """Log and back off; buffered outcomes are kept and committed when Redis answers."""
         delay = self._backoff.next_delay()
         log.warning(
-            "redis_unavailable",
+            "redis_error" if isinstance(exc, redis.ResponseError) else "redis_unavailable",
             extra={
                 **self.log_fields,
                 "error": str(exc),

@@ -2,6 +2,9 @@
 launched through the webserver's GraphQL API, every message processed exactly once, a
 nominal ``sentinel status``, and nothing left running after SIGTERM.
 
+The run is one partition of ``demo_publish`` (both publish assets, their upstream Spark
+assets and checks, in one process and one Spark session) with a small config.
+
 The lag gate (``consumer_lag_sensor``) launches the day's default-size partitions on its
 first tick; here it is stopped beforehand (as an operator would in the UI) so the test
 controls exactly what is published and stays within its time budget. The gate itself is
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from sentinel_platform import demo
 from sentinel_platform.cli import proctree
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
 from sentinel_platform.cli.up import repo_root
@@ -34,30 +38,9 @@ from sentinel_platform_tests.conftest import wait_until
 pytestmark = pytest.mark.slow
 
 PARTITION = "2026-03-01"
-TRANSACTIONS = 120
-RUN_CONFIG_COMMON = {"execution": {"config": {"in_process": {}}}}
-JOBS = {
-    "publish_transactions": {
-        "ops": {
-            "raw_transactions": {
-                "config": {"rows": TRANSACTIONS, "seed": 4242, "spark_partitions": 2}
-            }
-        }
-    },
-    "publish_axioms": {
-        "ops": {
-            "telemetry_readings": {
-                "config": {
-                    "sources": 4,
-                    "readings_per_source": 48,
-                    "seed": 4242,
-                    "anomaly_rate": 0.2,
-                    "spark_partitions": 2,
-                }
-            }
-        }
-    },
-}
+SEED = 4242
+#: One run for both publish assets: one process and one Spark session, not two.
+JOB = demo.JOB_NAME
 
 
 def _http_ok(url: str) -> bool:
@@ -141,15 +124,10 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     port, env = platform
     wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/"), timeout_s=90, interval_s=0.5)
     graphql = DagsterGraphQLClient("127.0.0.1", port_number=port)
-    run_ids = [
-        graphql.submit_job_execution(
-            job,
-            run_config={**RUN_CONFIG_COMMON, **config},
-            tags={"dagster/partition": PARTITION},
-        )
-        for job, config in JOBS.items()
-    ]
-    _wait_runs(graphql, run_ids, timeout_s=150)
+    run_id = graphql.submit_job_execution(
+        JOB, run_config=demo.demo_run_config(SEED), tags={"dagster/partition": PARTITION}
+    )
+    _wait_runs(graphql, [run_id], timeout_s=150)
 
     published_tx = {
         Transaction.from_fields(f).id for _, f in redis_client.xrange(settings.transactions_stream)
@@ -157,7 +135,7 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     published_ax = {
         Axiom.from_fields(f).natural_key for _, f in redis_client.xrange(settings.axioms_stream)
     }
-    assert len(published_tx) == TRANSACTIONS
+    assert len(published_tx) == demo.TRANSACTIONS_PER_TICK
     assert published_ax, "the telemetry produced no axiom: the test would prove nothing"
 
     def results_complete() -> bool:

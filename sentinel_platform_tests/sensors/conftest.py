@@ -156,12 +156,3 @@ def tick(
         instance=instance, cursor=cursor, resources=resources, definitions=definitions
     ) as context:
         return sensor.evaluate_tick(context)
-
-
-@pytest.fixture
-def dagster_instance(tmp_path: Any) -> Iterator[dg.DagsterInstance]:
-    """A real temporary on-disk instance (overrides the shared one: its directory must exist)."""
-    home = tmp_path / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    with dg.instance_for_test(temp_dir=str(home)) as instance:
-        yield instance

@@ -29,6 +29,8 @@ class CountingProcessor:
     def parse(self, fields: Mapping[str, str]) -> dict[str, str]:
         if not fields.get("key"):
             raise SchemaError("TestMessage", "key", "field is missing")
+        if fields.get("parse_bug") == "1":
+            raise ValueError("a bug in the parser, not a bad message")
         if "sleep_ms" in fields and not fields["sleep_ms"].isdigit():
             raise SchemaError("TestMessage", "sleep_ms", "must be a non-negative integer")
         return dict(fields)

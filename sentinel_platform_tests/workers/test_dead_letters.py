@@ -142,3 +142,16 @@ def test_dead_letter_stream_is_capped(
     pipe.execute()
     assert 100 <= redis_client.xlen(tx_keys.dlq) < 400
     assert redis_client.xpending(tx_keys.stream, tx_keys.group)["pending"] == 0
+
+
+def test_a_parser_bug_is_retried_like_a_processing_error_not_fatal(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    publish(redis_client, tx_keys, [{"key": "buggy", "parse_bug": "1"}, {"key": "fine"}])
+    worker = start_worker(env={"SENTINEL_RECLAIM_DELIVERY_LIMIT": "2"})
+    wait_until(lambda: redis_client.xlen(tx_keys.dlq) == 1, 15)
+    [letter] = _dead_letters(redis_client, tx_keys)
+    assert letter.reason == "max_deliveries_exceeded"
+    assert letter.error.startswith("ValueError: a bug in the parser")
+    assert redis_client.xlen(tx_keys.results) == 1
+    assert worker.proc.poll() is None
