@@ -22,8 +22,9 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	@touch $@
 
 ## Start the whole platform: embedded Redis, workers, Dagster UI on http://127.0.0.1:3000
+## (options of `sentinel up` through ARGS, e.g. make run ARGS="--port 3001 --axiom-workers 2")
 run: $(VENV)/.installed
-	$(VENV)/bin/sentinel up
+	$(VENV)/bin/sentinel up $(ARGS)
 
 ## The whole test suite (real redis-server, real Spark, real Dagster)
 test: $(VENV)/.installed-test

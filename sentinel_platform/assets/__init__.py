@@ -11,6 +11,8 @@ Jobs (all three are what sensors and schedules launch):
 
 from __future__ import annotations
 
+from typing import Any
+
 import dagster as dg
 
 from sentinel_platform.assets.axioms import axiom_stream, axioms, telemetry_readings
@@ -25,7 +27,6 @@ from sentinel_platform.assets.transactions import (
     raw_transactions,
     transaction_stream,
 )
-from sentinel_platform.checks.data_quality import axioms_quality, transactions_quality
 from sentinel_platform.resources.io_manager import SparkParquetIOManager
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.spark import spark_resource
@@ -35,7 +36,6 @@ TRANSACTION_ASSETS = [raw_transactions, enriched_transactions, transaction_strea
 AXIOM_ASSETS = [telemetry_readings, axioms, axiom_stream]
 REPORTING_ASSETS = [transaction_verdicts, compliance_events, compliance_report]
 DATA_ASSETS = [*TRANSACTION_ASSETS, *AXIOM_ASSETS, *REPORTING_ASSETS]
-DATA_CHECKS = [transactions_quality, axioms_quality]
 
 publish_transactions = dg.define_asset_job(
     "publish_transactions",
@@ -64,3 +64,13 @@ def data_resources(settings: Settings) -> dict[str, object]:
         "redis_publisher": RedisPublisherResource(),
         IO_MANAGER_KEY: SparkParquetIOManager(),
     }
+
+
+def __getattr__(name: str) -> Any:
+    # The checks import the assets they check; importing them lazily keeps
+    # ``import sentinel_platform.checks.data_quality`` free of an import cycle.
+    if name == "DATA_CHECKS":
+        from sentinel_platform.checks.data_quality import axioms_quality, transactions_quality
+
+        return [transactions_quality, axioms_quality]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

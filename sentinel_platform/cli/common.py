@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from sentinel_platform.redis_server import RedisServerError
+from sentinel_platform.redis_server import RedisServerError, running_embedded_url
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform.streams.connection import RedisClient, RedisConnectError, connect
 
@@ -50,8 +50,17 @@ def settings_from_env() -> Settings:
 
 
 def open_client(settings: Settings) -> RedisClient:
+    """A client for the configured Redis. Without ``REDIS_URL`` it joins the running
+    embedded server but never starts one: an inspection command must not have the side
+    effect of bringing up an empty Redis and then reporting on it."""
+    url = settings.redis_url_value or running_embedded_url(settings)
+    if not url:
+        raise CliError(
+            f"the embedded Redis of {settings.home_dir} is not running: start the platform "
+            "with `sentinel up`, or set REDIS_URL"
+        )
     try:
-        return connect(settings)
+        return connect(settings, url=url)
     except (RedisConnectError, RedisServerError) as exc:
         raise CliError(str(exc)) from None
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -50,6 +51,7 @@ from sentinel_platform.streams.lag import measure_lag
 log = logging.getLogger(__name__)
 
 Mode = Literal["graduated", "fixed", "binary"]
+MODES: tuple[str, ...] = ("graduated", "fixed", "binary")
 LagSource = Literal["key", "measured"]
 #: Longest uninterrupted sleep: stop requests are noticed at least this often.
 STOP_CHECK_S = 0.25
@@ -84,6 +86,7 @@ class BackpressureConfig:
     max_pause_s: float = 600.0
     resume_lag: int | None = None
     mode: Mode = "graduated"
+    lag_key_ttl_s: int = 10
 
     def __post_init__(self) -> None:
         if not 0 < self.lag_warn < self.lag_pause:
@@ -91,6 +94,8 @@ class BackpressureConfig:
                 f"lag_warn ({self.lag_warn}) must be positive and below lag_pause "
                 f"({self.lag_pause})"
             )
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.resume_lag is not None and not 0 <= self.resume_lag <= self.lag_pause:
             raise ValueError(f"resume_lag ({self.resume_lag}) must be in [0, lag_pause]")
 
@@ -102,6 +107,7 @@ class BackpressureConfig:
             "lag_warn_sleep_ms": settings.lag_warn_sleep_ms,
             "lag_pause_poll_ms": settings.lag_pause_poll_ms,
             "max_pause_s": settings.max_pause_s,
+            "lag_key_ttl_s": settings.lag_key_ttl_s,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -115,6 +121,15 @@ class BackpressureConfig:
             return (self.lag_warn + self.lag_pause) // 2
         return self.lag_pause
 
+    @property
+    def soft_exit_level(self) -> int:
+        """Lag below which a soft episode ends (for counting and logging only).
+
+        Half the soft limit: a lag hovering around ``lag_warn`` (which is what good pacing
+        produces) is one episode, not hundreds of warnings.
+        """
+        return self.lag_warn // 2
+
     def soft_sleep_s(self, lag: int) -> float:
         """Pause before a batch in the soft zone (``lag_warn <= lag < lag_pause``)."""
         if self.mode == "binary" or lag < self.lag_warn:
@@ -125,8 +140,13 @@ class BackpressureConfig:
         return min(1.0, fraction) * self.lag_warn_sleep_ms / 1000
 
     def batch_budget(self, lag: int, batch_size: int) -> int:
-        """Rows allowed in the next batch: the head-room below the hard limit in the soft zone."""
-        if self.mode != "graduated" or lag < self.lag_warn:
+        """Rows allowed in the next batch: never more than the head-room below the hard limit.
+
+        Without the cap one batch of 500 sent at lag 30 lands the consumers at 530, far past
+        the hard limit, and the producer then stops and starts on a sawtooth whatever the
+        pacing does.
+        """
+        if self.mode != "graduated":
             return batch_size
         return max(1, min(batch_size, self.lag_pause - lag))
 
@@ -150,6 +170,7 @@ class Signal:
     source: LagSource
     paused_flag: bool
     stop: bool
+    unseen: int = 0
 
 
 @dataclass
@@ -163,25 +184,53 @@ class BackpressureGuard:
     stop_key: str | None = None
     stats: BackpressureStats = field(default_factory=BackpressureStats)
     _soft_since: float | None = field(default=None, init=False, repr=False)
+    _sent: deque[tuple[float, int]] = field(default_factory=deque, init=False, repr=False)
     _sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     # --- reading ----------------------------------------------------------------------
     def read_signal(self) -> Signal:
         pipe = self.client.pipeline(transaction=False)
         pipe.get(self.keys.lag)
+        pipe.pttl(self.keys.lag)
         pipe.get(self.keys.paused)
         if self.stop_key:
             pipe.get(self.stop_key)
         values = pipe.execute()
-        lag_value, paused_value = values[0], values[1]
-        stop = bool(self.stop_key and values[2] is not None)
+        lag_value, lag_pttl, paused_value = values[0], values[1], values[2]
+        stop = bool(self.stop_key and values[3] is not None)
+        unseen = 0
         if lag_value is None:
             lag, source = measure_lag(self.client, self.keys).lag, "measured"
         else:
-            lag, source = int(lag_value), "key"
+            unseen = self._sent_since_written(int(lag_pttl))
+            lag, source = int(lag_value) + unseen, "key"
         paused = paused_value is not None and str(paused_value).strip().lower() not in _FALSE_FLAGS
         self.stats.max_lag = max(self.stats.max_lag, lag)
-        return Signal(lag=lag, source=source, paused_flag=paused, stop=stop)
+        return Signal(lag=lag, source=source, paused_flag=paused, stop=stop, unseen=unseen)
+
+    def record_sent(self, rows: int) -> None:
+        """Note a published batch; see :meth:`_sent_since_written`."""
+        if self.config.mode == "graduated":
+            self._sent.append((time.monotonic(), rows))
+
+    def _sent_since_written(self, pttl_ms: int) -> int:
+        """Rows this producer sent after the worker last wrote the lag key.
+
+        The key is a snapshot taken at the end of a worker's cycle; until the next write it
+        cannot include what was published since. The key's remaining TTL tells its age
+        (workers write it with ``EX lag_key_ttl_s``), so those rows are added to the reading
+        instead of being sent again into the same stale "lag 0". A key without TTL has no
+        known age and is taken as current.
+        """
+        now = time.monotonic()
+        horizon = now - self.config.lag_key_ttl_s
+        while self._sent and self._sent[0][0] < horizon:
+            self._sent.popleft()
+        if pttl_ms < 0 or not self._sent:
+            return 0
+        age_s = max(0.0, self.config.lag_key_ttl_s - pttl_ms / 1000)
+        written_at = now - age_s
+        return sum(rows for at, rows in self._sent if at >= written_at)
 
     def _check_stop(self, signal: Signal | None = None) -> None:
         if (signal is not None and signal.stop) or self.should_stop():
@@ -202,7 +251,7 @@ class BackpressureGuard:
             signal = self._hard_stop(signal)
         if self.config.mode != "binary" and signal.lag >= self.config.lag_warn:
             self._slow_down(signal)
-        else:
+        elif signal.lag < self.config.soft_exit_level:
             self._end_soft_episode(signal)
         return self.config.batch_budget(signal.lag, batch_size)
 
@@ -226,7 +275,7 @@ class BackpressureGuard:
         lasted = time.monotonic() - self._soft_since
         self._soft_since = None
         log.info(
-            "consumer lag back below soft limit",
+            "consumer lag back to nominal",
             extra=self._fields(signal, episode_s=round(lasted, 3)),
         )
 

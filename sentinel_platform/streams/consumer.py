@@ -11,11 +11,13 @@ One iteration::
 
 Outcomes of a message, decided by :meth:`Consumer._decide`:
 
-* ``SchemaError`` from ``parse`` -> dead letter ``invalid_message`` at once, no retries;
+* ``SchemaError`` (from ``parse``, or ``process`` rejecting the content) -> dead letter
+  ``invalid_message`` at once, no retries;
 * a redelivery whose recorded processor calls reach the delivery limit -> dead letter
   ``max_deliveries_exceeded`` *unprocessed*, with the last error (see ``attempts.py``);
-* processor exception -> stays pending on us, its error recorded; recovery hands it back
-  after ``SENTINEL_RETRY_BACKOFF_MS`` (XCLAIM to ourselves bumps the delivery count);
+* any other exception (processor or parser bug) -> stays pending on us, its error
+  recorded; recovery hands it back after ``SENTINEL_RETRY_BACKOFF_MS`` (XCLAIM to
+  ourselves bumps the delivery count);
 * otherwise the effect is committed atomically with its marker and XACK
   (``idempotency.py``).
 
@@ -23,6 +25,8 @@ Commits are buffered and flushed when the batch ends or every ``FLUSH_INTERVAL_S
 so fast processors pay one round trip per batch and slow ones still acknowledge each
 message promptly. A failed flush (connection loss) keeps the outcomes in memory and
 retries them with backoff; since every commit is idempotent, nothing is lost or doubled.
+Other Redis errors (OOM, a key of the wrong type) are logged and retried the same way:
+a worker never crash-loops.
 
 On stop (SIGTERM/SIGINT) the message in hand is finished, the outcomes are committed,
 and the unprocessed rest of the batch is handed back: moved to the lease-less consumer
@@ -93,21 +97,21 @@ BACKOFF_CAP_S = 5.0
 ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Commit:
     delivery: Delivery
     natural_key: str
     effect: Effect
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeadLetterOp:
     delivery: Delivery
     reason: str
     error: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Failure:
     delivery: Delivery
     error: str
@@ -258,19 +262,13 @@ class Consumer:
         self.flush()
 
     def _decide(self, delivery: Delivery, record: AttemptRecord | None) -> Outcome:
-        try:
-            message = self.processor.parse(delivery.fields)
-            natural_key = self.processor.natural_key(message)
-        except SchemaError as exc:
-            return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
-        except Exception as exc:  # a parser bug is retried like any processing error
-            return self._failed(delivery, exc)
         if delivery.deliveries > 1:
             record = record or AttemptRecord()
             # The first delivery counts as one call: it is never recorded (hot path).
             if record.calls + 1 >= self.settings.reclaim_delivery_limit:
                 error = record.last_error or NO_ERROR_RECORDED
                 return DeadLetterOp(delivery, "max_deliveries_exceeded", error)
+            # Recorded before the call, so a call that kills the worker still counts.
             record_call(
                 self.client, self.attempts_key, delivery.id, self.settings.idempotency_ttl_s
             )
@@ -286,10 +284,14 @@ class Consumer:
                 )
         self.in_hand.take(delivery.id)
         try:
+            message = self.processor.parse(delivery.fields)
+            natural_key = self.processor.natural_key(message)
             if self.settings.simulate_latency_ms:
                 time.sleep(self.settings.simulate_latency_ms / 1000)
             effect = self.processor.process(message)
-        except Exception as exc:  # a processor error never kills the worker
+        except SchemaError as exc:
+            return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
+        except Exception as exc:  # a processor (or parser) error never kills the worker
             return self._failed(delivery, exc)
         finally:
             self.in_hand.drop()
@@ -319,8 +321,17 @@ class Consumer:
         outbox = list(self._outbox)
         settled = with_scripts(self.client, ALL_SCRIPTS, lambda: self._send(outbox))
         del self._outbox[: len(outbox)]
+        applied, debug = 0, log.isEnabledFor(logging.DEBUG)
         for outcome, reply in settled:
-            self._settled(outcome, reply)
+            if reply == "applied":  # the hot path: counted once per flush
+                applied += 1
+                if debug and isinstance(outcome, Commit):
+                    details = {"message_id": outcome.delivery.id, **outcome.effect.log_fields}
+                    log.debug("processed", extra={**self.log_fields, **details})
+            else:
+                self._settled(outcome, reply)
+        if applied:
+            self.metrics.inc("processed", applied)
 
     def _send(self, outbox: Sequence[Outcome]) -> list[tuple[Outcome, Any]]:
         """One pipeline: the batch's commits in few script calls, dead letters, errors."""
@@ -372,11 +383,7 @@ class Consumer:
         delivery = outcome.delivery
         fields = {**self.log_fields, "message_id": delivery.id}
         if isinstance(outcome, Commit):
-            if reply == "applied":
-                self.metrics.inc("processed")
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("processed", extra={**fields, **outcome.effect.log_fields})
-            elif reply == "duplicate":
+            if reply == "duplicate":
                 self.metrics.inc("duplicate_acks")
                 log.info("duplicate_ack", extra={**fields, "natural_key": outcome.natural_key})
             else:

@@ -158,6 +158,8 @@ def publish_rows(
         for fields in batch:
             pipe.xadd(keys.stream, dict(fields), maxlen=maxlen, approximate=True)
         ids = pipe.execute()
+        if guard is not None:
+            guard.record_sent(len(batch))
         stats.first_id = stats.first_id or ids[0]
         stats.last_id = ids[-1]
         stats.rows += len(batch)

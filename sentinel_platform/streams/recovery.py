@@ -91,7 +91,7 @@ return 1
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """One message handed to this worker, with its delivery count including this delivery."""
 

@@ -38,7 +38,8 @@ def test_nominal_lag_publishes_every_batch_without_waiting(
     redis_client.set(txn_keys.lag, 0)
     guard = make_guard()
     stats = publish_rows(redis_client, txn_keys, _entries(2_000), 250, guard)
-    assert stats.rows == 2_000 and stats.batches == 8
+    # Batches are capped at the head-room below the hard limit (200 - 0), not 250.
+    assert stats.rows == 2_000 and stats.batches == 10
     assert redis_client.xlen(txn_keys.stream) == 2_000
     assert (stats.soft_events, stats.hard_events) == (0, 0)
     assert stats.paused_s == 0 and stats.slowed_s == 0
@@ -76,13 +77,27 @@ def test_soft_episode_is_logged_once_and_counted_once(
 ) -> None:
     guard = make_guard(lag_warn_sleep_ms=10)
     caplog.set_level(logging.INFO, logger="sentinel_platform.streams.backpressure")
-    for lag in (80, 90, 100, 0, 120, 130):
+    for lag in (80, 90, 45, 100, 0, 120, 130):  # 45: hovering near warn, same episode
         redis_client.set(txn_keys.lag, lag)
         guard.wait_before_batch(100)
     warnings = [r for r in caplog.records if "soft limit, slowing" in r.getMessage()]
-    endings = [r for r in caplog.records if "back below soft limit" in r.getMessage()]
+    endings = [r for r in caplog.records if "back to nominal" in r.getMessage()]
     assert guard.stats.soft_events == 2 and len(warnings) == 2 and len(endings) == 1
     assert warnings[0].stream == txn_keys.stream and warnings[0].lag == 80
+
+
+def test_rows_sent_after_the_worker_wrote_the_lag_key_count_as_lag(
+    redis_client: RedisClient, txn_keys: StreamKeys, make_guard: Callable[..., BackpressureGuard]
+) -> None:
+    redis_client.set(txn_keys.lag, 0, ex=10)  # as a worker writes it
+    guard = make_guard()
+    publish_rows(redis_client, txn_keys, _entries(150), 100, guard)
+    signal = guard.read_signal()
+    assert (signal.lag, signal.unseen) == (150, 150)
+    redis_client.set(txn_keys.lag, 20, ex=10)  # the worker's next snapshot includes them
+    assert guard.read_signal().lag == 20
+    redis_client.set(txn_keys.lag, 20)  # no TTL: age unknown, taken as current
+    assert guard.read_signal().lag == 20
 
 
 def test_hard_limit_stops_until_lag_falls_below_resume_level(

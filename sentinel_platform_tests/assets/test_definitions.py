@@ -16,7 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_dagster_definitions_validate_passes(settings_env: dict[str, str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "dagster", "definitions", "validate", "-m", "sentinel_platform.definitions"],
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "definitions",
+            "validate",
+            "-m",
+            "sentinel_platform.definitions",
+        ],
         cwd=ROOT,
         env=settings_env,
         capture_output=True,
@@ -54,7 +62,10 @@ def test_spark_config_takes_master_and_extra_pairs_from_settings() -> None:
     assert conf["spark.master"] == "spark://10.0.0.5:7077"
     assert conf["spark.executor.memory"] == "2g"
     assert conf["spark.sql.session.timeZone"] == "UTC" and conf["spark.ui.enabled"] == "false"
-    assert spark_config(load_settings(spark_conf="spark.ui.enabled=true"))["spark.ui.enabled"] == "true"
+    assert (
+        spark_config(load_settings(spark_conf="spark.ui.enabled=true"))["spark.ui.enabled"]
+        == "true"
+    )
 
 
 def test_spark_connect_url_becomes_spark_remote() -> None:

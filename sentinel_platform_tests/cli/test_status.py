@@ -177,3 +177,16 @@ def test_status_json_from_a_real_subprocess_is_parseable_and_sets_the_exit_code(
     assert proc.returncode == EXIT_OK, proc.stderr
     doc = json.loads(proc.stdout)
     assert _stream(doc, tx_keys.stream)["backlog"] == 2
+
+
+def test_status_without_redis_url_never_starts_an_embedded_server(
+    cli: Callable[..., CliResult],
+    settings: Settings,
+    settings_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("REDIS_URL")
+    result = cli("status")
+    assert result.code == EXIT_ERROR
+    assert "sentinel up" in result.err
+    assert not (settings.home_dir / "redis" / "server.json").exists()

@@ -19,8 +19,6 @@ from sentinel_platform.streams.connection import connect
 from sentinel_platform.streams.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 
-pytestmark = pytest.mark.slow
-
 
 def _state(home: Path) -> dict:
     path = home / "run" / "up.json"
@@ -31,6 +29,7 @@ def _child_pid(home: Path, name: str) -> int | None:
     return _state(home).get("children", {}).get(name, {}).get("pid")
 
 
+@pytest.mark.slow
 def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}  # embedded Redis
@@ -77,3 +76,21 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
     assert len(seen) >= 4  # 3 workers + the crashed one
     assert not [pid for pid in seen | {redis_pid} if proctree.alive(pid)], output
     assert _state(home)["running"] is False
+
+
+def test_up_refuses_a_taken_port_before_starting_anything(
+    settings_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    from sentinel_platform.cli.main import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["up", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"port {port} on 127.0.0.1 is taken" in err
+    assert not (Path(settings_env["SENTINEL_HOME"]) / "run" / "up.json").exists()

@@ -4,9 +4,10 @@ The platform must run as an ACL user that can touch only its own keys and no dan
 command, and a wrong or missing password must stop a worker at once with a clear message,
 never with the password in a log line. The ACL below is what the data path needs
 (found by running it against ``-@all`` and adding what was denied): stream, string,
-hash and list commands, scripting (the atomic commit and dead-letter scripts),
-MULTI/EXEC, a few keyspace commands, and ``INFO``, which is in ``@dangerous`` but is
-how every client checks the server version at connect time.
+hash, list and keyspace commands (DEL, EXPIRE, PTTL, ...), scripting (the atomic commit
+and dead-letter scripts), MULTI/EXEC, minus everything ``@dangerous`` (KEYS, FLUSHALL,
+CONFIG, ...) except ``INFO``, which is how every client checks the server version at
+connect time.
 """
 
 from __future__ import annotations
@@ -41,13 +42,10 @@ PLATFORM_COMMANDS = (
     "+@string",
     "+@hash",
     "+@list",
+    "+@keyspace",
     "+@scripting",
     "+@connection",
     "+@transaction",
-    "+del",
-    "+exists",
-    "+expire",
-    "+pexpire",
     "-@dangerous",
     "+info",
 )

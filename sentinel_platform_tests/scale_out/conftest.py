@@ -9,6 +9,7 @@ the step can never pass by skipping everything.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,10 @@ from sentinel_platform_tests.scale_out.spark_standalone import (
     SparkStandaloneCluster,
     find_java,
 )
+
+# Spark's Python workers must run this venv's interpreter (it has redis and the
+# platform installed); without it pyspark starts a bare ``python3`` on the executors.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _missing(reason: str) -> None:

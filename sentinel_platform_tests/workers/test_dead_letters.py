@@ -53,6 +53,8 @@ def test_poison_message_is_processed_exactly_limit_times_then_dead_lettered(
     )
     assert pending_of(redis_client, tx_keys, worker.consumer) == 0
     assert redis_client.xlen(tx_keys.results) == 0
+    # The log line follows the DLQ write: wait for it rather than race it.
+    wait_until(lambda: worker.events("dead_lettered"))
     assert len(worker.events("processing_failed")) == limit
     assert len(worker.events("dead_lettered")) == 1
 

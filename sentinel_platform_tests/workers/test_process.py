@@ -39,7 +39,7 @@ def test_sigterm_finishes_the_message_in_hand_and_exits_zero_holding_nothing(
     asked = time.monotonic()
     assert worker.wait(10) == 0
     # block (0.2 s) + the rest of the message in hand (< 0.4 s) + process exit
-    assert time.monotonic() - asked < 1.5
+    assert time.monotonic() - asked < 2.0  # draining the batch would add 1.2 s
     done = {fields["key"] for _id, fields in redis_client.xrange(tx_keys.results)}
     assert done == {"m0", "m1"}
     assert pending_of(redis_client, tx_keys, worker.consumer) == 0

@@ -31,7 +31,8 @@ def test_dead_worker_messages_are_recovered_by_a_survivor_within_lease_ttl(
     publish(redis_client, tx_keys, [{"key": f"m{n}"} for n in range(10)])
     victim = start_worker(args=["--count", "10", "--simulate-latency-ms", "60000"])
     wait_until(lambda: pending_of(redis_client, tx_keys, victim.consumer) == 10)
-    survivor = start_worker().wait_ready(redis_client)
+    # A long --block-ms must not delay recovery: reads block at most 1 s.
+    survivor = start_worker(args=["--block-ms", "60000"]).wait_ready(redis_client)
     time.sleep(LEASE_TTL_S * 1.5)  # past RECLAIM_IDLE_MS: a live lease alone protects them
     assert redis_client.xlen(tx_keys.results) == 0
 

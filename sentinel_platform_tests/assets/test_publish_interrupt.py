@@ -1,0 +1,82 @@
+"""Interrupting a Spark publish that executors are holding back (a Dagster run termination)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from sentinel_platform.resources.redis_publisher import PublishError, RedisPublisherResource
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.publish import TRANSACTION_COLUMNS, stop_key
+from sentinel_platform_tests.conftest import wait_until
+
+pytestmark = pytest.mark.spark
+ROW = (
+    "t-1",
+    "Costco Wholesale",
+    "retail",
+    "USD",
+    10.5,
+    "ok",
+    False,
+    "test",
+    "2026-11-21T00:00:00Z",
+)
+SCHEMA = (
+    "id string, merchant string, category string, currency string, amount double, "
+    "message string, is_threat boolean, source string, timestamp string"
+)
+
+
+def _tasks_running(spark: Any) -> bool:
+    tracker = spark.sparkContext.statusTracker()
+    stages = (tracker.getStageInfo(s) for s in tracker.getActiveStageIds())
+    return any(stage and stage.numActiveTasks > 0 for stage in stages)
+
+
+def test_interrupting_the_driver_stops_waiting_executors_within_a_second(
+    spark: Any, data_settings: Settings, redis_client: RedisClient
+) -> None:
+    keys = transaction_keys(data_settings)
+    redis_client.set(keys.lag, 999)  # hard limit: executors wait
+    df = spark.createDataFrame([ROW, ROW], SCHEMA).repartition(2).select(*TRANSACTION_COLUMNS)
+    publisher = RedisPublisherResource(
+        redis_url=data_settings.redis_url_value, max_pause_s=120, lag_pause_poll_ms=30_000
+    )
+    sent_at: list[float] = []
+
+    def interrupt() -> None:
+        wait_until(lambda: _tasks_running(spark), timeout_s=60)
+        time.sleep(0.5)  # let the executors enter their backpressure wait
+        sent_at.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)  # what a run termination delivers to the step
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        publisher.publish_dataframe(df, "transactions", run_id="run-x")
+    assert time.monotonic() - sent_at[0] < 1.0
+    assert redis_client.exists(stop_key(keys, "run-x"))
+    wait_until(lambda: not _tasks_running(spark), timeout_s=10)
+    assert redis_client.xlen(keys.stream) == 0
+
+
+def test_max_pause_on_executors_fails_the_publish_with_the_executor_message(
+    spark: Any, data_settings: Settings, redis_client: RedisClient
+) -> None:
+    keys = transaction_keys(data_settings)
+    redis_client.set(keys.lag, 777)
+    df = spark.createDataFrame([ROW], SCHEMA).select(*TRANSACTION_COLUMNS)
+    publisher = RedisPublisherResource(redis_url=data_settings.redis_url_value, max_pause_s=0.5)
+    with pytest.raises(PublishError) as raised:
+        publisher.publish_dataframe(df, "transactions", run_id="run-y")
+    message = str(raised.value)
+    assert "BackpressureTimeout" in message and "stream 'transactions'" in message
+    assert "lag 777" in message and "SENTINEL_MAX_PAUSE_S" in message
+    assert redis_client.xlen(keys.stream) == 0
