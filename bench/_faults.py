@@ -124,6 +124,10 @@ class Audit:
             "dead_lettered_valid": sum(1 for k in valid if self.dead_letters[k]),
             "bad_not_dead_lettered_once": sum(1 for k in bad if self.dead_letters[k] != 1),
             "bad_with_effect": sum(1 for k in bad if self.effects[k]),
+            "wrong_reason": sum(
+                1 for k in poison if self.reasons.get(k) != "max_deliveries_exceeded"
+            )
+            + sum(1 for k in invalid if self.reasons.get(k) != "invalid_message"),
             "pending": self.pending,
             "duplicate_processings": sum(max(0, n - 1) for n in self.processings.values()),
         }

@@ -16,7 +16,8 @@ All three read the same signal (the lag key the workers write) with the same thr
 against fresh workers and a fresh stream each, on one redis-server. The bench samples
 the true lag (backlog + pending, from XINFO GROUPS) every 100 ms. Consumer idle fraction
 is ``1 - processed x service_time / (workers x duration)``: the share of worker capacity
-left unused because there was nothing to do.
+left unused (it includes the per-message overhead beyond the service time, alike for all
+guards); "starved" is the share of samples at lag 0, when the consumers had nothing at all.
 """
 
 from __future__ import annotations
@@ -322,7 +323,18 @@ def main() -> int:
     print_table(
         f"{args.workers} workers x {args.service_ms} ms/message, {args.seconds:.0f} s per guard, "
         f"warn {settings.lag_warn} / pause {settings.lag_pause}",
-        ["guard", "lag p5", "p50", "p95", "max", "p95-p5", "idle", "producer/s", "consumed/s"],
+        [
+            "guard",
+            "lag p5",
+            "p50",
+            "p95",
+            "max",
+            "p95-p5",
+            "idle",
+            "starved",
+            "producer/s",
+            "consumed/s",
+        ],
         [
             (
                 guard,
@@ -332,6 +344,7 @@ def main() -> int:
                 f["lag"]["max"],
                 f["amplitude"],
                 f["idle_fraction"],
+                f["starved_fraction"],
                 f["producer_msgs_per_s"],
                 f["consumed_msgs_per_s"],
             )

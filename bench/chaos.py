@@ -133,6 +133,7 @@ def main() -> int:
         and figures["duplicated"] == 0
         and figures["bad_not_dead_lettered_once"] == 0
         and figures["bad_with_effect"] == 0
+        and figures["wrong_reason"] == 0
         and figures["pending"] == 0
     )
     print_table(
