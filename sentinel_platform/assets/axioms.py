@@ -32,10 +32,10 @@ DEGRADED = 0.5
 CRITICAL = 0.8
 LANDING_SCHEMA = StructType(
     [
-        StructField("source_id", StringType(), True),
+        StructField("source_id", StringType(), False),
         StructField("domain", StringType(), True),
-        StructField("metric_value", DoubleType(), True),
-        StructField("reading_at", StringType(), True),
+        StructField("metric_value", DoubleType(), False),
+        StructField("reading_at", StringType(), False),
     ]
 )
 

@@ -46,4 +46,5 @@ def publish_metadata(stats: PublishStats, keys: StreamKeys) -> dict[str, dg.Meta
         "first_id": dg.MetadataValue.text(stats.first_id or ""),
         "last_id": dg.MetadataValue.text(stats.last_id or ""),
         "spark_partitions": dg.MetadataValue.int(stats.partitions),
+        "executors": dg.MetadataValue.text(stats.executors),
     }

@@ -5,7 +5,8 @@ Files live under ``SENTINEL_HOME/landing/<feed>/``; a sub-directory named for a 
 directly in the feed directory are used for any day. CSV (with header), JSON lines and
 Parquet are read with the feed's schema. A CSV/JSON row that does not fit keeps its raw
 text in ``_corrupt_record`` instead of being dropped, so the data-quality check can show
-it; a Parquet file missing a column fails with the file and column named.
+it; a Parquet file missing a required (non-nullable in the feed schema) column fails with
+the file and column named.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def landing_files(feed_dir: Path, day: str | None) -> list[Path]:
 def _read_text_files(
     spark: SparkSession, fmt: str, paths: list[str], schema: StructType
 ) -> DataFrame:
-    with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
+    # Text readers cannot enforce non-null; the data-quality check reports the nulls instead.
+    fields = [StructField(f.name, f.dataType, True) for f in schema.fields]
+    with_corrupt = StructType([*fields, StructField(CORRUPT, StringType(), True)])
     reader = (
         spark.read.schema(with_corrupt)
         .option("mode", "PERMISSIVE")

@@ -31,15 +31,15 @@ from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 
 LANDING_SCHEMA = StructType(
     [
-        StructField("id", StringType(), True),
-        StructField("merchant", StringType(), True),
-        StructField("category", StringType(), True),
-        StructField("currency", StringType(), True),
-        StructField("amount", DoubleType(), True),
-        StructField("message", StringType(), True),
+        StructField("id", StringType(), False),
+        StructField("merchant", StringType(), False),
+        StructField("category", StringType(), False),
+        StructField("currency", StringType(), False),
+        StructField("amount", DoubleType(), False),
+        StructField("message", StringType(), False),
         StructField("is_threat", BooleanType(), True),
         StructField("source", StringType(), True),
-        StructField("timestamp", StringType(), True),
+        StructField("timestamp", StringType(), False),
     ]
 )
 THREAT_WORDS = (

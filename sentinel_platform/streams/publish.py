@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -101,6 +103,8 @@ class PublishStats:
     max_lag: int = 0
     partitions: int = 1
     wall_s: float = field(default=0.0)
+    #: ``host:pid`` of the processes that published, comma-separated: proof of where it ran.
+    executors: str = ""
 
     @property
     def rows_per_s(self) -> float:
@@ -124,6 +128,9 @@ class PublishStats:
             max_lag=max(self.max_lag, other.max_lag),
             partitions=self.partitions + other.partitions,
             wall_s=max(self.wall_s, other.wall_s),
+            executors=",".join(
+                sorted({e for e in (*self.executors.split(","), *other.executors.split(",")) if e})
+            ),
         )
 
     @classmethod
@@ -174,13 +181,25 @@ def publish_rows(
     return stats
 
 
-def client_from_url(url: str, cluster: bool, socket_timeout_s: float = 30.0) -> RedisClient:
-    """A plain client for an executor (no embedded server, no version check: the driver did it)."""
+#: CLIENT LIST name of every executor-side publisher connection (``<prefix><stream>``).
+PUBLISHER_CLIENT_PREFIX = "sentinel-publisher:"
+
+
+def client_from_url(
+    url: str, cluster: bool, socket_timeout_s: float = 30.0, name: str | None = None
+) -> RedisClient:
+    """A plain client for an executor (no embedded server, no version check: the driver did it).
+
+    ``name`` shows in CLIENT LIST, so an operator (or a test) can see which executors are
+    still publishing.
+    """
     options: dict[str, Any] = {
         "decode_responses": True,
         "socket_timeout": socket_timeout_s,
         "socket_connect_timeout": 5,
     }
+    if name:
+        options["client_name"] = name
     if cluster or "+cluster://" in url:
         return RedisCluster.from_url(url.replace("+cluster://", "://", 1), **options)
     return redis.Redis.from_url(url, **options)
@@ -189,7 +208,7 @@ def client_from_url(url: str, cluster: bool, socket_timeout_s: float = 30.0) -> 
 STATS_SCHEMA = (
     "rows long, batches long, first_id string, last_id string, duration_s double, "
     "paused_s double, slowed_s double, soft_events long, hard_events long, max_lag long, "
-    "partitions long, wall_s double"
+    "partitions long, wall_s double, executors string"
 )
 
 
@@ -212,7 +231,8 @@ class PartitionPublisher:
 
     def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
         to_fields = ROW_TO_FIELDS[self.kind]
-        client = client_from_url(self.url, self.cluster)
+        name = f"{PUBLISHER_CLIENT_PREFIX}{self.keys.stream}"
+        client = client_from_url(self.url, self.cluster, name=name)
         guard = BackpressureGuard(
             client,
             self.keys,
@@ -232,6 +252,7 @@ class PartitionPublisher:
         finally:
             client.close()
         stats.wall_s = time.monotonic() - started
+        stats.executors = f"{socket.gethostname()}:{os.getpid()}"
         return stats
 
     def _stop_requested(self, client: RedisClient) -> Callable[[], bool]:

@@ -2,12 +2,13 @@
 
 Both are session-scoped because they are expensive (three redis-servers; two JVM
 daemons) and stateless between tests once flushed. A missing binary skips with a loud
-reason; with ``SENTINEL_REQUIRE_CLUSTER=1`` (the CI cluster step) it fails instead, so
+reason; with ``REQUIRE_CLUSTER_TESTS=1`` (the CI cluster step) it fails instead, so
 the step can never pass by skipping everything.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -16,16 +17,21 @@ from typing import Any
 
 import pytest
 
+from sentinel_platform.redis_server import RedisServerError
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.connection import RedisClient, connect
 from sentinel_platform_tests.scale_out.redis_cluster import (
+    ClusterStartError,
     RedisClusterProcess,
     find_cluster_binaries,
 )
 from sentinel_platform_tests.scale_out.spark_standalone import (
+    SparkClusterError,
     SparkStandaloneCluster,
     find_java,
 )
+from sentinel_platform_tests.workers.conftest import start_worker
+from sentinel_platform_tests.workers.processes import FAST_TIMINGS
 
 # Spark's Python workers must run this venv's interpreter (it has redis and the
 # platform installed); without it pyspark starts a bare ``python3`` on the executors.
@@ -34,8 +40,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 def _missing(reason: str) -> None:
     """Skip loudly, or fail when the CI step demands the clusters."""
-    if os.environ.get("SENTINEL_REQUIRE_CLUSTER") == "1":
-        pytest.fail(f"SENTINEL_REQUIRE_CLUSTER=1 but {reason}", pytrace=False)
+    if os.environ.get("REQUIRE_CLUSTER_TESTS") == "1":
+        pytest.fail(f"REQUIRE_CLUSTER_TESTS=1 but {reason}", pytrace=False)
     pytest.skip(f"CLUSTER TESTS NOT RUN: {reason}")
 
 
@@ -47,8 +53,11 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         _missing(found)
     assert not isinstance(found, str)
     server, cli = found
-    cluster = RedisClusterProcess(server, cli, tmp_path_factory.mktemp("redis-cluster"))
-    cluster.start()
+    work_dir = tmp_path_factory.mktemp("redis-cluster")
+    try:
+        cluster = RedisClusterProcess(server, cli, work_dir / "first").start()
+    except (ClusterStartError, RedisServerError):  # a picked free port was taken meanwhile
+        cluster = RedisClusterProcess(server, cli, work_dir / "second").start()
     try:
         yield cluster
     finally:
@@ -96,6 +105,14 @@ def cluster_env(cluster_settings: Settings) -> dict[str, str]:
     }
 
 
+def _start_spark(work_dir: Path) -> SparkStandaloneCluster:
+    """Start the cluster; once more on fresh ports if a free port was taken in between."""
+    try:
+        return SparkStandaloneCluster(work_dir / "first").start()
+    except SparkClusterError:
+        return SparkStandaloneCluster(work_dir / "second").start()
+
+
 @pytest.fixture(scope="session")
 def spark_standalone(
     tmp_path_factory: pytest.TempPathFactory,
@@ -103,9 +120,9 @@ def spark_standalone(
     """A Master and one Worker (1 core, 1 GB for executors) from the pyspark install."""
     if find_java() is None:
         _missing("java not found (JAVA_HOME or PATH) - the Spark standalone tests need Java 17+")
-    pytest.importorskip("pyspark")
-    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-standalone"))
-    cluster.start()
+    if importlib.util.find_spec("pyspark") is None:
+        _missing("pyspark is not installed - the Spark standalone tests run its bin/spark-class")
+    cluster = _start_spark(tmp_path_factory.mktemp("spark-standalone"))
     try:
         yield cluster
     finally:
@@ -113,12 +130,9 @@ def spark_standalone(
 
 
 # --- real worker processes on the Redis Cluster -------------------------------------------
-# W1's worker-process factory, re-pointed at the cluster by overriding ``worker_env``
-# (pytest resolves a fixture's dependencies by name from the requesting test's folder).
-from sentinel_platform_tests.workers.conftest import (  # noqa: E402
-    FAST_TIMINGS,
-    start_worker,
-)
+# The workers suite's ``start_worker`` (imported above), re-pointed at the cluster by
+# overriding ``worker_env``: pytest resolves a fixture's dependencies by name from the
+# requesting test's folder.
 
 
 @pytest.fixture

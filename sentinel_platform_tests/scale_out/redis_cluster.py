@@ -10,6 +10,7 @@ started, also when start-up fails half way.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import socket
 import subprocess
@@ -20,7 +21,14 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from sentinel_platform.redis_server import RedisServer, binary_version, free_port
+from sentinel_platform.redis_server import (
+    RedisServer,
+    RedisServerError,
+    binary_version,
+    find_redis_server,
+    free_port,
+)
+from sentinel_platform.settings import load_settings
 
 SLOTS = 16384
 
@@ -70,6 +78,12 @@ class RedisClusterProcess:
             raise
         return self
 
+    @functools.cached_property
+    def _explicit_bus_port(self) -> bool:
+        """Redis 7 can put the cluster bus on any port; older servers or CLIs assume +10000."""
+        versions = (binary_version(self.server_binary), binary_version(self.cli_binary))
+        return min(versions) >= (7, 0, 0)
+
     def _node_config(self) -> dict[str, str]:
         config = {
             "cluster-enabled": "yes",
@@ -77,12 +91,12 @@ class RedisClusterProcess:
             "cluster-node-timeout": "5000",
             "appendonly": "no",
         }
-        if binary_version(self.server_binary) >= (7, 0, 0):
+        if self._explicit_bus_port:
             config["cluster-port"] = str(free_port())
         return config
 
     def _pick_port(self) -> int:
-        if binary_version(self.server_binary) >= (7, 0, 0):
+        if self._explicit_bus_port:
             return free_port()
         for _ in range(100):
             port = free_port()
@@ -105,7 +119,10 @@ class RedisClusterProcess:
         addresses = [f"127.0.0.1:{port}" for port in self.ports]
         command = [self.cli_binary, "--cluster", "create", *addresses]
         command += ["--cluster-replicas", "0", "--cluster-yes"]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterStartError(f"{' '.join(command)} did not finish in 60s") from exc
         if result.returncode != 0 or "[OK] All 16384 slots covered" not in result.stdout:
             raise ClusterStartError(
                 f"{' '.join(command)} failed ({result.returncode}):\n"
@@ -156,16 +173,17 @@ class RedisClusterProcess:
 
 
 def find_cluster_binaries() -> tuple[str, str] | str:
-    """``(redis-server, redis-cli)`` paths, or the reason why the cluster cannot run here."""
-    server = shutil.which("redis-server")
-    cli = shutil.which("redis-cli")
-    if not server or not cli:
-        missing = " and ".join(
-            n for n, p in (("redis-server", server), ("redis-cli", cli)) if not p
-        )
-        return (
-            f"{missing} not on PATH (apt-get install redis-server) - Redis Cluster tests need both"
-        )
-    if binary_version(server) < (6, 2, 0):
-        return f"{server} is older than Redis 6.2 (XAUTOCLAIM); Redis Cluster tests need 6.2+"
+    """``(redis-server, redis-cli)`` paths, or the reason why the cluster cannot run here.
+
+    The server is the one the platform itself would run (``find_redis_server``); the CLI
+    is preferably its sibling, so both speak the same cluster-bus conventions.
+    """
+    try:
+        server = find_redis_server(load_settings())
+    except RedisServerError as exc:
+        return f"no usable redis-server: {exc}"
+    sibling = Path(server).with_name("redis-cli")
+    cli = str(sibling) if sibling.exists() else shutil.which("redis-cli")
+    if not cli:
+        return "redis-cli not found (apt-get install redis-tools): the cluster is created with it"
     return server, cli

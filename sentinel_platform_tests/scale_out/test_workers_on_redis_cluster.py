@@ -1,13 +1,11 @@
-"""The workers' core guarantees hold unchanged on a real 3-primary Redis Cluster.
+"""Workers on a real 3-primary Redis Cluster keep each stream's keys on that stream's shard.
 
-Real ``python -m workers.watch_*`` processes with ``REDIS_URL=redis+cluster://...``: they
-consume, recover a SIGKILLed peer's messages, dead-letter, publish lag and apply effects
-once, while the two streams and everything derived from them sit on different shards.
+The workers suite's own cases run on the cluster next door (``worker_suite_on_cluster``);
+these add what only a cluster has: two streams served by different primaries, each with
+its own DLQ, results, lag key and markers in its own slot.
 """
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from redis.cluster import RedisCluster
@@ -15,16 +13,15 @@ from redis.cluster import RedisCluster
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.dlq_admin import DlqFilter, list_entries, replay
 from sentinel_platform.streams.keys import StreamKeys, attempts_key, axiom_keys, transaction_keys
-from sentinel_platform.streams.lag import measure_lag, read_lag_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
-from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
+from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.workers.processes import publish
 from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 pytestmark = pytest.mark.cluster
-
-LEASE_TTL_S = 1.0  # FAST_TIMINGS' SENTINEL_LEASE_TTL_MS
 
 
 def results_of(client: RedisClient, keys: StreamKeys) -> list[dict[str, str]]:
@@ -67,96 +64,84 @@ def test_workers_consume_both_streams_each_on_its_own_shard(
     assert redis_cluster.port_for_key(tx.stream) != redis_cluster.port_for_key(ax.stream)
 
 
-def test_sigkilled_workers_messages_are_processed_by_a_survivor_within_lease_ttl(
-    cluster_settings: Settings, cluster_client: RedisClient, start_worker: StartWorker
+def test_each_stream_dead_letters_into_its_own_dlq_on_its_own_shard(
+    redis_cluster: RedisClusterProcess,
+    cluster_settings: Settings,
+    cluster_client: RedisClient,
+    start_worker: StartWorker,
 ) -> None:
-    tx = transaction_keys(cluster_settings)
-    publish(cluster_client, tx, [{"key": f"k{i}", "sleep_ms": "400"} for i in range(10)])
-    victim = start_worker("transactions", args=["--count", "10"])
-    wait_until(lambda: pending_of(cluster_client, tx, victim.consumer) >= 9, 15)
-    survivor = start_worker("transactions").wait_ready(cluster_client)
-    assert pending_of(cluster_client, tx, survivor.consumer) == 0, "a live worker was robbed"
-
-    victim.kill()
-    killed_at = time.monotonic()
-    wait_until(lambda: len(results_of(cluster_client, tx)) == 10, LEASE_TTL_S + 2 + 10 * 0.4 + 5)
-    # The first message the survivor took over was finished within lease TTL + 2 s.
-    recovered = survivor.events("recovered")
-    assert recovered, survivor.text()
-    assert {r["key"] for r in results_of(cluster_client, tx)} == {f"k{i}" for i in range(10)}
-    first_result_after_kill = _first_result_time(cluster_client, tx, killed_at)
-    assert first_result_after_kill <= LEASE_TTL_S + 2, first_result_after_kill
-    assert group_pending(cluster_client, tx) == 0
-    # At most the one message in hand at the kill ran twice; its effect was still applied once.
-    counts = calls(cluster_client)
-    assert sum(counts.values()) - 10 <= 1, counts
-
-
-def _first_result_time(client: RedisClient, keys: StreamKeys, since_monotonic: float) -> float:
-    """Seconds from ``since_monotonic`` to the first result the survivor wrote (by stream id)."""
-    offset_ms = time.time() * 1000 - time.monotonic() * 1000
-    since_ms = since_monotonic * 1000 + offset_ms
-    ids = [int(i.split("-")[0]) for i, _ in client.xrange(keys.results)]
-    after = [ms for ms in ids if ms >= since_ms]
-    assert after, "no result written after the kill"
-    return (min(after) - since_ms) / 1000
-
-
-def test_invalid_and_poison_messages_go_to_the_streams_own_dlq(
-    cluster_settings: Settings, cluster_client: RedisClient, start_worker: StartWorker
-) -> None:
-    tx = transaction_keys(cluster_settings)
+    tx, ax = transaction_keys(cluster_settings), axiom_keys(cluster_settings)
     limit = cluster_settings.reclaim_delivery_limit
     publish(cluster_client, tx, [{"nokey": "x"}, {"key": "p1", "poison": "1"}, {"key": "ok"}])
-    worker = start_worker("transactions")
+    publish(cluster_client, ax, [{"nokey": "y"}, {"key": "a-ok"}])
+    tx_worker = start_worker("transactions")
+    ax_worker = start_worker("axioms")
 
-    wait_until(lambda: cluster_client.xlen(tx.dlq) == 2, 20)
-    letters = {
+    wait_until(lambda: cluster_client.xlen(tx.dlq) == 2 and cluster_client.xlen(ax.dlq) == 1, 20)
+    tx_letters = {
         letter.reason: letter
         for letter in (DeadLetter.from_fields(f) for _i, f in cluster_client.xrange(tx.dlq))
     }
-    assert set(letters) == {"invalid_message", "max_deliveries_exceeded"}
-    assert '"nokey": "x"' in letters["invalid_message"].payload
-    assert "poison message p1" in letters["max_deliveries_exceeded"].error
+    (ax_letter,) = (DeadLetter.from_fields(f) for _i, f in cluster_client.xrange(ax.dlq))
+    assert set(tx_letters) == {"invalid_message", "max_deliveries_exceeded"}
+    assert '"nokey": "x"' in tx_letters["invalid_message"].payload
+    assert "poison message p1" in tx_letters["max_deliveries_exceeded"].error
+    assert (ax_letter.reason, ax_letter.stream) == ("invalid_message", ax.stream)
+    assert '"nokey": "y"' in ax_letter.payload
     assert calls(cluster_client)["p1"] == limit
     assert [r["key"] for r in results_of(cluster_client, tx)] == ["ok"]
-    wait_until(lambda: group_pending(cluster_client, tx) == 0, 5)
+    assert [r["key"] for r in results_of(cluster_client, ax)] == ["a-ok"]
+    wait_until(lambda: group_pending(cluster_client, tx) == group_pending(cluster_client, ax) == 0)
     assert not cluster_client.hgetall(attempts_key(tx))
-    assert worker.proc.poll() is None, "the worker must keep running"
+    assert tx_worker.proc.poll() is None and ax_worker.proc.poll() is None
+
+    assert isinstance(cluster_client, RedisCluster)
+    tx_shard = cluster_client.get_node_from_key(tx.dlq).port
+    ax_shard = cluster_client.get_node_from_key(ax.dlq).port
+    assert (tx_shard, ax_shard) == (
+        redis_cluster.port_for_key(tx.stream),
+        redis_cluster.port_for_key(ax.stream),
+    )
+    assert tx_shard != ax_shard
 
 
-def test_lag_key_equals_backlog_plus_pending_and_outlives_its_ttl_during_a_slow_message(
+def test_replay_from_a_streams_dlq_is_atomic_on_the_cluster(
     cluster_settings: Settings, cluster_client: RedisClient, start_worker: StartWorker
 ) -> None:
     tx = transaction_keys(cluster_settings)
-    start_worker("transactions", args=["--count", "1"]).wait_ready(cluster_client)
-    publish(cluster_client, tx, [{"key": "slow", "sleep_ms": "4000"}])
-    wait_until(lambda: group_pending(cluster_client, tx) == 1, 10)
-    publish(cluster_client, tx, [{"key": f"q{i}"} for i in range(5)])
+    publish(cluster_client, tx, [{"key": "fixed-later", "poison": "1"}])
+    worker = start_worker("transactions")
+    wait_until(lambda: cluster_client.xlen(tx.dlq) == 1, 20)
+    worker.kill()
 
-    wait_until(lambda: read_lag_key(cluster_client, tx) == 6, 5)
-    reading = measure_lag(cluster_client, tx)
-    assert (reading.backlog, reading.pending) == (5, 1)
-    ttl_s = 2  # FAST_TIMINGS' SENTINEL_LAG_KEY_TTL_S
-    deadline = time.monotonic() + ttl_s + 0.5
-    while time.monotonic() < deadline:  # the heartbeat keeps it alive past its TTL
-        assert read_lag_key(cluster_client, tx) == 6
-        time.sleep(0.1)
-    wait_until(lambda: read_lag_key(cluster_client, tx) == 0, 10)
+    (entry,) = list_entries(cluster_client, cluster_settings, DlqFilter(stream=tx.stream))
+    first = replay(cluster_client, cluster_settings, [entry])
+    second = replay(cluster_client, cluster_settings, [entry])
+
+    assert [o.status for o in first.outcomes] == ["replayed"]
+    assert [o.status for o in second.outcomes] == ["gone"]
+    assert cluster_client.xlen(tx.dlq) == 0
+    replayed = cluster_client.xrange(tx.stream)[-1][1]
+    assert (replayed["key"], replayed["_replayed_from"]) == ("fixed-later", entry.letter.message_id)
 
 
-def test_a_redelivered_natural_key_has_exactly_one_effect(
-    cluster_settings: Settings, cluster_client: RedisClient, start_worker: StartWorker
+def test_workers_reload_their_scripts_after_every_primary_forgot_them(
+    redis_cluster: RedisClusterProcess,
+    cluster_settings: Settings,
+    cluster_client: RedisClient,
+    start_worker: StartWorker,
 ) -> None:
+    """A failover or restart empties a node's script cache; pipelined EVALSHA must recover."""
     tx = transaction_keys(cluster_settings)
-    publish(cluster_client, tx, [{"key": "same"}, {"key": "other"}, {"key": "same"}])
-    start_worker("transactions")
+    worker = start_worker("transactions").wait_ready(cluster_client)
+    publish(cluster_client, tx, [{"key": "before"}])
+    wait_until(lambda: len(results_of(cluster_client, tx)) == 1, 10)
 
-    # Lag 0 means the group exists and all three deliveries were acknowledged.
-    wait_until(lambda: measure_lag(cluster_client, tx).lag == 0, 15)
-    results = results_of(cluster_client, tx)
-    assert sorted(r["key"] for r in results) == ["other", "same"]
-    assert cluster_client.get(tx.marker("same")) is not None
-    ttl = cluster_client.ttl(tx.marker("same"))
-    assert 0 < ttl <= cluster_settings.idempotency_ttl_s
-    assert calls(cluster_client)["other"] == 1
+    for port in redis_cluster.ports:
+        with redis_cluster.node_client(port) as node:
+            node.script_flush()
+    publish(cluster_client, tx, [{"key": f"after-{i}"} for i in range(20)])
+
+    wait_until(lambda: len(results_of(cluster_client, tx)) == 21, 15)
+    assert group_pending(cluster_client, tx) == 0
+    assert worker.proc.poll() is None, worker.text()

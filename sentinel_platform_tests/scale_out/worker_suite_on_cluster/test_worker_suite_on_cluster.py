@@ -1,0 +1,51 @@
+"""The workers suite's core cases, unchanged, against a real 3-primary Redis Cluster.
+
+Each test below *is* the workers suite's test function (imported, not copied); only the
+fixtures differ (see this folder's conftest). Consume, recover a SIGKILLed worker's
+messages, never rob a live one, dead-letter (exact delivery limit, invalid at once,
+atomic with the XACK), lag, idempotent effects, clean SIGTERM.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sentinel_platform_tests.workers.test_consumption import (
+    test_axiom_worker_writes_one_compliance_event_per_reading,
+    test_lag_key_counts_backlog_plus_pending_and_survives_a_slow_message,
+    test_messages_published_before_the_group_exists_are_consumed,
+)
+from sentinel_platform_tests.workers.test_dead_letters import (
+    test_dead_letter_and_ack_are_one_atomic_step,
+    test_invalid_message_is_dead_lettered_at_once_and_the_worker_keeps_going,
+    test_poison_message_is_processed_exactly_limit_times_then_dead_lettered,
+)
+from sentinel_platform_tests.workers.test_idempotency import (
+    test_a_redelivered_message_is_acknowledged_without_a_second_effect,
+    test_a_settled_delivery_never_gets_an_effect_later,
+    test_the_same_record_published_twice_has_one_effect,
+)
+from sentinel_platform_tests.workers.test_process import (
+    test_sigterm_finishes_the_message_in_hand_and_exits_zero_holding_nothing,
+)
+from sentinel_platform_tests.workers.test_recovery import (
+    test_a_live_worker_with_a_slow_message_is_never_robbed,
+    test_dead_worker_messages_are_recovered_by_a_survivor_within_lease_ttl,
+)
+
+pytestmark = pytest.mark.cluster
+
+__all__ = [
+    "test_a_live_worker_with_a_slow_message_is_never_robbed",
+    "test_a_redelivered_message_is_acknowledged_without_a_second_effect",
+    "test_a_settled_delivery_never_gets_an_effect_later",
+    "test_axiom_worker_writes_one_compliance_event_per_reading",
+    "test_dead_letter_and_ack_are_one_atomic_step",
+    "test_dead_worker_messages_are_recovered_by_a_survivor_within_lease_ttl",
+    "test_invalid_message_is_dead_lettered_at_once_and_the_worker_keeps_going",
+    "test_lag_key_counts_backlog_plus_pending_and_survives_a_slow_message",
+    "test_messages_published_before_the_group_exists_are_consumed",
+    "test_poison_message_is_processed_exactly_limit_times_then_dead_lettered",
+    "test_sigterm_finishes_the_message_in_hand_and_exits_zero_holding_nothing",
+    "test_the_same_record_published_twice_has_one_effect",
+]
