@@ -97,12 +97,23 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
             require_version(server_version(client), f"the server at {redact_url(target)}")
     except RedisServerError as exc:
         raise RedisConnectError(str(exc)) from None
-    except redis.AuthenticationError as exc:
+    except redis.exceptions.NoPermissionError as exc:
+        raise RedisConnectError(
+            f"Redis at {redact_url(target)} accepted the user but denies a command the platform "
+            f"needs ({exc}); see README 'Redis ACL' for the required permissions"
+        ) from None
+    except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
         raise RedisConnectError(
             f"Redis at {redact_url(target)} rejected the credentials: {exc}"
         ) from None
     except redis.ResponseError as exc:
-        if "WRONGPASS" in str(exc) or "NOAUTH" in str(exc) or "NOPERM" in str(exc):
+        text = str(exc)
+        if "HELLO must be called" in text or "NOAUTH" in text:
+            raise RedisConnectError(
+                f"Redis at {redact_url(target)} requires a password: put it in REDIS_URL "
+                "(redis://user:password@host:port/db)"
+            ) from None
+        if "WRONGPASS" in text or "NOPERM" in text:
             raise RedisConnectError(
                 f"Redis at {redact_url(target)} rejected the credentials: {exc}"
             ) from None
