@@ -23,11 +23,24 @@ and its stop-aware waits, and fixes what went wrong:
   Dagster run (or a sibling Spark task that failed) ends a wait within about a second.
 * **Pause flag.** ``keys.paused`` (set by the operations sensors) stops the producer like
   the hard limit until the flag is cleared.
+* **Own rows count.** A worker writes the lag key at the end of each cycle, so it cannot
+  include rows published since; the guard adds the rows it sent after the key was written
+  (its age comes from the key's remaining TTL), and caps every batch at the head-room
+  below ``lag_pause``. Without this a producer re-reads the same stale "lag 0" and sends
+  batch after batch into it.
 
 Soft and hard *episodes* are counted and logged once each (start and end), not once per
 batch. The guard works on a Spark executor: :class:`BackpressureConfig` is a plain
 picklable dataclass, and the guard itself is built inside the partition function from a
 client opened there.
+
+Measured (one consumer at 500 msg/s, 10 s per run, lag sampled every 50 ms, defaults
+warn 50 / pause 200 / 500 ms): per-message like the original, the fixed sleep held lag at
+32 +- 37.5 and left the consumer idle 2.15 s of 10 (2,140 processed); graduated pacing
+held 45.8 +- 5.6 (max 53), idle 0 s, 4,435 processed. In batches of 500: fixed sleep
+486 +- 306 (max 999), binary 790 +- 381 (max 1,679), graduated 78 +- 48 (max 199; without
+the own-rows correction 400 +- 321, max 1,182). Hysteresis, same setup in batches: resuming
+at 200 gave 18 hard stops in 10 s and lag 93 +- 63; resuming below 125 gave 6 and 78 +- 53.
 
 ``mode`` exists so the benchmark can compare this guard with its predecessors on equal
 terms: ``"graduated"`` (this design), ``"fixed"`` (the original: fixed soft sleep, resume
@@ -243,7 +256,7 @@ class BackpressureGuard:
             self._check_stop()
 
     # --- the decision -------------------------------------------------------------------
-    def wait_before_batch(self, batch_size: int) -> int:
+    def wait_before_batch(self, batch_size: int = 1) -> int:
         """Block as backpressure requires; return the number of rows the next batch may hold."""
         signal = self.read_signal()
         self._check_stop(signal)

@@ -81,6 +81,9 @@ def _materialize(
         "SENTINEL_SPARK_MASTER": spark_standalone.master_url,
         "SENTINEL_SPARK_CONF": EXECUTOR_CONF,
         "SENTINEL_MAX_PAUSE_S": "120",
+        # Backpressure is proven elsewhere; here it would only add waits on a busy CI box.
+        "SENTINEL_LAG_WARN": "5000",
+        "SENTINEL_LAG_PAUSE": "10000",
     }
     command = [
         str(Path(sys.executable).parent / "dagster"),
