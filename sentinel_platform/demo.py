@@ -20,6 +20,7 @@ from typing import Any
 import dagster as dg
 import redis
 
+from sentinel_platform.assets import axiom_stream, publish_selection, transaction_stream
 from sentinel_platform.assets.common import DAILY
 from sentinel_platform.settings import SettingsError, get_settings, load_settings
 from sentinel_platform.streams.connection import RedisConnectError, connect
@@ -36,7 +37,8 @@ ANOMALY_RATE = 0.1
 
 demo_publish = dg.define_asset_job(
     JOB_NAME,
-    selection=dg.AssetSelection.groups("transactions", "axioms"),
+    selection=publish_selection("transactions", transaction_stream)
+    | publish_selection("axioms", axiom_stream),
     partitions_def=DAILY,
     description="A small generated batch of transactions and telemetry (the demo schedule).",
 )

@@ -8,6 +8,7 @@ with the UI off; Dagster uses a temporary on-disk instance.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,9 @@ import pytest
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+# Spark's Python workers must run this interpreter (the venv), or executors cannot import
+# redis or sentinel_platform.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Tests configure settings explicitly; a developer's REDIS_URL must not leak in.
 for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
     del os.environ[_name]

@@ -221,23 +221,6 @@ def build_stream_health_checks(
     ]
 
 
-def stream_health_selection(targets: Sequence[StreamTarget] = STREAM_TARGETS) -> dg.AssetSelection:
-    """The health checks as a selection, to subtract from publish jobs.
-
-    Selecting an asset group also selects the checks on its assets; run right after a
-    publish, the lag check would see the backlog the run just created and, being
-    blocking, fail the run. Publish jobs therefore select
-    ``AssetSelection.groups(...) - stream_health_selection()``.
-    """
-    return dg.AssetSelection.checks(
-        *(
-            dg.AssetCheckKey(target.asset_key, name)
-            for target in targets
-            for name in (LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK)
-        )
-    )
-
-
 def build_checks_schedule(
     checks: Sequence[dg.AssetChecksDefinition],
     name: str = "stream_health_checks",

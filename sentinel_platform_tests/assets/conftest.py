@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,10 +10,6 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings
-
-# The shared ``spark`` fixture starts the SparkContext before any resource of ours runs,
-# and PySpark picks the workers' interpreter at that moment.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from sentinel_platform.streams.backpressure import BackpressureConfig, BackpressureGuard
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
@@ -79,14 +73,3 @@ def data_resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
         ),
         "parquet_io_manager": SparkParquetIOManager(base_dir=str(data_settings.data_dir)),
     }
-
-
-@pytest.fixture
-def dagster_instance(tmp_path: Any) -> Iterator[Any]:
-    """The shared fixture, with its directory created (``instance_for_test`` does not mkdir)."""
-    import dagster as dg
-
-    home = tmp_path / "dagster"
-    home.mkdir(exist_ok=True)
-    with dg.instance_for_test(temp_dir=str(home)) as instance:
-        yield instance

@@ -29,8 +29,25 @@ from sentinel_platform.redis_server import (
     free_port,
 )
 from sentinel_platform.settings import load_settings
+from sentinel_platform_tests.scale_out.orphans import die_with_parent
 
 SLOTS = 16384
+
+
+class ClusterNode(RedisServer):
+    """One cluster node: a :class:`RedisServer` that dies with the test process."""
+
+    def start(self, timeout_s: float = 15.0, detach: bool = False) -> ClusterNode:
+        self._write_config()
+        self.process = subprocess.Popen(
+            [self.binary, str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
+        self.wait_ready(timeout_s)
+        return self
 
 
 class ClusterStartError(RuntimeError):
@@ -106,7 +123,7 @@ class RedisClusterProcess:
 
     def _start_nodes(self) -> None:
         for index in range(self.size):
-            node = RedisServer(
+            node = ClusterNode(
                 self.server_binary,
                 self.data_dir / f"node-{index}",
                 port=self._pick_port(),

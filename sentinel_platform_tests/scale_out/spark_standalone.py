@@ -12,7 +12,6 @@ workers, including after a failed start.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_platform.redis_server import free_port
+from sentinel_platform_tests.scale_out.orphans import die_with_parent
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -159,7 +159,7 @@ class SparkStandaloneCluster:
                 env=self.env,
                 cwd=self.work_dir,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         return _Daemon(name, process, log_path)
 
@@ -199,27 +199,6 @@ class SparkStandaloneCluster:
         """Tails of the daemon logs, to attach to a failing assertion."""
         parts = [f"--- {d.name}: {_tail(d.log_path)}" for d in (self.master, self.worker) if d]
         return "\n".join(parts)
-
-
-def _load_prctl() -> Any:
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """SIGTERM the daemon if the test process dies without tearing down (prctl survives exec).
-
-    The Worker then stops its executor too. Resolved at import, so the child between fork
-    and exec calls into libc only (no imports, no Python locks). Best effort: Linux only.
-    """
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def _tail(path: Path, limit: int = 3000) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from sentinel_platform.checks.stream_health import (
     DELIVERY_CHECK,
@@ -13,15 +14,13 @@ from sentinel_platform.checks.stream_health import (
     LAG_CHECK,
     build_checks_schedule,
     build_stream_health_checks,
-    stream_health_selection,
 )
-from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.sensors.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import transaction_keys
 from sentinel_platform.streams.lag import write_lag_key
-from sentinel_platform_tests.sensors.conftest import DAILY, transaction_stream
+from sentinel_platform_tests.sensors.conftest import transaction_stream
 from sentinel_platform_tests.sensors.test_dead_letters import dead_letter
 
 PASS, WARN, ERROR = "pass", dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
@@ -97,20 +96,14 @@ def test_dead_letter_check_warns_then_fails_as_dlq_grows(
     assert seen == [PASS, WARN, ERROR]
 
 
-def test_publish_job_selection_can_leave_out_the_health_checks() -> None:
-    checks = build_stream_health_checks([TRANSACTIONS])
-    selection = dg.AssetSelection.assets(transaction_stream) - stream_health_selection(
-        [TRANSACTIONS]
-    )
-    job = dg.define_asset_job("publish_only", selection=selection, partitions_def=DAILY)
-    defs = dg.Definitions(
-        assets=[transaction_stream],
-        asset_checks=checks,
-        jobs=[job],
-        resources={"stream_inspector": StreamInspector()},
-    )
-    node_names = {node.name for node in defs.resolve_job_def("publish_only").graph.nodes}
-    assert node_names == {"transaction_stream"}
+@pytest.mark.parametrize("job_name", ["publish_transactions", "publish_axioms", "demo_publish"])
+def test_publish_jobs_run_data_quality_but_not_stream_health_checks(job_name: str) -> None:
+    from sentinel_platform.definitions import defs
+
+    job = defs.resolve_job_def(job_name)
+    checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
+    assert checks, "the blocking data-quality checks must stay in the publish job"
+    assert checks.isdisjoint({LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK})
 
 
 def test_delivery_check_fails_with_figures_when_messages_are_orphaned(
