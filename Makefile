@@ -7,7 +7,7 @@ PIP     := $(PY) -m pip -q --disable-pip-version-check
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast lint format bench clean
+.PHONY: run test test-fast test-cluster lint format bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(VENV)/.installed-test
 ## Everything but the slow process and cluster tests
 test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not slow and not cluster"
+
+## Only the scale-out tests: a real Redis Cluster and a Spark standalone cluster
+test-cluster: $(VENV)/.installed-test
+	REQUIRE_CLUSTER_TESTS=1 $(PY) -m pytest -m cluster sentinel_platform_tests/scale_out
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

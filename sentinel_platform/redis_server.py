@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import redis
@@ -137,8 +137,18 @@ class RedisServer:
         lines += [f"{key} {value}" for key, value in self.config.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
 
-    def start(self, timeout_s: float = 15.0, detach: bool = False) -> RedisServer:
-        """Start and wait until it answers PING. ``detach`` lets it outlive this process."""
+    def start(
+        self,
+        timeout_s: float = 15.0,
+        detach: bool = False,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> RedisServer:
+        """Start and wait until it answers PING.
+
+        ``detach`` lets the server outlive this process (the shared embedded server);
+        ``preexec_fn`` runs in the child before exec (tests use it to tie a server's life
+        to the test process).
+        """
         self._write_config()
         self.process = subprocess.Popen(
             [self.binary, str(self.config_path)],
@@ -146,6 +156,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=detach,
+            preexec_fn=preexec_fn,
         )
         self.wait_ready(timeout_s)
         return self

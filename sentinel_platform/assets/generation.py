@@ -19,6 +19,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sentinel_platform.aml_rules import STRUCTURING_CURRENCY, STRUCTURING_HIGH, STRUCTURING_LOW
+
 ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 _MODULUS = 1_000_003
 DOMAINS: tuple[str, ...] = ("aml", "gdpr", "saas", "pci", "sox", "hipaa")
@@ -68,9 +70,9 @@ PROFILES: tuple[Profile, ...] = (
         "RapidRemit",
         3,
         "suspicious",
-        ("USD",),
-        495.00,
-        499.99,
+        (STRUCTURING_CURRENCY,),
+        STRUCTURING_LOW,
+        STRUCTURING_HIGH,
         (
             "URGENT wire transfer, no questions",
             "Gift card reload - send asap",

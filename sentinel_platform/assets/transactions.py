@@ -17,6 +17,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from sentinel_platform.aml_rules import (
+    STRUCTURING_CURRENCY,
+    STRUCTURING_HIGH,
+    STRUCTURING_LOW,
+    THREAT_KEYWORDS_PATTERN,
+)
 from sentinel_platform.assets.common import (
     DAILY,
     IO_MANAGER_KEY,
@@ -41,10 +47,6 @@ LANDING_SCHEMA = StructType(
         StructField("source", StringType(), True),
         StructField("timestamp", StringType(), False),
     ]
-)
-THREAT_WORDS = (
-    r"(?i)\b(urgent|asap|wire|gift ?cards?|crypto\w*|bitcoin|btc|usdt|western union"
-    r"|moneygram|offshore|untraceable|cash only|no questions)\b"
 )
 
 
@@ -77,12 +79,14 @@ def enrich_transactions(df: DataFrame, high_risk_amount: float) -> DataFrame:
     """Add amount tier, time-of-day bucket, fingerprint and a rule pre-score in [0, 1]."""
     parsed = F.try_to_timestamp(F.col("timestamp"))
     hour = F.hour(parsed)
-    structuring = (F.col("currency") == "USD") & F.col("amount").between(495.00, 499.99)
+    structuring = (F.col("currency") == STRUCTURING_CURRENCY) & F.col("amount").between(
+        STRUCTURING_LOW, STRUCTURING_HIGH
+    )
     pre_score = (
         F.when(structuring, 0.4).otherwise(0.0)
         + F.when(F.col("category") == "suspicious", 0.4).otherwise(0.0)
         + F.when(F.col("amount") > F.lit(high_risk_amount), 0.3).otherwise(0.0)
-        + F.when(F.col("message").rlike(THREAT_WORDS), 0.2).otherwise(0.0)
+        + F.when(F.col("message").rlike("(?i)" + THREAT_KEYWORDS_PATTERN), 0.2).otherwise(0.0)
         + F.when(F.col("amount") >= 100, F.when(F.col("amount") % 100 == 0, 0.1)).otherwise(0.0)
     )
     return df.select(

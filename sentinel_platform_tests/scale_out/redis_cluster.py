@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,16 +38,13 @@ SLOTS = 16384
 class ClusterNode(RedisServer):
     """One cluster node: a :class:`RedisServer` that dies with the test process."""
 
-    def start(self, timeout_s: float = 15.0, detach: bool = False) -> ClusterNode:
-        self._write_config()
-        self.process = subprocess.Popen(
-            [self.binary, str(self.config_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-        )
-        self.wait_ready(timeout_s)
+    def start(
+        self,
+        timeout_s: float = 15.0,
+        detach: bool = False,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> ClusterNode:
+        super().start(timeout_s, detach, preexec_fn or die_with_parent)
         return self
 
 

@@ -29,6 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from sentinel_platform.aml_rules import (
+    STRUCTURING_CURRENCY,
+    STRUCTURING_HIGH,
+    STRUCTURING_LOW,
+    THREAT_KEYWORDS_PATTERN,
+)
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.processor import Effect
@@ -36,12 +42,7 @@ from workers.analyzer import Analyzer
 
 log = logging.getLogger(__name__)
 
-STRUCTURING_LOW, STRUCTURING_HIGH = 495.00, 499.99
-THREAT_KEYWORDS = re.compile(
-    r"\b(urgent|asap|wire|gift ?cards?|crypto\w*|bitcoin|btc|usdt|western union|moneygram"
-    r"|offshore|untraceable|cash only|no questions)\b",
-    re.IGNORECASE,
-)
+THREAT_KEYWORDS = re.compile(THREAT_KEYWORDS_PATTERN, re.IGNORECASE)
 HIGH_SCORE, MEDIUM_SCORE = 4, 2
 
 
@@ -63,7 +64,9 @@ def _suspicious_category(txn: Transaction, settings: Settings) -> bool:
 def _structuring_band(txn: Transaction, settings: Settings) -> bool:
     # Many payments just under a reporting threshold is the classic "smurfing" pattern;
     # the simulator injects its threats in exactly this band.
-    return txn.currency == "USD" and STRUCTURING_LOW <= txn.amount <= STRUCTURING_HIGH
+    return (
+        txn.currency == STRUCTURING_CURRENCY and STRUCTURING_LOW <= txn.amount <= STRUCTURING_HIGH
+    )
 
 
 def _large_forex(txn: Transaction, settings: Settings) -> bool:
