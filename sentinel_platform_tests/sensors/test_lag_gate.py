@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from sentinel_platform.checks.stream_health import LAG_CHECK
 from sentinel_platform.resources.stream_inspector import StreamInspector
@@ -25,6 +26,14 @@ from sentinel_platform_tests.sensors.conftest import (
 )
 
 THRESHOLDS = {"lag_warn": 5, "lag_pause": 10}
+
+
+@pytest.fixture
+def txn_group(redis_client: RedisClient, settings: Settings) -> StreamKeys:
+    """The transactions stream with its consumer group, as the workers would create it."""
+    keys = transaction_keys(settings)
+    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    return keys
 
 
 def drive_lag(client: RedisClient, keys: StreamKeys, target: int) -> int:
@@ -58,10 +67,14 @@ def lag_evaluations(data: Any) -> list[dg.AssetCheckEvaluation]:
 
 
 def test_lag_through_warn_and_pause_pauses_then_resumes_held_partition_once(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient,
+    txn_group: StreamKeys,
+    settings: Settings,
+    make_resources,
+    dagster_instance,
+    clock,
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     resources = make_resources(**THRESHOLDS)
     publish = {"transactions": PublishTarget(publish_transactions, DAILY)}
     sensor = build_lag_sensor([TRANSACTIONS], publish, clock=clock)
@@ -112,10 +125,9 @@ def test_lag_through_warn_and_pause_pauses_then_resumes_held_partition_once(
 
 
 def test_lag_check_evaluated_every_tick_with_severity_by_zone(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     resources = make_resources(**THRESHOLDS)
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
     cursor = None
@@ -155,10 +167,9 @@ def test_no_live_worker_pauses_publishing_and_holds_due_partitions(
 
 
 def test_operator_pause_flag_is_left_in_place(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     drive_lag(redis_client, keys, 0)
     redis_client.set(keys.paused, "operator")
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
@@ -167,10 +178,9 @@ def test_operator_pause_flag_is_left_in_place(
 
 
 def test_expired_lag_key_with_a_live_lease_is_judged_on_the_group_not_worker_off(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     drive_lag(redis_client, keys, 3)
     redis_client.delete(keys.lag)  # a slow message outlived the key's TTL...
     redis_client.hset(keys.consumers, "worker-1", "pid")
@@ -194,10 +204,9 @@ def pause_aware_stream(stream_inspector: StreamInspector) -> None:
 
 
 def test_publish_run_that_failed_during_a_pause_is_relaunched_once_on_resume(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     resources = make_resources(**THRESHOLDS)
     job = dg.define_asset_job(
         "publish_transactions", selection=[TRANSACTIONS.asset_key], partitions_def=DAILY
@@ -228,10 +237,14 @@ def test_publish_run_that_failed_during_a_pause_is_relaunched_once_on_resume(
 
 
 def test_pause_flag_set_by_the_sensor_is_cleared_even_after_a_lost_cursor(
-    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance, clock
+    redis_client: RedisClient,
+    txn_group: StreamKeys,
+    settings: Settings,
+    make_resources,
+    dagster_instance,
+    clock,
 ) -> None:
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    keys = txn_group
     resources = make_resources(**THRESHOLDS)
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
     drive_lag(redis_client, keys, 12)
