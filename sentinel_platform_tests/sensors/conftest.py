@@ -20,6 +20,7 @@ from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.sensors.targets import AXIOM_STREAM_ASSET, TRANSACTION_STREAM_ASSET
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01")
 
@@ -156,3 +157,11 @@ def tick(
         instance=instance, cursor=cursor, resources=resources, definitions=definitions
     ) as context:
         return sensor.evaluate_tick(context)
+
+
+@pytest.fixture
+def txn_group(redis_client: RedisClient, settings: Settings) -> StreamKeys:
+    """The transactions stream with its consumer group, as the workers would create it."""
+    keys = transaction_keys(settings)
+    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    return keys

@@ -6,7 +6,6 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
-import pytest
 
 from sentinel_platform.checks.stream_health import LAG_CHECK
 from sentinel_platform.resources.stream_inspector import StreamInspector
@@ -26,14 +25,6 @@ from sentinel_platform_tests.sensors.conftest import (
 )
 
 THRESHOLDS = {"lag_warn": 5, "lag_pause": 10}
-
-
-@pytest.fixture
-def txn_group(redis_client: RedisClient, settings: Settings) -> StreamKeys:
-    """The transactions stream with its consumer group, as the workers would create it."""
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
-    return keys
 
 
 def drive_lag(client: RedisClient, keys: StreamKeys, target: int) -> int:

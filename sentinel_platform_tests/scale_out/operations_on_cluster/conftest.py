@@ -7,7 +7,15 @@ from sentinel_platform_tests.sensors.conftest import (
     clock,
     make_resources,
     ops_overrides,
+    txn_group,
     webhook_factory,
 )
 
-__all__ = ["clock", "make_resources", "make_settings", "ops_overrides", "webhook_factory"]
+__all__ = [
+    "clock",
+    "make_resources",
+    "make_settings",
+    "ops_overrides",
+    "txn_group",
+    "webhook_factory",
+]
