@@ -3,22 +3,28 @@ VENV    ?= .venv
 PYTHON  ?= python3
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip -q --disable-pip-version-check
+# Installs exactly what CI tested (see constraints.txt).
+INSTALL := $(PIP) install -c constraints.txt
 
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast test-cluster lint format bench clean
+.PHONY: run test test-fast test-cluster lint format bench constraints clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(VENV)/.installed: $(PY) pyproject.toml
-	$(PIP) install -e .
+$(VENV)/.installed: $(PY) pyproject.toml constraints.txt
+	$(INSTALL) -e .
 	@touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PIP) install -e '.[test]'
+	$(INSTALL) -e '.[test]'
+	@touch $@
+
+$(VENV)/.installed-bench: $(VENV)/.installed-test
+	$(INSTALL) -e '.[test,bench]'
 	@touch $@
 
 ## Start the whole platform: embedded Redis, workers, Dagster UI on http://127.0.0.1:3000
@@ -26,7 +32,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/sentinel up $(ARGS)
 
-## The whole test suite (real redis-server, real Spark, real Dagster)
+## The whole test suite (real Valkey/Redis server, real Spark, real Dagster)
 test: $(VENV)/.installed-test
 	$(PY) -m pytest
 
@@ -46,11 +52,18 @@ format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## Quick versions of every benchmark (see bench/README in bench/RESULTS.md)
-bench: $(VENV)/.installed-test
+## Quick versions of every benchmark (see bench/RESULTS.md); REDIS_URL=... runs them on that server
+bench: $(VENV)/.installed-bench
 	for script in worker_throughput recovery_latency backpressure chaos redis_restart_drill publish_throughput; do \
 		$(PY) bench/$$script.py --quick || exit 1; \
 	done
+
+## Pin what the current venv (test and bench extras) has: run after changing dependencies
+constraints: $(VENV)/.installed-bench
+	@{ sed -n '/^#/p' constraints.txt; \
+	   $(PY) -m pip freeze --exclude-editable --disable-pip-version-check \
+	   | sed 's/$$/ ; python_version == "3.11"/'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 clean:
 	rm -rf $(VENV) .sentinel .pytest_cache .ruff_cache

@@ -1,8 +1,11 @@
 """Shared machinery of the benchmarks and fault drills.
 
 Every figure a bench script prints is measured side by side in one run against one real
-``redis-server`` that the script starts itself on a free 127.0.0.1 port, so two numbers
-in the same table always share the machine, the server and the moment. Processes under
+server, so two numbers in the same table always share the machine, the server and the
+moment: the embedded one (the same binary ``sentinel up`` runs, started on a free
+127.0.0.1 port), or the server of ``REDIS_URL`` when it is set, to measure what users run.
+A bench clears the database it is given between phases, so ``REDIS_URL`` must name a
+scratch database. The JSON line names the server and its version. Processes under
 test (workers, baseline loops) are real child processes; a :class:`Fleet` owns them and
 SIGKILLs whatever is still running when the script ends, so an interrupted bench never
 leaves strays behind.
@@ -27,7 +30,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from sentinel_platform.redis_server import RedisServer, find_redis_server
+from sentinel_platform.redis_server import RedisServer, find_redis_server, server_identity
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.keys import StreamKeys
 
@@ -61,11 +64,33 @@ def wait_until(
 # --- redis ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ExternalServer:
+    """The server of ``REDIS_URL``: used as it is, never started or stopped here."""
+
+    url: str
+
+    def stop(self) -> None:
+        """Nothing to stop: the server belongs to whoever runs it."""
+
+
+def external_url() -> str | None:
+    """``REDIS_URL`` when the bench should run on an existing server."""
+    return os.environ.get("REDIS_URL") or None
+
+
 @contextlib.contextmanager
 def redis_server(
     config: Mapping[str, str] | None = None, data_dir: Path | None = None
-) -> Iterator[RedisServer]:
-    """A throw-away redis-server on a free port; stopped (or killed) on exit."""
+) -> Iterator[RedisServer | ExternalServer]:
+    """The server of ``REDIS_URL`` if set (``config`` cannot apply to it), else a
+    throw-away embedded server on a free port, stopped (or killed) on exit."""
+    url = external_url()
+    if url:
+        if config:
+            print(f"note: REDIS_URL is used as it is; not applied: {dict(config)}", flush=True)
+        yield ExternalServer(url)
+        return
     with contextlib.ExitStack() as stack:
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-redis-")))
@@ -83,7 +108,8 @@ def raw_client(url: str, **kwargs: Any) -> redis.Redis:
 
 
 def server_version(client: redis.Redis) -> str:
-    return str(client.info("server")["redis_version"])
+    """``Valkey 8.1.8``, ``Redis 7.0.15``: the product and its own version."""
+    return server_identity(client.info("server"))
 
 
 def bench_settings(url: str, home: Path, **overrides: Any) -> Settings:
@@ -337,8 +363,9 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def machine_info(client: redis.Redis | None = None) -> dict[str, Any]:
-    """What the figures were measured on (contention included: load average)."""
+def machine_info(client: redis.Redis | None = None, source: str | None = None) -> dict[str, Any]:
+    """What the figures were measured on (contention included: load average), with the
+    server's name and version and where it came from (``embedded`` or ``REDIS_URL``)."""
     info: dict[str, Any] = {
         "nproc": os.cpu_count(),
         "cpu": _cpu_model(),
@@ -347,7 +374,8 @@ def machine_info(client: redis.Redis | None = None) -> dict[str, Any]:
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
     if client is not None:
-        info["redis"] = server_version(client)
+        info["server"] = server_version(client)
+        info["server_source"] = source or ("REDIS_URL" if external_url() else "embedded")
     return info
 
 

@@ -77,8 +77,12 @@ class LedgerProducer(threading.Thread):
                         publish_rows(client, self.keys, chunk, batch_size=len(chunk))
                         break
                     except (*TRANSIENT_ERRORS, redis.ResponseError) as exc:
-                        # LOADING (AOF replay) arrives as a ResponseError subclass.
-                        if isinstance(exc, redis.ResponseError) and "LOADING" not in str(exc):
+                        # LOADING (AOF replay) and READONLY (a failover in progress) arrive
+                        # as ResponseError subclasses: the write did not happen, resend it.
+                        passing = ("LOADING", "READONLY", "can't write against a read only")
+                        if isinstance(exc, redis.ResponseError) and not any(
+                            text in str(exc) for text in passing
+                        ):
                             raise
                         self.batches_retried += 1
                         time.sleep(backoff)

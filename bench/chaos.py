@@ -70,7 +70,7 @@ def run_chaos(
     settings = bench_settings(url, tmp, **DRILL_SETTINGS)
     keys = transaction_keys(settings)
     client = raw_client(url)
-    client.flushall()
+    client.flushdb()
     kinds = {f"m{i}": kind_of(i) for i in range(messages)}
     batch = 500
     producer = LedgerProducer(

@@ -19,10 +19,8 @@ Prints a table and one final JSON line with the figures.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
 import time
 from datetime import date
 from pathlib import Path
@@ -33,7 +31,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import redis
 
-from sentinel_platform.redis_server import RedisServer, find_redis_server
+from bench._common import emit_json, machine_info, raw_client, redis_server
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.keys import transaction_keys
@@ -146,22 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (100_000 if args.quick else 1_000_000)
     original_rows = args.original_rows or rows
 
-    with tempfile.TemporaryDirectory(prefix="publish-bench-") as tmp:
-        server = RedisServer(
-            find_redis_server(load_settings()),
-            Path(tmp),
-            config={"save": '""', "appendonly": "no"},
-        ).start()
+    with redis_server(config={"save": '""', "appendonly": "no"}) as server:
         flush = redis.Redis.from_url(server.url)
-        try:
-            results: dict[str, dict[str, Any]] = {}
-            results["spark"] = bench_spark(server.url, rows, args.partitions, args.batch_size)
-            flush.flushall()
-            results["raw_pipeline"] = bench_raw_pipeline(server.url, rows, args.batch_size)
-            flush.flushall()
-            results["original_guard"] = bench_original_guard(server.url, original_rows)
-        finally:
-            server.stop()
+        machine = machine_info(raw_client(server.url))
+        flush.flushdb()
+        results: dict[str, dict[str, Any]] = {}
+        results["spark"] = bench_spark(server.url, rows, args.partitions, args.batch_size)
+        flush.flushdb()
+        results["raw_pipeline"] = bench_raw_pipeline(server.url, rows, args.batch_size)
+        flush.flushdb()
+        results["original_guard"] = bench_original_guard(server.url, original_rows)
 
     print(f"{'path':<16} {'rows':>10} {'seconds':>9} {'rows/s':>11}")
     for name, r in results.items():
@@ -171,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         f"(spark: {spark['partitions']} partitions; generating the rows alone took "
         f"{spark['generate_only_s']:.2f}s; cpu count {os.cpu_count()})"
     )
-    print(json.dumps({"bench": "publish_throughput", "batch_size": args.batch_size, **results}))
+    emit_json("publish_throughput", {"batch_size": args.batch_size, **results, "machine": machine})
     return 0
 
 

@@ -87,7 +87,7 @@ def _hold_messages(
 def kill_trial(url: str, home: Path, settings: Settings, held: int, trial: str) -> float:
     """Seconds from SIGKILL of the victim until a survivor has processed all it held."""
     client = raw_client(url)
-    client.flushall()
+    client.flushdb()
     keys = transaction_keys(settings)
     env = child_env(url, home, lease_ttl_ms=settings.lease_ttl_ms)
     with Fleet(home) as fleet:
@@ -108,7 +108,7 @@ def slow_alive_trial(url: str, home: Path, held: int) -> dict[str, int]:
     idle_ms = 500
     settings = bench_settings(url, home, reclaim_idle_ms=idle_ms)
     client = raw_client(url)
-    client.flushall()
+    client.flushdb()
     keys = transaction_keys(settings)
     env = child_env(url, home, reclaim_idle_ms=idle_ms)
     with Fleet(home) as fleet:

@@ -33,6 +33,7 @@ from bench._common import (
     bench_settings,
     child_env,
     emit_json,
+    external_url,
     group_drained,
     machine_info,
     print_table,
@@ -149,8 +150,11 @@ def main() -> int:
     messages = args.messages or (5_000 if args.quick else 50_000)
     restarts = args.restarts or (3 if args.quick else 10)
     with scratch_dir("bench-restart-") as tmp:
+        if external_url():
+            print("note: this drill SIGKILLs and restarts its server: it runs on the embedded")
+            print("      server, not on REDIS_URL")
         probe = RedisServer(find_redis_server(load_settings()), tmp / "probe").start()
-        info = machine_info(raw_client(probe.url))
+        info = machine_info(raw_client(probe.url), source="embedded")
         probe.stop()
         try:
             figures = run_drill(tmp, messages, restarts, timeout_s=120 if args.quick else 900)

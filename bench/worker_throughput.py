@@ -148,7 +148,7 @@ def _messages(count: int, start: int = 0) -> Iterator[dict[str, str]]:
 
 def _prepare(client: redis.Redis, keys: StreamKeys, total: int) -> None:
     """All but the last message in the stream, the group parked at its end."""
-    client.flushall()
+    client.flushdb()
     fill_stream(client, keys.stream, _messages(total - 1))
     client.xgroup_create(keys.stream, keys.group, id="$")
 

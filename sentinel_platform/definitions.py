@@ -17,6 +17,7 @@ from sentinel_platform.assets import (
     publish_transactions,
 )
 from sentinel_platform.assets.common import DAILY
+from sentinel_platform.assets.execution import spark_executor
 from sentinel_platform.demo import demo_publish_schedule
 from sentinel_platform.sensors.targets import PublishTarget
 from sentinel_platform.sensors.wiring import operations
@@ -42,4 +43,6 @@ defs = dg.Definitions(
         **data_resources(settings),
         **ops.resources,
     },
+    # Every job, the UI's Materialize included: one process and Spark session per run.
+    executor=spark_executor,
 )

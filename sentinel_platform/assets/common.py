@@ -5,10 +5,13 @@ from __future__ import annotations
 from datetime import date
 
 import dagster as dg
+from pyspark.sql import DataFrame
 
+from sentinel_platform.resources.io_manager import column_schema
+from sentinel_platform.resources.spark import session_metadata
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.publish import PublishStats
+from sentinel_platform.streams.publish import WIRE_COLUMNS, Kind, PublishStats
 
 #: One slice per day: the unit a user backfills or re-publishes.
 DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=1)
@@ -32,8 +35,15 @@ def partition_day(context: dg.AssetExecutionContext) -> date:
     return date.fromisoformat(context.partition_key)
 
 
-def publish_metadata(stats: PublishStats, keys: StreamKeys) -> dict[str, dg.MetadataValue]:
+def publish_metadata(
+    stats: PublishStats, keys: StreamKeys, kind: Kind, published: DataFrame
+) -> dict[str, dg.MetadataValue]:
+    """A publish run's figures, the rows and wire columns it sent, and its Spark session."""
+    wire = published.select(*WIRE_COLUMNS[kind])
     return {
+        "dagster/row_count": dg.MetadataValue.int(stats.rows),
+        "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(wire.schema)),
+        **session_metadata(published.sparkSession),
         "stream": dg.MetadataValue.text(keys.stream),
         "rows_published": dg.MetadataValue.int(stats.rows),
         "duration_s": dg.MetadataValue.float(round(stats.wall_s, 3)),

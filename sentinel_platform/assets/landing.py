@@ -1,8 +1,10 @@
 """Reading landing files with an enforced schema, so bad rows are caught, not guessed at.
 
-Files live under ``SENTINEL_HOME/landing/<feed>/``; a sub-directory named for a day
-(``landing/transactions/2026-11-21/``) holds that day's partition, otherwise the files
-directly in the feed directory are used for any day. CSV (with header), JSON lines and
+Files live under ``<landing root>/<feed>/`` (``SENTINEL_LANDING_DIR``, a URI on any
+filesystem Hadoop serves, by default ``SENTINEL_HOME/landing``); a sub-directory named
+for a day (``.../transactions/2026-11-21/``) holds that day's partition, otherwise the
+files directly in the feed directory are used for any day. Listing goes through Hadoop's
+FileSystem, so the driver finds what the executors will read. CSV (with header), JSON lines and
 Parquet are read with the feed's schema. A CSV/JSON row that does not fit keeps its raw
 text in ``_corrupt_record`` instead of being dropped, so the data-quality check can show
 it; a Parquet file missing a required (non-nullable in the feed schema) column fails with
@@ -11,11 +13,12 @@ the file and column named.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
+
+from sentinel_platform.resources.hadoop_fs import HadoopFs
+from sentinel_platform.storage_uri import join, suffix_of
 
 CORRUPT = "_corrupt_record"
 FORMATS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
@@ -26,13 +29,24 @@ class LandingError(ValueError):
     """Landing files exist but cannot be read with the feed's schema."""
 
 
-def landing_files(feed_dir: Path, day: str | None) -> list[Path]:
-    """The data files for ``day`` (its sub-directory if present, else the feed's own files)."""
-    if not feed_dir.is_dir():
+def landing_files(spark: SparkSession, feed_uri: str, day: str | None) -> list[str]:
+    """URIs of the data files for ``day`` (its sub-directory if present, else the feed's own).
+
+    A Parquet data set written by Spark is a directory named ``*.parquet``; it counts as
+    one file.
+    """
+    fs = HadoopFs(spark)
+    if not fs.is_dir(feed_uri):
         return []
-    chosen = feed_dir / day if day and (feed_dir / day).is_dir() else feed_dir
+    day_uri = join(feed_uri, day) if day else None
+    chosen = day_uri if day_uri and fs.is_dir(day_uri) else feed_uri
     suffixes = {*FORMATS, PARQUET}
-    return sorted(p for p in chosen.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
+    return [
+        entry.uri
+        for entry in fs.list(chosen)
+        if suffix_of(entry.uri) in suffixes
+        and (not entry.is_dir or suffix_of(entry.uri) == PARQUET)
+    ]
 
 
 def _read_text_files(
@@ -76,12 +90,13 @@ def _read_parquet(spark: SparkSession, paths: list[str], schema: StructType) -> 
     return result
 
 
-def read_landing(spark: SparkSession, files: list[Path], schema: StructType) -> DataFrame:
-    """``files`` as one DataFrame: ``schema`` plus ``_corrupt_record`` and ``_source_file``."""
+def read_landing(spark: SparkSession, files: list[str], schema: StructType) -> DataFrame:
+    """``files`` (URIs) as one DataFrame: ``schema`` plus ``_corrupt_record`` and
+    ``_source_file``."""
     frames = []
     by_format: dict[str, list[str]] = {}
-    for path in files:
-        by_format.setdefault(FORMATS.get(path.suffix.lower(), "parquet"), []).append(str(path))
+    for uri in files:
+        by_format.setdefault(FORMATS.get(suffix_of(uri), "parquet"), []).append(str(uri))
     for fmt, paths in sorted(by_format.items()):
         df = (
             _read_parquet(spark, paths, schema)

@@ -4,6 +4,12 @@ The streams are read by the executors, each over a slice of the id range
 (:mod:`sentinel_platform.streams.range_read`), so a million verdicts never pass through
 the driver. The report's small summary tables are the only thing collected, to show them
 in the Dagster UI.
+
+Nobody has to materialise them by hand: declarative automation keeps them fresh. The two
+read-back assets run once per ``REFRESH_CRON`` tick (the workers write results
+continuously, so "upstream published" is not "results complete"; a periodic read-back is
+what the report needs), and the report runs once both read-backs are newer than that
+tick. ``reporting_automation_sensor`` (running by default) evaluates the conditions.
 """
 
 from typing import Any
@@ -31,6 +37,16 @@ EVENT_FIELDS = (
     "driver_used",
 )
 TABLE_ROWS = 50
+#: How often the read-back and the report are refreshed.
+REFRESH_CRON = "*/15 * * * *"
+REFRESH_TIMEZONE = "UTC"
+#: Read the result streams back once per tick, never twice at once.
+READ_BACK_CONDITION = (
+    dg.AutomationCondition.cron_tick_passed(REFRESH_CRON, REFRESH_TIMEZONE)
+    & ~dg.AutomationCondition.in_progress()
+).with_label(f"refresh every tick of {REFRESH_CRON}")
+#: Summarise once both read-backs are newer than the tick.
+REPORT_CONDITION = dg.AutomationCondition.on_cron(REFRESH_CRON, REFRESH_TIMEZONE)
 
 
 def _field(name: str, cast: str | None = None) -> Any:
@@ -43,13 +59,14 @@ def _field(name: str, cast: str | None = None) -> Any:
     deps=[transaction_stream],
     io_manager_key=IO_MANAGER_KEY,
     kinds={"spark", "redis", "parquet"},
+    automation_condition=READ_BACK_CONDITION,
 )
 def transaction_verdicts(
     context: dg.AssetExecutionContext,
     pyspark: PySparkResource,
     redis_publisher: RedisPublisherResource,
 ) -> DataFrame:
-    """Every verdict the transaction workers wrote to ``sentinel:verdicts``."""
+    """Every verdict the transaction workers wrote to `sentinel:verdicts`."""
     keys = redis_publisher.stream_keys("transactions")
     raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
     df = raw.select(
@@ -68,13 +85,14 @@ def transaction_verdicts(
     deps=[axiom_stream],
     io_manager_key=IO_MANAGER_KEY,
     kinds={"spark", "redis", "parquet"},
+    automation_condition=READ_BACK_CONDITION,
 )
 def compliance_events(
     context: dg.AssetExecutionContext,
     pyspark: PySparkResource,
     redis_publisher: RedisPublisherResource,
 ) -> DataFrame:
-    """Every compliance event the axiom workers wrote to ``sentinel:compliance_events``."""
+    """Every compliance event the axiom workers wrote to `sentinel:compliance_events`."""
     keys = redis_publisher.stream_keys("axioms")
     raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
     df = raw.select(
@@ -120,6 +138,15 @@ def threats_by_merchant(verdicts: DataFrame, transactions: DataFrame) -> DataFra
     )
 
 
+reporting_automation_sensor = dg.AutomationConditionSensorDefinition(
+    "reporting_automation_sensor",
+    target=dg.AssetSelection.groups("reporting"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Keeps the reporting assets fresh (their automation conditions).",
+)
+
+
 def risk_by_domain(events: DataFrame) -> DataFrame:
     return (
         events.groupBy(F.coalesce("domain", F.lit("unknown")).alias("domain"))
@@ -142,7 +169,12 @@ def dead_letters(dlq: DataFrame) -> DataFrame:
     )
 
 
-@dg.asset(group_name="reporting", io_manager_key=IO_MANAGER_KEY, kinds={"spark", "parquet"})
+@dg.asset(
+    group_name="reporting",
+    io_manager_key=IO_MANAGER_KEY,
+    kinds={"spark", "parquet"},
+    automation_condition=REPORT_CONDITION,
+)
 def compliance_report(
     context: dg.AssetExecutionContext,
     transaction_verdicts: DataFrame,

@@ -27,6 +27,7 @@ from sentinel_platform.assets.axioms import axioms
 from sentinel_platform.assets.common import DAILY
 from sentinel_platform.assets.landing import CORRUPT
 from sentinel_platform.assets.transactions import enriched_transactions
+from sentinel_platform.resources.spark import session_metadata
 from sentinel_platform.schemas import CATEGORIES, CURRENCIES, STATUSES
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -121,8 +122,11 @@ def _column_of(config: Any) -> str:
 def validate(df: DataFrame, kind: str) -> list[ExpectationOutcome]:
     """Run the ``kind`` suite on ``df`` with GX; one outcome per expectation."""
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
+    # GX's tqdm bars would land in the Dagster step logs as carriage-return noise.
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     source = context.data_sources.add_spark(name=f"{kind}_spark")
     batch_definition = source.add_dataframe_asset(name=kind).add_batch_definition_whole_dataframe(
         f"{kind}_whole"
@@ -198,9 +202,11 @@ def _run(df: DataFrame, kind: str, view: Callable[[DataFrame], DataFrame]) -> dg
     checked = view(df).cache()
     try:
         rows = checked.count()
-        return check_result(validate(checked, kind), rows)
+        result = check_result(validate(checked, kind), rows)
     finally:
         checked.unpersist()
+    # The DataFrame comes from the IO manager's configured session; show which one ran it.
+    return result._replace(metadata={**result.metadata, **session_metadata(df.sparkSession)})
 
 
 with warnings.catch_warnings():

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
@@ -34,6 +37,7 @@ from sentinel_platform.streams.inspect import (
     recent_dead_letters,
 )
 from sentinel_platform.streams.lag import zone
+from sentinel_platform.streams.peaks import Peaks
 
 LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
@@ -48,6 +52,26 @@ CHECKS_SCHEDULE_CRON = "*/5 * * * *"
 
 WARN = dg.AssetCheckSeverity.WARN
 ERROR = dg.AssetCheckSeverity.ERROR
+
+
+MaterializationTarget = AssetCheckEvaluationTargetMaterializationData | None
+
+
+def latest_materialization(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey
+) -> MaterializationTarget:
+    """The asset's latest materialisation (any partition), as a check evaluation's target."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key), limit=1
+    ).records
+    if not records:
+        return None
+    record = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=record.storage_id,
+        run_id=record.run_id,
+        timestamp=record.timestamp,
+    )
 
 
 @dataclass(frozen=True)
@@ -68,8 +92,19 @@ class Verdict:
         )
 
     def evaluation(
-        self, asset_key: dg.AssetKey, check_name: str, blocking: bool = False
+        self,
+        asset_key: dg.AssetKey,
+        check_name: str,
+        blocking: bool = False,
+        target: MaterializationTarget = None,
     ) -> dg.AssetCheckEvaluation:
+        """The verdict as a sensor reports it, about the materialisation ``target``.
+
+        Without a target Dagster falls back to comparing timestamps, the evaluation's
+        stored with whole-second precision, and the UI's "latest execution" then reads
+        "Not evaluated" whenever the two land in the same second. Naming the target makes
+        the latest state exact: it is about the materialisation the sensor saw.
+        """
         return dg.AssetCheckEvaluation(
             asset_key=asset_key,
             check_name=check_name,
@@ -78,6 +113,7 @@ class Verdict:
             description=self.description,
             metadata=self.metadata,
             blocking=blocking,
+            target_materialization_data=target,
         )
 
     @property
@@ -86,10 +122,21 @@ class Verdict:
         return not self.passed and self.severity == ERROR
 
 
-def evaluate_lag(snapshot: LagSnapshot, settings: Settings) -> Verdict:
+def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None = None) -> Verdict:
+    """The lag card now; ``peaks`` (what workers and producers saw since the last tick) adds
+    the highest lag and the backpressure episodes in between, so a short spike is recorded
+    even when the current lag is back to normal. The verdict itself is about the present."""
     current = zone(snapshot.zone_lag, settings.lag_warn, settings.lag_pause)
+    peaks = peaks or Peaks()
+    peak = max(snapshot.lag, peaks.lag_peak or 0)
+    peak_zone = zone(peak, settings.lag_warn, settings.lag_pause)
     metadata = {
         "lag": snapshot.lag,
+        "lag_peak": peak,
+        "peak_zone": peak_zone,
+        "peak_zone_level": max(ZONE_LEVEL[peak_zone], ZONE_LEVEL[current]),
+        "hard_backpressure_episodes": peaks.hard_episodes,
+        "soft_backpressure_episodes": peaks.soft_episodes,
         "pending": snapshot.reading.pending,
         "backlog": snapshot.reading.backlog,
         "consumers_alive": snapshot.consumers_alive,
@@ -124,7 +171,7 @@ def evaluate_dead_letters(
         "recent_dead_letters": recent,
         "window_s": window_s,
         "dlq_depth": depth,
-        "error_count": error_count,
+        "dlq_error_threshold": error_count,
         "by_reason": dict(Counter(recent_reasons)),
     }
     if recent == 0:
@@ -168,9 +215,9 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=LAG_CHECK,
         blocking=True,
-        description="Consumer lag (backlog + pending) below SENTINEL_LAG_WARN; ERROR at "
-        "SENTINEL_LAG_PAUSE or with no live worker. Blocking: the lag gate launches no "
-        "publish run while it fails with ERROR.",
+        description="Consumer lag (backlog + pending) below `SENTINEL_LAG_WARN`; ERROR at "
+        "`SENTINEL_LAG_PAUSE` or with no live worker. Blocking: the lag gate launches no "
+        "publish run while it fails with ERROR. Evaluated by `consumer_lag_sensor`.",
     )
     def _check(stream_inspector: StreamInspector) -> dg.AssetCheckResult:
         settings = stream_inspector.get_settings()
@@ -185,8 +232,9 @@ def _dlq_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     @dg.asset_check(
         asset=target.asset_key,
         name=DLQ_CHECK,
-        description=f"No new dead letters for this stream in the last {DLQ_WINDOW_S}s; "
-        f"ERROR from {DLQ_ERROR_COUNT}.",
+        description=f"No new dead letters for this stream in the last {DLQ_WINDOW_S} s; "
+        f"ERROR from {DLQ_ERROR_COUNT} (`dlq_error_threshold`). Evaluated by "
+        "`dead_letter_queue_sensor`.",
     )
     def _check(stream_inspector: StreamInspector) -> dg.AssetCheckResult:
         return dead_letter_verdict(stream_inspector, target).result()
@@ -199,7 +247,8 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=DELIVERY_CHECK,
         description="No pending message near the delivery limit, idle past "
-        "SENTINEL_RECLAIM_IDLE_MS, or held by a consumer without a live lease.",
+        "`SENTINEL_RECLAIM_IDLE_MS`, or held by a consumer without a live lease. Evaluated "
+        "by `delivery_anomaly_sensor`.",
     )
     def _check(stream_inspector: StreamInspector) -> dg.AssetCheckResult:
         settings = stream_inspector.get_settings()

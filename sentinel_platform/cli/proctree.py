@@ -1,79 +1,59 @@
-"""Process bookkeeping from /proc, so ``sentinel up`` can prove it left nothing behind.
+"""Process bookkeeping through psutil, so ``sentinel up`` can prove it left nothing behind.
 
 ``dagster dev`` starts a webserver, a daemon, code servers and, per run, a run worker
 with a Spark JVM. Some of them may escape their process group or be re-parented when
 their parent dies; the supervisor therefore snapshots the whole tree of each child while
-it is alive and checks every pid it has seen at shutdown. Standard library only (no
-psutil); on systems without /proc the snapshot is just the direct child.
+it is alive and checks every pid it has seen at shutdown. A pid is recorded with its
+creation time: the pair names one process even after the number is reused. psutil reads
+the operating system's process table, so this works on Linux and macOS alike.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import signal
-from pathlib import Path
 
-PROC = Path("/proc")
+import psutil
+
 _PR_SET_PDEATHSIG = 1
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
 
 
-def _parent_of(pid: int) -> int | None:
+def start_time(pid: int) -> float:
+    """Creation time of ``pid`` (seconds since the epoch; 0 when it is gone)."""
     try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # The command name is in parentheses and may contain spaces: split after the last ")".
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[1])
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()
-
-
-def _state_of(pid: int) -> str | None:
-    fields = _stat_fields(pid)
-    return fields[0] if fields else None
-
-
-def start_time(pid: int) -> int:
-    """Kernel start time of ``pid`` (clock ticks since boot; 0 when unknown). A pid and its
-    start time name one process even after the pid number is reused."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields and len(fields) > 19 else 0
-
-
-def identify(pids: set[int]) -> dict[int, int]:
+def identify(pids: set[int]) -> dict[int, float]:
     return {pid: start_time(pid) for pid in pids}
 
 
 def process_tree() -> dict[int, list[int]]:
-    """parent pid -> child pids, for every process visible in /proc (one scan)."""
+    """parent pid -> child pids for every visible process, from one scan of the table
+    (cheaper than asking per supervised child when there are many)."""
     children: dict[int, list[int]] = {}
-    if not PROC.is_dir():
-        return children
-    for entry in PROC.iterdir():
-        if not entry.name.isdigit():
-            continue
-        parent = _parent_of(int(entry.name))
+    for process in psutil.process_iter(["ppid"]):
+        parent = process.info.get("ppid")
         if parent is not None:
-            children.setdefault(parent, []).append(int(entry.name))
+            children.setdefault(parent, []).append(process.pid)
     return children
 
 
 def descendants(pid: int, tree: dict[int, list[int]] | None = None) -> set[int]:
     """Every live process below ``pid`` (children, grandchildren, ...)."""
-    children = process_tree() if tree is None else tree
+    if tree is None:
+        try:
+            return {child.pid for child in psutil.Process(pid).children(recursive=True)}
+        except psutil.Error:
+            return set()
     found: set[int] = set()
     todo = [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
+        for child in tree.get(todo.pop(), []):
             if child not in found:
                 found.add(child)
                 todo.append(child)
@@ -83,32 +63,58 @@ def descendants(pid: int, tree: dict[int, list[int]] | None = None) -> set[int]:
 def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (a zombie has already exited)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except _GONE:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return _state_of(pid) not in ("Z", "X")
 
 
-def still_running(seen: dict[int, int]) -> set[int]:
-    """Pids of ``seen`` (pid -> start time) that are still those same processes."""
-    return {
-        pid
-        for pid, started in seen.items()
-        if alive(pid) and (started == 0 or start_time(pid) == started)
-    }
+def _same_processes(seen: dict[int, float]) -> list[psutil.Process]:
+    """The processes of ``seen`` (pid -> creation time) still running as themselves."""
+    found = []
+    for pid, started in seen.items():
+        try:
+            process = psutil.Process(pid)
+            same = not started or process.create_time() == started
+        except psutil.Error:
+            continue
+        if same and alive(pid):
+            found.append(process)
+    return found
+
+
+def still_running(seen: dict[int, float]) -> set[int]:
+    """Pids of ``seen`` (pid -> creation time) that are still those same processes."""
+    return {process.pid for process in _same_processes(seen)}
 
 
 def kill_all(pids: set[int], sig: int = signal.SIGKILL) -> None:
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).send_signal(sig)
+
+
+def reap(seen: dict[int, float], grace_s: float = 5.0) -> list[int]:
+    """SIGTERM what is left of ``seen``, wait up to ``grace_s`` for it to exit, SIGKILL the
+    rest. Returns the pids that had to be killed."""
+    processes = _same_processes(seen)
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _gone, survivors = psutil.wait_procs(processes, timeout=grace_s)
+    survivors = [p for p in survivors if alive(p.pid)]
+    for process in survivors:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(survivors, timeout=grace_s)
+    return sorted(process.pid for process in survivors)
 
 
 def die_with_parent() -> None:
     """``preexec_fn``: the kernel sends SIGTERM to this child if the supervisor dies, even
-    by SIGKILL, so a crashed ``sentinel up`` does not leave workers and Dagster running."""
+    by SIGKILL, so a crashed ``sentinel up`` does not leave workers and Dagster running.
+    Linux only (prctl); elsewhere the supervisor's shutdown reaps the tree instead."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

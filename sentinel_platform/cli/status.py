@@ -3,8 +3,10 @@
 Per stream it reports the lag the producers act on (backlog + pending, measured from the
 group itself, because the original's XPENDING-only figure missed the backlog), its zone,
 each consumer with its lease (alive or dead: a dead consumer with pending entries is what
-the pool will recover), the DLQ depth and the last alerts. The exit code is the worst zone,
-so the command doubles as a health probe.
+the pool will recover), the DLQ depth and the last alerts. It also answers "did my run get
+processed?": entries the group has read so far (``entries-read``), the rate over the last
+minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
+the worst zone, so the command doubles as a health probe.
 
 A stream counts as having a live worker when at least one consumer holds its lease or a
 worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
@@ -37,6 +39,9 @@ from sentinel_platform.streams import dlq_admin
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
 from sentinel_platform.streams.lag import measure_lag, read_lag_key, zone
+from sentinel_platform.streams.progress import last_publish, progress
+from sentinel_platform.streams.retention import describe as describe_retention
+from sentinel_platform.streams.retention import retention_summary
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 
@@ -64,6 +69,10 @@ class StreamState:
     consumers: list[ConsumerState] = field(default_factory=list)
     dlq: str = ""
     dlq_depth: int | None = None
+    processed: int | None = None
+    rate_per_s: float | None = None
+    last_publish: dict[str, str] | None = None
+    retained: dict[str, Any] | None = None
 
 
 def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
@@ -95,6 +104,7 @@ def stream_state(
     consumers = _consumers(client, keys)
     live = sum(1 for c in consumers if c.lease == "alive")
     worker_alive = live > 0 or published is not None
+    done = progress(client, keys)
     return StreamState(
         stream=keys.stream,
         group=keys.group,
@@ -108,6 +118,10 @@ def stream_state(
         consumers=consumers,
         dlq=keys.dlq,
         dlq_depth=None if dlq_counts is None else dlq_counts.get(keys.stream, 0),
+        processed=done.processed,
+        rate_per_s=done.rate_per_s,
+        last_publish=last_publish(client, keys),
+        retained=retention_summary(client, keys, settings),
     )
 
 
@@ -156,6 +170,28 @@ def _alert_line(alert: dict[str, Any]) -> str:
     return f"  {when}  {severity:<8} {alert.get('source', '?')}{where}: {text}"
 
 
+def _progress_line(s: dict[str, Any]) -> str:
+    processed = "-" if s["processed"] is None else s["processed"]
+    rate = "n/a (run again in a minute)" if s["rate_per_s"] is None else f"{s['rate_per_s']:.1f}/s"
+    return f"  processed {processed}   rate (last minute) {rate}"
+
+
+def _publish_line(record: dict[str, str] | None) -> str:
+    """``last publish 2026-11-22 (500 rows) at 12:01:05 UTC: success``."""
+    if not record:
+        return "  last publish: none recorded"
+    when = "?"
+    with contextlib.suppress(ValueError):
+        at = datetime.fromtimestamp(float(record.get("at", "")), tz=timezone.utc)
+        when = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    partition = record.get("partition") or "unpartitioned"
+    rows = f" ({record['rows']} rows)" if record.get("rows") else ""
+    outcome = record.get("outcome", "?")
+    error = f" ({record['error']})" if record.get("error") else ""
+    run = (record.get("run_id") or "?")[:8]
+    return f"  last publish: {partition}{rows} at {when}, run {run}: {outcome}{error}"
+
+
 def _registration(raw: str | None) -> str:
     """``pid 123 on host`` from a worker's registry entry (JSON), or nothing."""
     try:
@@ -184,6 +220,10 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
             f"published lag {'-' if s['published_lag'] is None else s['published_lag']}   "
             f"dead letters {dlq}"
         )
+        lines.append(_progress_line(s))
+        lines.append(_publish_line(s["last_publish"]))
+        if s.get("retained"):
+            lines.append(describe_retention(s["retained"]))
         if not s["consumers"]:
             lines.append("  consumers: none")
         for c in s["consumers"]:

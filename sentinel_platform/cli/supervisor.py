@@ -64,7 +64,7 @@ class Child:
     restart_at: float | None = None
     restarts: int = 0
     stopped: bool = False
-    seen_pids: dict[int, int] = field(default_factory=dict)  # pid -> start time
+    seen_pids: dict[int, float] = field(default_factory=dict)  # pid -> creation time
 
     @property
     def pid(self) -> int | None:
@@ -195,20 +195,15 @@ class Supervisor:
         if not leftovers:
             return
         log.warning("terminating %s leftovers %s", child.spec.name, sorted(leftovers))
-        proctree.kill_all(leftovers, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and proctree.still_running(child.seen_pids):
-            time.sleep(0.1)
-        leftovers = proctree.still_running(child.seen_pids)
-        if leftovers:
-            log.warning("killing %s leftovers %s", child.spec.name, sorted(leftovers))
-            proctree.kill_all(leftovers)
+        killed = proctree.reap(child.seen_pids, grace_s)
+        if killed:
+            log.warning("killed %s leftovers %s", child.spec.name, killed)
         if group and child.process is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(child.process.pid, signal.SIGKILL)
 
     @staticmethod
-    def _new(child: Child, pids: set[int]) -> dict[int, int]:
+    def _new(child: Child, pids: set[int]) -> dict[int, float]:
         return proctree.identify(pids - child.seen_pids.keys())
 
     # --- state file ----------------------------------------------------------------------

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -29,7 +30,12 @@ from sentinel_platform.cli import proctree
 from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, CliError, settings_from_env
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
-from sentinel_platform.redis_server import RedisServerError, ensure_embedded, stop_embedded
+from sentinel_platform.redis_server import (
+    RedisServerError,
+    ensure_embedded,
+    server_identity,
+    stop_embedded,
+)
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams.connection import RedisConnectError, connect
 
@@ -125,16 +131,33 @@ def child_env(settings: Settings, demo: bool) -> dict[str, str]:
     return env
 
 
-def worker_specs(settings: Settings, options: UpOptions, env: Mapping[str, str]) -> list[ChildSpec]:
-    """One spec per worker. Consumer names are stable per supervisor (host, pid, slot), so
-    a restarted worker takes over its own pending entries instead of orphaning them."""
+def new_run_id() -> str:
+    """A random id drawn once per ``sentinel up`` run.
+
+    Host and pid do not tell runs apart: containers sharing a hostname are all pid 1.
+    Eight hex digits make two live runs drawing the same id practically impossible.
+    """
+    return secrets.token_hex(4)
+
+
+def consumer_name(host: str, run_id: str, slot: str) -> str:
+    """``host-runid-slot``: readable in XINFO CONSUMERS, unique per run, stable per slot."""
+    return f"{host}-{run_id}-{slot}"
+
+
+def worker_specs(
+    settings: Settings, options: UpOptions, env: Mapping[str, str], run_id: str
+) -> list[ChildSpec]:
+    """One spec per worker. A slot's consumer name is fixed for the whole run (a restarted
+    worker takes over its own pending entries instead of orphaning them) and differs from
+    every other run's, so two runs never act as one consumer."""
     host = socket.gethostname()
     counts = {"tx": options.transaction_workers, "ax": options.axiom_workers}
     specs = []
     for kind, module in WORKER_MODULES.items():
         for slot in range(1, counts[kind] + 1):
             name = f"{kind}-{slot}"
-            consumer = f"{host}-{os.getpid()}-{name}"
+            consumer = consumer_name(host, run_id, name)
             specs.append(
                 ChildSpec(
                     name=name,
@@ -222,7 +245,8 @@ def _start_redis(settings: Settings) -> bool:
             log.info("redis %s (%s%s)", url, where, "" if started else ", already running")
         else:
             log.info("redis %s (REDIS_URL)", redact_url(settings.redis_url_value))
-        connect(settings).close()
+        with connect(settings) as client:
+            log.info("redis server: %s", server_identity(client.info("server")))
     except (RedisServerError, RedisConnectError) as exc:
         if started:
             stop_embedded(settings)
@@ -280,7 +304,9 @@ def _supervise(
     env: dict[str, str],
     stop: _StopFlag,
 ) -> int:
-    for spec in worker_specs(settings, options, env):
+    run_id = new_run_id()
+    supervisor.extra_state["run_id"] = run_id
+    for spec in worker_specs(settings, options, env, run_id):
         supervisor.add(spec)
     ui = _ui_url(options)
     dagster_log = settings.home_dir / "logs" / "dagster.log"

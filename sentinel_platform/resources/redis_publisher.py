@@ -2,8 +2,10 @@
 
 Every field defaults to ``None`` meaning "take it from settings" (``REDIS_URL`` and the
 ``SENTINEL_*`` variables), so the code location needs no config and a run can still
-override a threshold in the launchpad. Leave ``redis_url`` unset in deployed
-definitions: run config is visible in the UI, the environment is not.
+override a threshold in the launchpad. Resource config is shown in the UI and run config
+is stored with every run, so ``redis_url`` may name a server but never carry its
+password (refused with :class:`PasswordInConfigError`): the password comes only from
+``REDIS_URL`` in the environment, which the settings keep as a secret.
 
 Publishing happens on the executors (:class:`PartitionPublisher` inside ``mapInArrow``);
 the driver only ships plain config and sums the per-partition stats.
@@ -26,11 +28,14 @@ import uuid
 from typing import Any
 
 import dagster as dg
+from pydantic import field_validator
 
+from sentinel_platform.redaction import redact_url
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
 from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.progress import record_publish
 from sentinel_platform.streams.publish import (
     STATS_SCHEMA,
     STOP_KEY_TTL_S,
@@ -63,6 +68,11 @@ def executor_error(exc: BaseException) -> str | None:
     return f"{match.group(1)}: {match.group(2).strip()}" if match else None
 
 
+class PasswordInConfigError(Exception):
+    """A password in the resource's config. Deliberately not a ``ValueError``: pydantic
+    would wrap that in a ``ValidationError`` quoting the rejected value, password and all."""
+
+
 class RedisPublisherResource(dg.ConfigurableResource):
     """Publish Spark DataFrames to the streams with backpressure; read result streams back."""
 
@@ -75,6 +85,18 @@ class RedisPublisherResource(dg.ConfigurableResource):
     resume_lag: int | None = None
     batch_size: int | None = None
     pacing: str = "graduated"
+
+    @field_validator("redis_url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        """Refuse a URL carrying a password (user-info or ``?password=``), never quoting it."""
+        if value and redact_url(value) != value:
+            raise PasswordInConfigError(
+                "RedisPublisherResource.redis_url must not carry a password: resource and run "
+                "config are shown in the Dagster UI. Leave redis_url unset and set REDIS_URL "
+                "(with the password) in the code location's environment instead."
+            )
+        return value
 
     def resolved_settings(self) -> Settings:
         """Environment settings with this resource's non-empty fields on top (validated)."""
@@ -126,15 +148,16 @@ class RedisPublisherResource(dg.ConfigurableResource):
             client.set(stop, "1", ex=STOP_KEY_TTL_S)
             _cancel_jobs(spark, tag)
             reason = executor_error(exc)
+            _record_outcome(client, keys, run_id, None, reason or f"{type(exc).__name__}: {exc}")
             if reason and isinstance(exc, Exception):
                 raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
             raise
         finally:
             _untag_jobs(spark, tag)
         client.delete(stop)
-        client.close()
         total = PublishStats.combine(PublishStats(**row.asDict()) for row in rows)
         total.wall_s = time.monotonic() - started
+        _record_outcome(client, keys, run_id, total.rows, None, close=True)
         return total
 
     # --- read back ------------------------------------------------------------------------
@@ -151,6 +174,38 @@ class RedisPublisherResource(dg.ConfigurableResource):
             ranges = ranges.repartition(len(slices))
         reader = RangeReader(resolve_url(settings), settings.is_cluster, stream)
         return ranges.mapInArrow(reader, ENTRY_SCHEMA)
+
+
+def _current_partition() -> str | None:
+    """The partition of the asset being materialised, when called from one."""
+    with contextlib.suppress(Exception):
+        context = dg.AssetExecutionContext.get()
+        return context.partition_key if context.has_partition_key else None
+    return None
+
+
+def _record_outcome(
+    client: RedisClient,
+    keys: StreamKeys,
+    run_id: str,
+    rows: int | None,
+    error: str | None,
+    close: bool = False,
+) -> None:
+    """Keep the stream's last publish for ``sentinel status``; never fails the publish."""
+    fields = {
+        "run_id": run_id,
+        "partition": _current_partition(),
+        "rows": rows,
+        "at": time.time(),
+        "outcome": "failed" if error else "success",
+        "error": next((ln.strip()[:300] for ln in (error or "").splitlines() if ln.strip()), None),
+    }
+    with contextlib.suppress(Exception):
+        record_publish(client, keys, fields)
+    if close:
+        with contextlib.suppress(Exception):
+            client.close()
 
 
 def _tag_jobs(spark: Any, tag: str) -> None:

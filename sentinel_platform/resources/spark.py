@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
+import dagster as dg
 from dagster_pyspark import PySparkResource
+from pyspark.sql import SparkSession
 
 from sentinel_platform.settings import Settings
 
@@ -51,3 +53,24 @@ def use_this_python_for_workers() -> None:
 def spark_resource(settings: Settings) -> PySparkResource:
     use_this_python_for_workers()
     return PySparkResource(spark_config=spark_config(settings))
+
+
+def session_metadata(spark: SparkSession) -> dict[str, dg.MetadataValue]:
+    """Where a step's Spark work ran: master, application id and session time zone.
+
+    Attached to every Spark asset and check result, so the UI (and the tests) show per
+    step that the configured session, not a stray default one, did the work.
+    """
+    try:
+        context = spark.sparkContext
+        master, application = str(context.master), str(context.applicationId)
+    except Exception:  # a Spark Connect session has no local SparkContext
+        master = str(spark.conf.get("spark.remote", None) or spark.conf.get("spark.master", "?"))
+        application = str(spark.conf.get("spark.app.id", None) or "?")
+    return {
+        "spark/master": dg.MetadataValue.text(master),
+        "spark/application_id": dg.MetadataValue.text(application),
+        "spark/session_time_zone": dg.MetadataValue.text(
+            str(spark.conf.get("spark.sql.session.timeZone"))
+        ),
+    }

@@ -5,17 +5,26 @@ server) never re-alerts old entries. On its very first tick the sensor does not 
 through history: it records the current depth as a baseline, alerts once with what is
 already there, and from then on reports only what is new. Each tick reads at most
 ``DLQ_READ_CAP`` entries; a larger burst is reported over the following ticks.
+
+The depth observation is recorded when depth or new entries changed, and otherwise at
+least every ``SENTINEL_OBSERVATION_MAX_INTERVAL_S``, so the asset's Events list shows
+what happened rather than one identical line per tick.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.checks.stream_health import DLQ_CHECK, dead_letter_verdict
+from sentinel_platform.checks.stream_health import (
+    DLQ_CHECK,
+    dead_letter_verdict,
+    latest_materialization,
+)
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.sensors.cursor import dump_cursor, load_cursor
@@ -90,22 +99,48 @@ def dead_letter_queue_sensor(
                 last_ids[dlq] = entries[-1].entry_id
             more = more or len(entries) == DLQ_READ_CAP
             new.extend(entries)
-    observation = dg.AssetObservation(
-        asset_key=DEAD_LETTER_QUEUE_ASSET,
-        metadata={"depth": depth, "new": len(new), **_counts(new)},
+    fingerprint = dump_cursor({"depth": depth, "new": len(new)})
+    now_s = time.time()
+    observe = (
+        fingerprint != cursor.get("observed")
+        or now_s - float(cursor.get("observed_at", 0)) >= settings.observation_max_interval_s
+    )
+    observations = (
+        [
+            dg.AssetObservation(
+                asset_key=DEAD_LETTER_QUEUE_ASSET,
+                metadata={"depth": depth, "new": len(new), **_counts(new)},
+            )
+        ]
+        if observe
+        else []
     )
     checks = [
-        dead_letter_verdict(stream_inspector, target).evaluation(target.asset_key, DLQ_CHECK)
+        dead_letter_verdict(stream_inspector, target).evaluation(
+            target.asset_key,
+            DLQ_CHECK,
+            target=latest_materialization(context.instance, target.asset_key),
+        )
         for target in STREAM_TARGETS
     ]
-    new_cursor = dump_cursor({"last_ids": last_ids})
+    seen = (
+        {"observed": fingerprint, "observed_at": now_s}
+        if observe
+        else {
+            "observed": cursor.get("observed"),
+            "observed_at": cursor.get("observed_at"),
+        }
+    )
+    new_cursor = dump_cursor({"last_ids": last_ids, **seen})
     if new:
         alerts.send(dead_letter_alert(new, depth, more))
         reason = f"alerted on {len(new)} new dead letter(s); DLQ depth {depth}"
     else:
         reason = f"no new dead letters; DLQ depth {depth}"
     return dg.SensorResult(
-        skip_reason=dg.SkipReason(reason), cursor=new_cursor, asset_events=[observation, *checks]
+        skip_reason=dg.SkipReason(reason),
+        cursor=new_cursor,
+        asset_events=[*observations, *checks],
     )
 
 

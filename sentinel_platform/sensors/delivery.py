@@ -14,7 +14,11 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.checks.stream_health import DELIVERY_CHECK, evaluate_delivery
+from sentinel_platform.checks.stream_health import (
+    DELIVERY_CHECK,
+    evaluate_delivery,
+    latest_materialization,
+)
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.sensors.anomalies import (
@@ -127,7 +131,8 @@ def build_delivery_sensor(
                 )
                 stalls = stalled(windows[stream.name], window_ticks)
                 verdict = evaluate_delivery(anomalies)
-                events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK))
+                target = latest_materialization(context.instance, stream.asset_key)
+                events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK, target=target))
                 raised = anomaly_alerts(anomalies, stalls, settings.reclaim_idle_ms)
                 sent = sum(alerts.send(alert).sent for alert in raised)
                 notes.append(

@@ -14,6 +14,18 @@ evaluation, then drive a small state machine kept in the cursor:
   with run key ``resume:<stream>:<partition>:<episode>``; the episode id is the pause
   start in ms, so two episodes never share a key and a replayed tick cannot launch twice.
 
+Between ticks, workers and producers keep the stream's lag high-water mark and its
+backpressure episodes in Redis (:mod:`sentinel_platform.streams.peaks`); each tick takes
+them (read and reset) and records ``lag_peak`` next to ``lag``, so a two-second spike is
+on the plot. A hard backpressure episode, or a peak in the backpressure zone, raises one
+alert (the cool-down keeps a flapping producer from paging every tick).
+
+To keep the Events list readable, the observation and the check evaluations are recorded
+when something changed (figures, zone, the materialisation they are about), whenever a
+peak rose above the current lag, and otherwise at least every
+``SENTINEL_OBSERVATION_MAX_INTERVAL_S``. Each evaluation names the materialisation it
+is about, so the UI's "latest execution" of the check is exact.
+
 Outside a pause the gate launches each newly due partition once (run key
 ``publish:<stream>:<partition>``) unless it is already materialised. The flag carries
 a TTL refreshed every tick, so a stopped sensor cannot pause producers forever (their
@@ -31,7 +43,14 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.checks.stream_health import LAG_CHECK, PAUSE_ZONES, evaluate_lag
+from sentinel_platform.checks.stream_health import (
+    LAG_CHECK,
+    PAUSE_ZONES,
+    MaterializationTarget,
+    Verdict,
+    evaluate_lag,
+    latest_materialization,
+)
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.sensors.cursor import dump_cursor, load_cursor
@@ -40,6 +59,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.inspect import LagSnapshot, lag_snapshot
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.peaks import take_peaks
+from sentinel_platform.streams.progress import progress
+from sentinel_platform.streams.retention import retained_entries
 
 SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
@@ -71,6 +93,8 @@ class GateState:
     episode: str | None = None
     held: list[str] = field(default_factory=list)
     last_due: str | None = None
+    observed: str | None = None
+    observed_at: float | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any] | None) -> GateState:
@@ -81,6 +105,8 @@ class GateState:
             episode=raw.get("episode"),
             held=list(raw.get("held", [])),
             last_due=raw.get("last_due"),
+            observed=raw.get("observed"),
+            observed_at=raw.get("observed_at"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +116,8 @@ class GateState:
             "episode": self.episode,
             "held": self.held,
             "last_due": self.last_due,
+            "observed": self.observed,
+            "observed_at": self.observed_at,
         }
 
 
@@ -98,6 +126,29 @@ class TickOutcome:
     events: list[dg.AssetObservation | dg.AssetCheckEvaluation] = field(default_factory=list)
     runs: list[dg.RunRequest] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+def spiked(verdict: Verdict) -> bool:
+    """A peak above the current lag, or an episode, happened since the last tick."""
+    meta = verdict.metadata
+    return bool(
+        meta["lag_peak"] > meta["lag"]
+        or meta["hard_backpressure_episodes"]
+        or meta["soft_backpressure_episodes"]
+    )
+
+
+def should_record(
+    state: GateState, fingerprint: str, now_s: float, spike: bool, max_interval_s: int
+) -> bool:
+    """Record on change, on a spike, and at least every ``max_interval_s``."""
+    if spike or state.observed != fingerprint or state.observed_at is None:
+        return True
+    return now_s - state.observed_at >= max_interval_s
+
+
+def _fingerprint(verdict: Verdict, target: MaterializationTarget) -> str:
+    return dump_cursor({**verdict.metadata, "target": target.storage_id if target else None})
 
 
 def due_partition(target: PublishTarget, now: datetime, instance: dg.DagsterInstance) -> str | None:
@@ -198,6 +249,33 @@ def _zone_alert(
     )
 
 
+def _spike_alert(
+    stream: StreamTarget, keys: StreamKeys, verdict: Verdict, settings: Settings
+) -> Alert | None:
+    """One alert for a hard backpressure episode or a peak at the pause limit since the
+    last tick; the condition is fixed per stream so the cool-down silences repeats."""
+    meta = verdict.metadata
+    hard = int(meta["hard_backpressure_episodes"])
+    if not hard and meta["peak_zone"] != "backpressure":
+        return None
+    return Alert(
+        severity="error",
+        source=SENSOR_NAME,
+        stream=keys.stream,
+        condition="hard_backpressure",
+        summary=f"lag peaked at {meta['lag_peak']} (pause limit {settings.lag_pause}) since "
+        f"the last check, {hard} hard backpressure episode(s); lag now {meta['lag']}",
+        details={
+            "stream_name": stream.name,
+            "lag_peak": meta["lag_peak"],
+            "lag": meta["lag"],
+            "hard_backpressure_episodes": hard,
+            "soft_backpressure_episodes": meta["soft_backpressure_episodes"],
+            "lag_pause": settings.lag_pause,
+        },
+    )
+
+
 def _adopt_flag(client: RedisClient, keys: StreamKeys, state: GateState) -> None:
     """A flag this sensor set survives a lost cursor: continue its episode, don't orphan it."""
     if state.paused:
@@ -273,11 +351,27 @@ def evaluate_stream(
     """One stream's tick: observe, evaluate the lag check, move the gate, launch, alert."""
     keys = stream.keys_of(settings)
     snapshot = lag_snapshot(client, keys)
-    verdict = evaluate_lag(snapshot, settings)
+    verdict = evaluate_lag(snapshot, settings, take_peaks(client, keys))
     current = str(verdict.metadata["zone"])
     out = TickOutcome()
-    out.events.append(dg.AssetObservation(asset_key=stream.asset_key, metadata=verdict.metadata))
-    out.events.append(verdict.evaluation(stream.asset_key, LAG_CHECK, blocking=True))
+    target = latest_materialization(instance, stream.asset_key)
+    processed = progress(client, keys).processed  # also a sample for `sentinel status` rates
+    fingerprint = _fingerprint(verdict, target)
+    now_s = now.timestamp()
+    spike = spiked(verdict)
+    if should_record(state, fingerprint, now_s, spike, settings.observation_max_interval_s):
+        state.observed, state.observed_at = fingerprint, now_s
+        extra = {} if processed is None else {"entries_processed": processed}
+        extra["entries_retained"] = retained_entries(client, keys)  # see streams/retention.py
+        out.events.append(
+            dg.AssetObservation(asset_key=stream.asset_key, metadata={**verdict.metadata, **extra})
+        )
+        out.events.append(
+            verdict.evaluation(stream.asset_key, LAG_CHECK, blocking=True, target=target)
+        )
+    spike_alert = _spike_alert(stream, keys, verdict, settings) if spike else None
+    if spike_alert is not None:
+        alerts.send(spike_alert)
 
     previous = state.zone
     _adopt_flag(client, keys, state)
@@ -304,7 +398,9 @@ def evaluate_stream(
     state.zone = current
     held = f", {len(state.held)} partition(s) held" if state.held else ""
     paused = f", paused since episode {state.episode}" if state.paused else ""
-    out.notes.append(f"{stream.name}: {current} (lag {snapshot.lag}){paused}{held}")
+    peak = verdict.metadata["lag_peak"]
+    peaked = f", peak {peak}" if peak > snapshot.lag else ""
+    out.notes.append(f"{stream.name}: {current} (lag {snapshot.lag}{peaked}){paused}{held}")
     return out
 
 
@@ -324,8 +420,10 @@ def build_lag_sensor(
         minimum_interval_seconds=interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING,
         jobs=jobs or None,
-        description="Records consumer lag per stream, pauses publishing under backpressure or "
-        "with no live worker, resumes held partitions at nominal, alerts on zone changes.",
+        description="Records consumer lag and its peak since the last tick per stream (on "
+        "change, at least every `SENTINEL_OBSERVATION_MAX_INTERVAL_S`), pauses publishing "
+        "under backpressure or with no live worker, resumes held partitions at nominal, "
+        "alerts on zone changes and hard backpressure episodes.",
     )
     def _sensor(
         context: dg.SensorEvaluationContext, stream_inspector: StreamInspector, alerts: AlertSink

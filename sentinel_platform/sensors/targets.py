@@ -28,7 +28,9 @@ OPERATIONS_GROUP = "operations"
 dead_letter_queue = dg.AssetSpec(
     DEAD_LETTER_QUEUE_ASSET,
     group_name=OPERATIONS_GROUP,
-    description="Dead letters of both streams (Redis stream sentinel:dlq), observed by a sensor.",
+    description="Dead letters of both streams (Redis stream `sentinel:dlq`). Nothing "
+    "materialises it: `dead_letter_queue_sensor` records an observation (depth, new entries) "
+    "every 30 s, plotted under Overview → Metadata → Plots and listed under Events.",
     kinds={"redis"},
 )
 

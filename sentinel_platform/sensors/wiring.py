@@ -16,6 +16,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,
 )
 
+from sentinel_platform.assets.reporting import reporting_automation_sensor
 from sentinel_platform.checks.stream_health import build_checks_schedule, build_stream_health_checks
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.stream_inspector import StreamInspector
@@ -54,10 +55,9 @@ def operations(
         build_lag_sensor(streams, publish),
         dead_letter_queue_sensor,
         build_delivery_sensor(streams),
+        build_run_failure_sensor(),  # every job of the location, the UI's __ASSET_JOB too
+        reporting_automation_sensor,
     ]
-    publish_jobs = list({t.job_name: t.job for t in publish.values()}.values())
-    if publish_jobs:
-        sensors.append(build_run_failure_sensor(publish_jobs))
     return Operations(
         assets=[dead_letter_queue],
         asset_checks=checks,

@@ -60,6 +60,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lag import measure_lag
+from sentinel_platform.streams.peaks import record_episode, record_lag
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,8 @@ class BackpressureGuard:
             unseen = self._sent_since_written(int(lag_pttl))
             lag, source = int(lag_value) + unseen, "key"
         paused = paused_value is not None and str(paused_value).strip().lower() not in _FALSE_FLAGS
+        if lag > self.stats.max_lag:  # a new high for this guard: keep it for the sensor
+            record_lag(self.client, self.keys, lag)
         self.stats.max_lag = max(self.stats.max_lag, lag)
         return Signal(lag=lag, source=source, paused_flag=paused, stop=stop, unseen=unseen)
 
@@ -272,6 +275,7 @@ class BackpressureGuard:
         if self._soft_since is None:
             self._soft_since = time.monotonic()
             self.stats.soft_events += 1
+            record_episode(self.client, self.keys, "soft", signal.lag)
             log.warning(
                 "consumer lag above soft limit, slowing down",
                 extra=self._fields(signal, limit=self.config.lag_warn),
@@ -295,6 +299,7 @@ class BackpressureGuard:
     def _hard_stop(self, signal: Signal) -> Signal:
         started = time.monotonic()
         self.stats.hard_events += 1
+        record_episode(self.client, self.keys, "hard", signal.lag)
         # Hysteresis applies to lag-driven stops; a flag-only stop ends when the flag goes.
         resume_below = (
             self.config.resume_level

@@ -2,8 +2,13 @@
 
 It resolves where Redis is (``REDIS_URL`` or the embedded server), picks the single or
 cluster client, retries transient errors with backoff, and checks the server version
-once, because every recovery path depends on XAUTOCLAIM (Redis 6.2+). URLs are only ever
-logged redacted.
+once (Redis 7.0+ or Valkey: the lag comes from the group's ``lag``/``entries-read``).
+URLs are only ever logged redacted.
+
+A command refused with READONLY (a primary demoted behind the same address) is re-sent
+by redis-py on a fresh connection, which reaches whatever primary answers there now;
+:func:`reset_connections` drops every kept connection (and a cluster's slot map) when
+the worker loop meets a failover or resharding error.
 """
 
 from __future__ import annotations
@@ -15,6 +20,13 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from sentinel_platform.redis_server import (
@@ -47,6 +59,19 @@ class ClusterClient(RedisCluster):
 
 RedisClient = redis.Redis | RedisCluster
 TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+#: The server behind the address or the cluster's shape changed: a replica promoted behind
+#: the same address (the old primary answers READONLY), slots moving or not covered, the
+#: cluster down during a failover. Kept connections and the slot map are then stale.
+FAILOVER_ERRORS = (
+    ReadOnlyError,
+    ClusterError,
+    RedisClusterException,
+    AskError,
+    TryAgainError,
+)
+#: Errors after which a command surely did not run, so redis-py may resend it on a fresh
+#: connection (READONLY: a write refused by a demoted primary).
+RESEND_ERRORS = [*TRANSIENT_ERRORS, ReadOnlyError]
 
 
 class RedisConnectError(RuntimeError):
@@ -92,7 +117,7 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
         if settings.is_cluster or "+cluster://" in target:
             client: RedisClient = ClusterClient.from_url(_plain_url(target), **common)
         else:
-            client = redis.Redis.from_url(target, retry_on_error=list(TRANSIENT_ERRORS), **common)
+            client = redis.Redis.from_url(target, retry_on_error=RESEND_ERRORS, **common)
         if check:
             require_version(server_version(client), f"the server at {redact_url(target)}")
     except RedisServerError as exc:
@@ -121,3 +146,18 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
     except TRANSIENT_ERRORS as exc:
         raise RedisConnectError(f"cannot reach Redis at {redact_url(target)}: {exc}") from None
     return client
+
+
+def reset_connections(client: RedisClient) -> None:
+    """Forget every kept connection (and a cluster's slot map) after a failover error.
+
+    The next command connects afresh: through the same address to whatever primary now
+    answers there, or, on a cluster, to the primaries the refreshed slot map names.
+    """
+    if isinstance(client, RedisCluster):
+        for node in client.get_nodes():
+            if node.redis_connection is not None:
+                node.redis_connection.connection_pool.disconnect()
+        client.nodes_manager.initialize()
+    else:
+        client.connection_pool.disconnect()

@@ -50,12 +50,19 @@ import redis
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.attempts import (
+    RECORD_CALL,
     AttemptRecord,
     queue_error,
     read_attempts,
     record_call,
 )
-from sentinel_platform.streams.connection import TRANSIENT_ERRORS, RedisClient
+from sentinel_platform.streams.backoff import Backoff
+from sentinel_platform.streams.connection import (
+    FAILOVER_ERRORS,
+    TRANSIENT_ERRORS,
+    RedisClient,
+    reset_connections,
+)
 from sentinel_platform.streams.dead_letter import (
     DEAD_LETTER,
     NO_ERROR_RECORDED,
@@ -68,15 +75,23 @@ from sentinel_platform.streams.idempotency import (
     COMMIT_EFFECTS,
     CommitItem,
     CommitLimits,
+    check_effect,
     commit_statuses,
     queue_commits,
 )
-from sentinel_platform.streams.keys import StreamKeys, attempts_key
+from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lag import measure_lag, write_lag_key
-from sentinel_platform.streams.lease import Heartbeat, Lease, heartbeat_interval_s
+from sentinel_platform.streams.lease import (
+    EXIT_NAME_IN_USE,
+    Heartbeat,
+    Lease,
+    heartbeat_interval_s,
+)
 from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.peaks import record_lag
 from sentinel_platform.streams.processor import Effect, Processor
 from sentinel_platform.streams.recovery import CLAIM, PRUNE, Delivery, Recovery, pairs_to_dict
+from sentinel_platform.streams.retention import Retention
 from sentinel_platform.streams.scripts import with_scripts
 from sentinel_platform.streams.watchdog import HangWatchdog, InHand
 
@@ -94,7 +109,7 @@ HANDBACK_IDLE_MS = 10**10
 HANDBACK_CONSUMER = "sentinel-handback"
 BACKOFF_START_S = 0.1
 BACKOFF_CAP_S = 5.0
-ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE)
+ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE, RECORD_CALL)
 
 
 @dataclass(slots=True)
@@ -118,20 +133,6 @@ class Failure:
 
 
 Outcome = Commit | DeadLetterOp | Failure
-
-
-class Backoff:
-    """Exponential backoff for Redis outages: 0.1 s doubling to 5 s."""
-
-    def __init__(self) -> None:
-        self.attempt = 0
-
-    def next_delay(self) -> float:
-        self.attempt += 1
-        return min(BACKOFF_CAP_S, BACKOFF_START_S * 2 ** (self.attempt - 1))
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 class Consumer:
@@ -162,7 +163,6 @@ class Consumer:
         self.limits = CommitLimits(
             settings.results_maxlen, settings.idempotency_ttl_s, settings.recent_transactions_size
         )
-        self.attempts_key = attempts_key(keys)
         self.recovery = Recovery(
             client,
             keys,
@@ -173,6 +173,9 @@ class Consumer:
             metrics=metrics,
         )
         self.lease = Lease(client, keys, consumer, settings.lease_ttl_ms)
+        self.retention = Retention(client, keys, settings, self.log_fields)
+        self.recovery.lease_value = self.lease.value  # claim only while the lease is ours
+        self._name_taken = False
         self.in_hand = InHand()
         self.watchdog = HangWatchdog(
             self.in_hand, settings.hang_timeout_ms, self._give_up, self.log_fields
@@ -182,11 +185,12 @@ class Consumer:
             heartbeat_interval_s(settings.lease_ttl_ms, settings.lag_key_ttl_s),
             self._on_beat,
             self.log_fields,
+            on_taken=self._lose_name,
         )
         self._outbox: list[Outcome] = []
         self._last_flush = time.monotonic()
         self._next_lag_write = 0.0
-        self._backoff = Backoff()
+        self._backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -210,7 +214,9 @@ class Consumer:
         while not self.stop.is_set():
             try:
                 self.iteration()
-                self._backoff.reset()
+                self._reached()
+            except FAILOVER_ERRORS as exc:
+                self._failover(exc)
             except TRANSIENT_ERRORS as exc:
                 self._outage(exc)
             except redis.ResponseError as exc:
@@ -240,6 +246,7 @@ class Consumer:
         elif block is None and not recovered:
             self.stop.wait(0.05)  # --block-ms 0: poll, but do not spin
         self._maybe_write_lag()
+        self.retention.maybe_trim()  # at most once per SENTINEL_STREAM_RETENTION_INTERVAL_S
 
     def _block(self, busy: bool) -> int | None:
         if busy or self.block_ms == 0:
@@ -250,7 +257,7 @@ class Consumer:
     def handle(self, batch: Sequence[Delivery]) -> None:
         """Decide every message of the batch and commit the outcomes in pipelines."""
         redelivered = [d.id for d in batch if d.deliveries > 1]
-        records = read_attempts(self.client, self.attempts_key, redelivered)
+        records = read_attempts(self.client, self.keys, redelivered)
         for index, delivery in enumerate(batch):
             if self.stop.is_set():
                 self.flush()
@@ -270,7 +277,11 @@ class Consumer:
                 return DeadLetterOp(delivery, "max_deliveries_exceeded", error)
             # Recorded before the call, so a call that kills the worker still counts.
             record_call(
-                self.client, self.attempts_key, delivery.id, self.settings.idempotency_ttl_s
+                self.client,
+                self.keys,
+                delivery.id,
+                delivery.deliveries,
+                self.settings.idempotency_ttl_s,
             )
             if delivery.claimed_from == self.consumer:
                 log.info(
@@ -283,18 +294,21 @@ class Consumer:
                     },
                 )
         self.in_hand.take(delivery.id)
+        started = time.perf_counter()
         try:
             message = self.processor.parse(delivery.fields)
             natural_key = self.processor.natural_key(message)
             if self.settings.simulate_latency_ms:
                 time.sleep(self.settings.simulate_latency_ms / 1000)
             effect = self.processor.process(message)
+            check_effect(effect.result, effect.recent)  # unsendable: a processor failure
         except SchemaError as exc:
             return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
         except Exception as exc:  # a processor (or parser) error never kills the worker
             return self._failed(delivery, exc)
         finally:
             self.in_hand.drop()
+            self.metrics.observe_processing(time.perf_counter() - started)
         return Commit(delivery, natural_key, effect)
 
     def _failed(self, delivery: Delivery, exc: Exception) -> Failure:
@@ -319,7 +333,9 @@ class Consumer:
         if not self._outbox:
             return
         outbox = list(self._outbox)
+        started = time.perf_counter()
         settled = with_scripts(self.client, ALL_SCRIPTS, lambda: self._send(outbox))
+        self.metrics.observe_commit(time.perf_counter() - started)
         del self._outbox[: len(outbox)]
         applied, debug = 0, log.isEnabledFor(logging.DEBUG)
         for outcome, reply in settled:
@@ -365,7 +381,7 @@ class Consumer:
             else:
                 queue_error(
                     pipe,
-                    self.attempts_key,
+                    self.keys,
                     outcome.delivery.id,
                     outcome.error,
                     self.settings.idempotency_ttl_s,
@@ -433,6 +449,7 @@ class Consumer:
     def write_lag(self) -> int:
         reading = measure_lag(self.client, self.keys)
         write_lag_key(self.client, self.keys, reading.lag, self.settings.lag_key_ttl_s)
+        record_lag(self.client, self.keys, reading.lag)  # the sensor reports peaks between ticks
         self.metrics.set_gauge("lag", reading.lag)
         log.debug(
             "lag_written",
@@ -448,15 +465,26 @@ class Consumer:
 
     def _on_beat(self) -> None:
         self.watchdog.check()
-        self.write_lag()
+        try:
+            self.write_lag()
+        except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS):
+            self.recovery.grace.outage()  # leases may expire meanwhile: see recovery_grace.py
+            raise
 
     def _give_up(self) -> None:
         self.heartbeat.stop()
         self.lease.release()
 
+    def _lose_name(self) -> None:
+        """Another process took our consumer name: stop (exit 2) rather than share it."""
+        self._name_taken = True
+        self.stop.set()
+
     # --- failures and shutdown --------------------------------------------------------------
     def _outage(self, exc: Exception) -> None:
         """Log and back off; buffered outcomes are kept and committed when Redis answers."""
+        if isinstance(exc, (*TRANSIENT_ERRORS, *FAILOVER_ERRORS)):
+            self.recovery.grace.outage()  # leases may expire meanwhile: see recovery_grace.py
         delay = self._backoff.next_delay()
         log.warning(
             "redis_error" if isinstance(exc, redis.ResponseError) else "redis_unavailable",
@@ -469,6 +497,26 @@ class Consumer:
             },
         )
         self.stop.wait(delay)
+
+    def _failover(self, exc: Exception) -> None:
+        """A failover or resharding: drop kept connections (and the slot map), then back off.
+
+        Buffered outcomes stay in the outbox and are committed once a primary answers.
+        """
+        try:
+            reset_connections(self.client)
+        except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as reset_exc:
+            log.warning("reconnect_failed", extra={**self.log_fields, "error": str(reset_exc)})
+        self._outage(exc)
+
+    def _reached(self) -> None:
+        """Redis answered a whole iteration: log the end of an outage once."""
+        if self._backoff.attempt:
+            log.info(
+                "redis_reachable",
+                extra={**self.log_fields, "after_attempts": self._backoff.attempt},
+            )
+        self._backoff.reset()
 
     def _heal(self, exc: redis.ResponseError) -> bool:
         """Recreate a group deleted under us (stream deleted, FLUSHALL); False if not that."""
@@ -486,6 +534,8 @@ class Consumer:
                 action()
                 self._backoff.reset()
                 return
+            except FAILOVER_ERRORS as exc:
+                self._failover(exc)
             except TRANSIENT_ERRORS as exc:
                 self._outage(exc)
 
@@ -508,20 +558,15 @@ class Consumer:
                 time.sleep(self._backoff.next_delay())
         self.heartbeat.stop()
         try:
-            self.lease.release()
-            if not self._holds_messages():
-                self.client.xgroup_delconsumer(self.keys.stream, self.keys.group, self.consumer)
-                self.lease.unregister()
+            left = self.lease.leave()  # atomic: never drops entries another process holds
+            log.info(
+                "left_group" if left == "left" else "kept_in_group",
+                extra={**self.log_fields, "outcome": left},
+            )
         except TRANSIENT_ERRORS as exc:
             log.warning("release_failed", extra={**self.log_fields, "error": str(exc)})
         log.info("stopped", extra={**self.log_fields, **self.metrics.snapshot()})
-        return status
-
-    def _holds_messages(self) -> bool:
-        held = self.client.xpending_range(
-            self.keys.stream, self.keys.group, "-", "+", 1, consumername=self.consumer
-        )
-        return bool(held)
+        return EXIT_NAME_IN_USE if self._name_taken else status
 
 
 __all__ = ["Consumer", "Delivery", "pairs_to_dict"]

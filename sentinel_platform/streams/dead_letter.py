@@ -1,11 +1,15 @@
 """Dead letters: the original message, why it died, moved to the DLQ atomically with its XACK.
 
 The original logged a dead letter and acknowledged it, so the payload was gone. Here one
-Lua call acknowledges the message and, only if that acknowledgement removed it from the
-pending list, appends the full DLQ entry (capped with an approximate MAXLEN). A crash
-before the call leaves the message pending (it is recovered and dead-lettered again); a
-crash after it has done both; two workers racing on the same delivery produce exactly
-one entry, because only one XACK can return 1.
+Lua call appends the full DLQ entry (capped with an approximate MAXLEN) and acknowledges
+the message, only if the message is still pending. A crash before the call leaves the
+message pending (it is recovered and dead-lettered again); a crash after it has done
+both; two workers racing on the same delivery produce exactly one entry, because only
+the first call finds it pending.
+
+Redis does not roll back a script that fails half-way, so the DLQ's type is checked and
+the XADD (the write that can meet ``maxmemory``) is made before the XACK: a failing call
+leaves the message pending and the next attempt writes the dead letter.
 """
 
 from __future__ import annotations
@@ -16,21 +20,31 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sentinel_platform.schemas import DeadLetter, DeadLetterReason
-from sentinel_platform.streams.keys import StreamKeys, attempts_key
-from sentinel_platform.streams.scripts import LuaScript
+from sentinel_platform.streams.attempts import attempt_key
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.scripts import WRONG_TYPE_CHECK, LuaScript
 
 #: ``error`` of a message that exceeded its deliveries without a recorded exception.
 NO_ERROR_RECORDED = "no error recorded: the worker holding it stopped while processing it"
 
 DEAD_LETTER = LuaScript(
     "dead_letter",
-    """
-local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2], ARGV[2] .. ':err')
-if acked == 0 then return 0 end
+    WRONG_TYPE_CHECK
+    + """
+local stream, dlq, record = KEYS[1], KEYS[2], KEYS[3]
+local group, id, maxlen = ARGV[1], ARGV[2], ARGV[3]
+local bad = wrong_type(dlq, 'stream')
+if bad then return bad end
+if #redis.call('XPENDING', stream, group, id, id, 1) == 0 then
+  redis.call('DEL', record)
+  return 0
+end
 local fields = {}
 for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
-return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(fields))
+local entry = redis.call('XADD', dlq, 'MAXLEN', '~', maxlen, '*', unpack(fields))
+redis.call('XACK', stream, group, id)
+redis.call('DEL', record)
+return entry
 """,
 )
 
@@ -58,11 +72,12 @@ def build_dead_letter(
 
 
 def queue_dead_letter(pipe: Any, keys: StreamKeys, letter: DeadLetter, dlq_maxlen: int) -> None:
-    """Queue XACK + (if acked) XADD to the DLQ on ``pipe`` as one atomic script call."""
+    """Queue XADD to the DLQ + XACK (if still pending) on ``pipe`` as one atomic script call."""
     args: list[object] = [keys.group, letter.message_id, dlq_maxlen]
     for name, value in letter.to_fields().items():
         args.extend((name, value))
-    DEAD_LETTER.queue(pipe, [keys.stream, keys.dlq, attempts_key(keys)], args)
+    record = attempt_key(keys, letter.message_id)
+    DEAD_LETTER.queue(pipe, [keys.stream, keys.dlq, record], args)
 
 
 def was_dead_lettered(reply: Any) -> bool:

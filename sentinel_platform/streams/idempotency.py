@@ -6,10 +6,20 @@ together inside one Lua call. For each message, in order:
 
 * marker present: the natural key already had its effect (a redelivery, or a producer
   that published the same record twice) -> XACK only (``duplicate``);
-* XACK acknowledges nothing: this delivery was already settled elsewhere (for example
-  dead-lettered by another worker) -> no effect (``stale``);
+* the message is no longer pending: this delivery was already settled elsewhere (for
+  example dead-lettered by another worker) -> nothing (``stale``);
 * otherwise XADD to the result stream (capped), push the recent-feed list (capped),
-  SET the marker with a TTL, and the XACK already done -> ``applied``.
+  SET the marker with a TTL, XACK -> ``applied``.
+
+Redis does not roll back a script that fails half-way, so the order is chosen for that:
+the key types the writes depend on are checked before the first write, and the writes
+that can still fail (the first one to grow memory meets ``maxmemory``) come before the
+marker and the XACK. A failing call therefore changes nothing, and its retry applies the
+effect instead of reporting a ``duplicate`` of an effect that was never written.
+
+Effects are checked before they are queued (:func:`check_effect`): a value the client
+cannot send (``None``, a bool, a nested mapping) is the processor's bug, reported like
+any processor failure, never an exception out of the commit.
 
 One call commits a whole batch (not one call per message): the per-call cost of EVALSHA
 dominated the worker's profile, and a batch is atomic just the same. Every key is passed
@@ -23,42 +33,52 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sentinel_platform.streams.keys import StreamKeys, attempts_key
-from sentinel_platform.streams.scripts import LuaScript
+from sentinel_platform.streams.attempts import attempt_key
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.scripts import WRONG_TYPE_CHECK, LuaScript
 
 CommitStatus = Literal["applied", "duplicate", "stale"]
 #: Most messages committed by one script call (bounds the call's length on the server).
 COMMIT_CHUNK = 500
+#: Value types of a result field that are sent as they are (str, and numbers as text).
+FIELD_TYPES = (str, int, float)
 
 COMMIT_EFFECTS = LuaScript(
     "commit_effects",
-    """
-local stream, results, attempts, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+    WRONG_TYPE_CHECK
+    + """
+local stream, results, recent = KEYS[1], KEYS[2], KEYS[3]
 local group, maxlen, ttl, recent_size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local bad = wrong_type(results, 'stream') or (recent ~= stream and wrong_type(recent, 'list'))
+if bad then return bad end
 local statuses, pushed = {}, false
-local a, k = 5, 5
+local a, k = 5, 4
 while a <= #ARGV do
   local id, clear, recent_value, nfields = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local marker = KEYS[k]
   local status
-  -- SET NX is the existence check and the marker write in one command.
-  if not redis.call('SET', marker, id, 'NX', 'EX', ttl) then
+  if redis.call('EXISTS', marker) == 1 then
     redis.call('XACK', stream, group, id)
     status = 0
-  elseif redis.call('XACK', stream, group, id) == 0 then
-    redis.call('DEL', marker)
+  elseif #redis.call('XPENDING', stream, group, id, id, 1) == 0 then
     status = -1
   else
     local fields = {}
     for i = a + 4, a + 3 + 2 * nfields do fields[#fields + 1] = ARGV[i] end
+    -- First the writes that can fail (memory), then the irreversible ones.
     redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(fields))
     if recent_value ~= '' and recent ~= stream then
       redis.call('LPUSH', recent, recent_value)
       pushed = true
     end
+    redis.call('SET', marker, id, 'EX', ttl)
+    redis.call('XACK', stream, group, id)
     status = 1
   end
-  if clear == '1' then redis.call('HDEL', attempts, id, id .. ':err') end
+  if clear == '1' then
+    redis.call('DEL', KEYS[k + 1])
+    k = k + 1
+  end
   statuses[#statuses + 1] = status
   a = a + 4 + 2 * nfields
   k = k + 1
@@ -67,6 +87,11 @@ if pushed then redis.call('LTRIM', recent, 0, recent_size - 1) end
 return statuses
 """,
 )
+
+
+class InvalidEffectError(TypeError):
+    """A processor returned an effect that cannot be committed (a processor bug)."""
+
 
 _STATUS: dict[int, CommitStatus] = {1: "applied", 0: "duplicate", -1: "stale"}
 
@@ -102,7 +127,7 @@ def queue_commits(
     for start in range(0, len(items), COMMIT_CHUNK):
         chunk = items[start : start + COMMIT_CHUNK]
         # With no recent list configured, the stream key stands in (and is never written).
-        script_keys = [keys.stream, keys.results, attempts_key(keys), keys.recent or keys.stream]
+        script_keys = [keys.stream, keys.results, keys.recent or keys.stream]
         args: list[object] = [
             keys.group,
             limits.results_maxlen,
@@ -110,9 +135,11 @@ def queue_commits(
             limits.recent_size,
         ]
         for item in chunk:
-            if not item.result:
-                raise ValueError(f"effect of {item.message_id} has no result fields")
+            if not item.result:  # an XADD without fields would fail the whole call
+                raise InvalidEffectError(f"effect of {item.message_id} has no result fields")
             script_keys.append(keys.marker(item.natural_key))
+            if item.clear_attempts:
+                script_keys.append(attempt_key(keys, item.message_id))
             args += [
                 item.message_id,
                 "1" if item.clear_attempts else "0",
@@ -144,3 +171,22 @@ def queue_commit(
 def commit_statuses(reply: Any) -> list[CommitStatus]:
     """Read one script reply: a status per committed item, in order."""
     return [_STATUS[int(code)] for code in reply]
+
+
+def check_effect(result: Mapping[str, Any], recent: Any) -> None:
+    """Raise :class:`InvalidEffectError` unless the effect can be committed as it is.
+
+    ``result`` needs at least one field, string names and str/int/float values (not
+    bool, which the client refuses); ``recent`` is a string or None.
+    """
+    if not isinstance(result, Mapping) or not result:
+        raise InvalidEffectError("the effect's result has no fields")
+    for name, value in result.items():
+        if not isinstance(name, str):
+            raise InvalidEffectError(f"result field name {name!r} is not a string")
+        if isinstance(value, bool) or not isinstance(value, FIELD_TYPES):
+            raise InvalidEffectError(
+                f"result field {name!r} is a {type(value).__name__}, not a string or a number"
+            )
+    if recent is not None and not isinstance(recent, str):
+        raise InvalidEffectError(f"the effect's recent entry is a {type(recent).__name__}")

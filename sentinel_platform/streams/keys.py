@@ -105,12 +105,20 @@ def dlq_streams(settings: Settings) -> list[str]:
     return sorted({keys.dlq for keys in all_stream_keys(settings)})
 
 
-def attempts_key(keys: StreamKeys) -> str:
-    """Hash of processor attempts and last errors of redelivered messages (see ``attempts``).
+def attempt_key_prefix(keys: StreamKeys) -> str:
+    """The prefix shared by every attempt record of ``keys.stream``; itself names no key.
 
-    Derived from the marker prefix so it shares the stream's hash slot on a cluster:
-    ``sentinel:attempts:<stream>`` on one server, ``{<stream>}:attempts`` on a cluster.
+    Each redelivered message has a record of its own (:func:`attempt_key`), so that one
+    message's writes never refresh another's TTL. ``<prefix>*`` matches every record of
+    the stream: ``sentinel:attempts:<stream>:`` on one server, ``{<stream>}:attempts:`` on a
+    cluster. Derived from the marker prefix, so on a cluster it carries the stream's hash
+    tag and every record lives in the stream's slot, next to the keys it is deleted with.
     """
     if ":done:" in keys.marker_prefix:
-        return keys.marker_prefix.replace(":done:", ":attempts:", 1).rstrip(":")
-    return f"{keys.marker_prefix}__attempts"
+        return keys.marker_prefix.replace(":done:", ":attempts:", 1)
+    return f"{keys.marker_prefix}__attempts:"
+
+
+def attempt_key(keys: StreamKeys, message_id: str) -> str:
+    """The attempt record of one message of ``keys.stream`` (see ``streams.attempts``)."""
+    return f"{attempt_key_prefix(keys)}{message_id}"

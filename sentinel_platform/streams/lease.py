@@ -11,6 +11,17 @@ Workers also register in the hash ``keys.consumers`` (pid, host, start time) so 
 pool can tell a registered worker whose lease is gone (claimable after one lease TTL of
 idleness) from a consumer that never spoke the lease protocol, such as a legacy
 Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS``, the original rule).
+
+**One identity per process.** The lease value is ``host:pid:token`` with a random token,
+so two processes never mistake each other's lease for their own, even when they share a
+hostname and a pid (containers with a fixed hostname are all pid 1). A second process
+started with a name in use waits up to two TTLs (a killed predecessor's lease runs out)
+and then refuses to start (:class:`LeaseHeldError`, exit status 2). A process whose lease
+was taken while it stalled (its lease expired, another process took the name) stops at
+its next heartbeat instead of overwriting it, and claims nothing meanwhile (the claim
+script checks the lease). Every write to the lease is a compare-and-set on the token,
+and leaving the group (:meth:`Lease.leave`) deletes the consumer only in the same atomic
+step that checks its PEL is empty and the name is not held by another process.
 """
 
 from __future__ import annotations
@@ -18,16 +29,68 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Literal
 
 from sentinel_platform.streams.connection import TRANSIENT_ERRORS, RedisClient
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.scripts import LuaScript
 
 log = logging.getLogger(__name__)
+
+#: Exit status of a worker whose consumer name is used by another live process (the
+#: supervisor's "bad configuration": restarting it with the same name cannot help).
+EXIT_NAME_IN_USE = 2
+
+RefreshResult = Literal["held", "retaken", "taken"]
+LeaveResult = Literal["left", "holds_messages", "name_taken"]
+
+#: Extend the lease if it is ours, take it again if it expired, never overwrite another's.
+REFRESH = LuaScript(
+    "refresh_lease",
+    """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return 1 end
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+return 0
+""",
+)
+
+#: Delete the lease only if it is ours.
+RELEASE = LuaScript(
+    "release_lease",
+    """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+""",
+)
+
+#: Release our lease and leave the group in one step: DELCONSUMER drops the consumer's
+#: pending entries, so it runs only if there are none and no other process holds the name.
+LEAVE = LuaScript(
+    "leave_group",
+    """
+local stream, lease, consumers = KEYS[1], KEYS[2], KEYS[3]
+local group, consumer, value = ARGV[1], ARGV[2], ARGV[3]
+local holder = redis.call('GET', lease)
+if holder and holder ~= value then return -1 end
+if holder then redis.call('DEL', lease) end
+if #redis.call('XPENDING', stream, group, '-', '+', 1, consumer) > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
+redis.call('HDEL', consumers, consumer)
+return 1
+""",
+)
+
+_REFRESHED: dict[int, RefreshResult] = {1: "held", 0: "retaken", -1: "taken"}
+_LEFT: dict[int, LeaveResult] = {1: "left", 0: "holds_messages", -1: "name_taken"}
 
 
 class LeaseHeldError(RuntimeError):
@@ -43,11 +106,13 @@ class Lease:
         self.consumer = consumer
         self.ttl_ms = ttl_ms
         self.key = keys.lease(consumer)
-        self.value = f"{socket.gethostname()}:{os.getpid()}"
+        self.token = secrets.token_hex(8)
+        self.value = f"{socket.gethostname()}:{os.getpid()}:{self.token}"
         self.registration = json.dumps(
             {
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
+                "token": self.token,
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             }
         )
@@ -73,19 +138,23 @@ class Lease:
             time.sleep(self.ttl_ms / 4000)
         self.client.hset(self.keys.consumers, self.consumer, self.registration)
 
-    def refresh(self) -> bool:
-        """Extend the lease; False if it had expired (then it is taken again and re-registered)."""
-        previous = self.client.set(self.key, self.value, px=self.ttl_ms, get=True)
-        if previous is None:
-            self.client.hset(self.keys.consumers, self.consumer, self.registration)
-            return False
-        return True
+    def refresh(self) -> RefreshResult:
+        """Extend the lease: ``held``; ``retaken`` if it had expired (taken again and
+        re-registered); ``taken`` if another process holds it now (left untouched)."""
+        keys = [self.key, self.keys.consumers]
+        args = [self.value, self.ttl_ms, self.consumer, self.registration]
+        return _REFRESHED[int(REFRESH.run(self.client, keys, args))]
 
     def release(self) -> None:
-        self.client.delete(self.key)
+        """Delete the lease if it is still ours."""
+        RELEASE.run(self.client, [self.key], [self.value])
 
-    def unregister(self) -> None:
-        self.client.hdel(self.keys.consumers, self.consumer)
+    def leave(self) -> LeaveResult:
+        """Release the lease and, if we hold no pending entry, leave the group and the
+        registry, all in one atomic step."""
+        keys = [self.keys.stream, self.key, self.keys.consumers]
+        args = [self.keys.group, self.consumer, self.value]
+        return _LEFT[int(LEAVE.run(self.client, keys, args))]
 
 
 class Heartbeat(threading.Thread):
@@ -101,12 +170,14 @@ class Heartbeat(threading.Thread):
         interval_s: float,
         on_beat: Callable[[], None],
         log_fields: dict[str, str],
+        on_taken: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.lease = lease
         self.interval_s = interval_s
         self.on_beat = on_beat
         self.log_fields = log_fields
+        self.on_taken = on_taken
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -119,8 +190,22 @@ class Heartbeat(threading.Thread):
             self.on_beat()  # first: the watchdog may decide the worker is hung
             if self._halt.is_set():
                 return
-            if not self.lease.refresh():
+            refreshed = self.lease.refresh()
+            if refreshed == "retaken":
                 log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
+            elif refreshed == "taken":
+                log.error(
+                    "lease_taken",
+                    extra={
+                        **self.log_fields,
+                        "lease": self.lease.key,
+                        "error": "another process took this consumer name while this one "
+                        "stalled; stopping so the two never act as one consumer",
+                    },
+                )
+                self._halt.set()
+                if self.on_taken is not None:
+                    self.on_taken()
         except TRANSIENT_ERRORS as exc:
             log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
         except Exception:  # the heartbeat must outlive any single bad beat

@@ -1,22 +1,37 @@
-"""Worker counters and gauges, served in the Prometheus text format (version 0.0.4).
+"""Worker counters, gauges and latency histograms, served to Prometheus by prometheus-client.
 
 An operator needs to see, per worker, how much it processed, recovered, retried and
-dead-lettered, and how deep its pending list is, without reading logs. This module
-keeps those numbers thread-safe (the heartbeat thread and the loop both write) and
-serves them from a tiny standard-library HTTP server, so the workers need no client
-library. Names are fixed up front: a typo raises instead of silently creating a new
-series nobody scrapes.
+dead-lettered, how deep its pending list is, how long a message takes and how long a
+commit pipeline takes, without reading logs. Each :class:`Metrics` has its own registry
+(with the ``process_*`` metrics of this process), so several workers in one interpreter
+(tests) never share series. Names are fixed up front: a typo raises instead of silently
+creating a series nobody scrapes.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from wsgiref.simple_server import WSGIServer
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics import MetricWrapperBase
+
+# ``*_created`` series double every counter for no use here.
+disable_created_metrics()
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 COUNTERS: dict[str, str] = {
     "processed": "Messages processed and acknowledged with their effect.",
@@ -31,24 +46,20 @@ GAUGES: dict[str, str] = {
     "pel_depth": "Messages delivered to the group but not yet acknowledged.",
     "lag": "Backlog not yet delivered to the group plus pending messages.",
 }
+HISTOGRAMS: dict[str, str] = {
+    "processing_seconds": "Time to parse and process one message (processor call included).",
+    "commit_seconds": "Time of one commit pipeline (effects, markers and acks) to Redis.",
+}
+#: Sub-millisecond no-op processors up to slow analyzers and commits under load.
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: Default bind address of the metrics endpoint (``SENTINEL_METRICS_HOST`` changes it).
+DEFAULT_HOST = "127.0.0.1"
 
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _format(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
 class Metrics:
-    """Counters and gauges of one worker, each rendered with the same constant labels."""
+    """Counters, gauges and histograms of one worker, each with the same constant labels."""
 
     def __init__(
         self,
@@ -56,17 +67,39 @@ class Metrics:
         labels: Mapping[str, str] | None = None,
         counters: Mapping[str, str] = COUNTERS,
         gauges: Mapping[str, str] = GAUGES,
+        histograms: Mapping[str, str] = HISTOGRAMS,
     ) -> None:
-        for name in (prefix, *(labels or {}), *counters, *gauges):
-            if not _NAME.match(name):
+        for name in (prefix, *(labels or {}), *counters, *gauges, *histograms):
+            if not _NAME.match(name):  # the classic charset every scraper understands
                 raise ValueError(f"{name!r} is not a valid Prometheus metric or label name")
         self.prefix = prefix
         self.labels = dict(labels or {})
-        self._help = {**counters, **gauges}
-        self._counters = set(counters)
-        self._values: dict[str, float] = dict.fromkeys(self._help, 0.0)
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        names = tuple(self.labels)
+        self._counters = {
+            name: self._child(Counter, name, text, names) for name, text in counters.items()
+        }
+        self._gauges = {
+            name: self._child(Gauge, name, text, names) for name, text in gauges.items()
+        }
+        self._histograms = {
+            name: self._child(Histogram, name, text, names, buckets=BUCKETS)
+            for name, text in histograms.items()
+        }
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _child(
+        self,
+        kind: type[MetricWrapperBase],
+        name: str,
+        text: str,
+        label_names: tuple[str, ...],
+        **extra: object,
+    ) -> MetricWrapperBase:
+        metric = kind(f"{self.prefix}_{name}", text, label_names, registry=self.registry, **extra)
+        return metric.labels(**self.labels) if label_names else metric
 
     def inc(self, name: str, amount: float = 1) -> None:
         if name not in self._counters:
@@ -75,68 +108,52 @@ class Metrics:
             )
         if amount < 0:
             raise ValueError(f"counter {name} cannot decrease (amount {amount})")
-        with self._lock:
-            self._values[name] += amount
+        self._counters[name].inc(amount)
 
     def set_gauge(self, name: str, value: float) -> None:
-        if name not in self._help or name in self._counters:
+        if name not in self._gauges:
             raise KeyError(f"{name!r} is not a gauge")
-        with self._lock:
-            self._values[name] = float(value)
+        self._gauges[name].set(value)
+
+    def observe(self, name: str, seconds: float) -> None:
+        """Record one duration in histogram ``name`` (``processing_seconds``, ...)."""
+        if name not in self._histograms:
+            raise KeyError(
+                f"{name!r} is not a histogram (known: {', '.join(sorted(self._histograms))})"
+            )
+        self._histograms[name].observe(seconds)
+
+    def observe_processing(self, seconds: float) -> None:
+        self.observe("processing_seconds", seconds)
+
+    def observe_commit(self, seconds: float) -> None:
+        self.observe("commit_seconds", seconds)
+
+    def _value(self, sample: str) -> float:
+        return self.registry.get_sample_value(f"{self.prefix}_{sample}", self.labels) or 0.0
 
     def snapshot(self) -> dict[str, float]:
-        """Current values by short name (``processed``, ``pel_depth``, ...)."""
-        with self._lock:
-            return dict(self._values)
+        """Counter and gauge values by short name (``processed``, ``pel_depth``, ...)."""
+        values = {name: self._value(f"{name}_total") for name in self._counters}
+        values.update({name: self._value(name) for name in self._gauges})
+        return values
 
     def render(self) -> str:
-        values = self.snapshot()
-        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in self.labels.items())
-        suffix = f"{{{labels}}}" if labels else ""
-        lines = []
-        for name, value in values.items():
-            is_counter = name in self._counters
-            full = f"{self.prefix}_{name}" + ("_total" if is_counter else "")
-            help_text = self._help[name].replace("\\", "\\\\").replace("\n", "\\n")
-            lines.append(f"# HELP {full} {help_text}")
-            lines.append(f"# TYPE {full} {'counter' if is_counter else 'gauge'}")
-            lines.append(f"{full}{suffix} {_format(value)}")
-        return "\n".join(lines) + "\n"
+        """The registry in Prometheus' text exposition format."""
+        return generate_latest(self.registry).decode()
 
-    def serve(self, port: int = 0) -> int:
-        """Serve ``GET /metrics`` on 127.0.0.1 from a daemon thread; return the bound port."""
+    def serve(self, port: int = 0, host: str = DEFAULT_HOST) -> int:
+        """Serve the metrics over HTTP on ``host:port`` from a daemon thread; return the
+        bound port (``port`` 0 picks a free one)."""
         if self._server is not None:
             raise RuntimeError("metrics server already running")
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
-        self._server.daemon_threads = True
-        # A short poll interval keeps close() (and so a worker's shutdown) quick.
-        threading.Thread(
-            target=self._server.serve_forever, args=(0.1,), name="metrics-http", daemon=True
-        ).start()
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         return int(self._server.server_address[1])
 
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-            self._server = None
-
-
-def _handler_for(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
-    class MetricsHandler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
-                self.send_error(404, "only /metrics is served here")
-                return
-            body = metrics.render().encode()
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            # The default writes plain text to stderr, which would break JSON log lines.
-            pass
-
-    return MetricsHandler
+            if self._thread is not None:
+                self._thread.join(5)
+            self._server = self._thread = None

@@ -24,8 +24,10 @@ Each loop iteration (at least once a second, see ``consumer.py``) runs :meth:`Re
 
 Ids whose entry was trimmed or deleted cannot be processed: Redis 7 drops them from
 the PEL inside XCLAIM, Redis 6.2 moves them to the claimer without a body. The claim
-script detects both (XRANGE of the id is empty), acknowledges them and reports them as
-``trimmed``. Registered consumers that are dead and hold nothing are removed from the
+script detects both (XRANGE of the id is empty), acknowledges them, deletes their
+attempt records and reports them as ``trimmed``. A worker claims only while it holds
+its own lease (``lease_value``), so a process that lost its name to another claims
+nothing. Registered consumers that are dead and hold nothing are removed from the
 group and the registry now and then, so the consumer list does not grow with restarts.
 """
 
@@ -37,9 +39,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentinel_platform.streams.attempts import attempt_key
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.scripts import LuaScript
 
 log = logging.getLogger(__name__)
@@ -55,8 +59,11 @@ PRUNE_INTERVAL_S = 10.0
 CLAIM = LuaScript(
     "claim",
     """
+-- A claimer that does not hold its own lease (taken by a process using the same name)
+-- claims nothing: two processes must never act as one consumer.
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return {{}, {}} end
 local ids = {}
-for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
 local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
 local got, out, trimmed = {}, {}, {}
 for _, entry in ipairs(claimed) do
@@ -68,9 +75,10 @@ for _, entry in ipairs(claimed) do
     out[#out + 1] = {entry[1], entry[2], count}
   end
 end
-for _, id in ipairs(ids) do
+for i, id in ipairs(ids) do
   if not got[id] and #redis.call('XRANGE', KEYS[1], id, id) == 0 then
     redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('DEL', KEYS[i + 2])  -- its attempt record
     trimmed[#trimmed + 1] = id
   end
 end
@@ -126,6 +134,7 @@ class Recovery:
         reclaim_idle_ms: int,
         retry_backoff_ms: int,
         metrics: Metrics,
+        lease_value: str = "",
     ) -> None:
         self.client = client
         self.keys = keys
@@ -134,11 +143,15 @@ class Recovery:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.metrics = metrics
+        #: our lease's value: claims are made only while it is ours ("" claims regardless)
+        self.lease_value = lease_value
         self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
         self._cursors: dict[str, str] = {}
         self._next_alive_check = 0.0
         self._next_prune = time.monotonic() + PRUNE_INTERVAL_S
         self.last = RecoveryStats()
+        #: after an outage, others' messages wait one lease TTL (``recovery_grace.py``)
+        self.grace = RecoveryGrace(lease_ttl_ms / 1000)
 
     # --- the step ---------------------------------------------------------------------------
     def step(self, budget: int) -> list[Delivery]:
@@ -150,7 +163,10 @@ class Recovery:
         targets: list[tuple[str, int]] = []
         if holders.get(self.consumer):
             targets.append((self.consumer, self.retry_backoff_ms))
-        others = [name for name in holders if name != self.consumer]
+        now = time.monotonic()
+        self.grace.reached(now)
+        in_grace = not self.grace.allows_others(now)
+        others = [] if in_grace else [name for name in holders if name != self.consumer]
         if others:
             alive, registered = self._liveness(others)
             for name in others:
@@ -167,7 +183,8 @@ class Recovery:
             if budget - len(claimed) <= 0:
                 break
             claimed.extend(self._claim_from(holder, min_idle, budget - len(claimed)))
-        self._maybe_prune(holders)
+        if not in_grace:
+            self._maybe_prune(holders)
         return claimed
 
     def _liveness(self, consumers: Sequence[str]) -> tuple[set[str], set[str]]:
@@ -201,8 +218,12 @@ class Recovery:
         ids = [entry["message_id"] for entry in entries]
         reply = CLAIM.run(
             self.client,
-            [self.keys.stream],
-            [self.keys.group, self.consumer, min_idle, *ids],
+            [
+                self.keys.stream,
+                self.keys.lease(self.consumer),
+                *(attempt_key(self.keys, message_id) for message_id in ids),
+            ],
+            [self.keys.group, self.consumer, min_idle, self.lease_value, *ids],
         )
         deliveries = [
             Delivery(message_id, pairs_to_dict(flat), int(count), holder)

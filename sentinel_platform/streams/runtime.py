@@ -20,8 +20,9 @@ from typing import Any
 
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
+from sentinel_platform.streams.backoff import Backoff
 from sentinel_platform.streams.connection import RedisConnectError, connect, resolve_url
-from sentinel_platform.streams.consumer import BACKOFF_CAP_S, Consumer
+from sentinel_platform.streams.consumer import BACKOFF_CAP_S, BACKOFF_START_S, Consumer
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lease import LeaseHeldError
 from sentinel_platform.streams.metrics import Metrics
@@ -90,7 +91,7 @@ def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -
 
 def connect_with_retry(settings: Settings, stop: threading.Event, log_fields: dict) -> Any:
     """Connect, retrying an unreachable server with backoff; wrong credentials are fatal."""
-    delay = 0.1
+    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
     while True:
         try:
             return connect(settings)
@@ -98,9 +99,8 @@ def connect_with_retry(settings: Settings, stop: threading.Event, log_fields: di
             if "cannot reach" not in str(exc):
                 raise StartupError(str(exc)) from None
             log.warning("redis_unavailable", extra={**log_fields, "error": str(exc)})
-            if stop.wait(delay):
+            if stop.wait(backoff.next_delay()):
                 return None
-            delay = min(BACKOFF_CAP_S, delay * 2)
 
 
 def run(options: WorkerOptions, keys_for: KeysFor) -> int:
@@ -122,8 +122,9 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
         return 0
     metrics = Metrics(labels=fields)
     if options.metrics_port is not None:
-        port = metrics.serve(options.metrics_port)
-        log.info("metrics_serving", extra={**fields, "url": f"http://127.0.0.1:{port}/metrics"})
+        host = settings.metrics_host
+        port = metrics.serve(options.metrics_port, host)
+        log.info("metrics_serving", extra={**fields, "url": f"http://{host}:{port}/metrics"})
     log.info(
         "worker_starting",
         extra={

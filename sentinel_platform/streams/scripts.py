@@ -18,6 +18,19 @@ from sentinel_platform.streams.connection import RedisClient
 
 T = TypeVar("T")
 
+#: Lua prelude for scripts that write more than one key. Redis does not roll back a script
+#: that fails half-way, so such a script calls ``wrong_type(key, kind)`` for every key it
+#: will write before its first write, and returns the WRONGTYPE error it gives, if any.
+WRONG_TYPE_CHECK = """
+local function wrong_type(key, kind)
+  local found = redis.call('TYPE', key)['ok']
+  if found ~= 'none' and found ~= kind then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. found .. ', not a ' .. kind)
+  end
+  return false
+end
+"""
+
 
 class LuaScript:
     """One script: its source, its SHA, and how to queue or run it."""

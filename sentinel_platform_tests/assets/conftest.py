@@ -66,10 +66,13 @@ def data_resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
     from sentinel_platform.resources.redis_publisher import RedisPublisherResource
     from sentinel_platform.resources.spark import spark_resource
 
+    pyspark = spark_resource(data_settings)
     return {
-        "pyspark": spark_resource(data_settings),
+        "pyspark": pyspark,
         "redis_publisher": RedisPublisherResource(
             redis_url=data_settings.redis_url_value, max_pause_s=20
         ),
-        "parquet_io_manager": SparkParquetIOManager(base_dir=str(data_settings.data_dir)),
+        "parquet_io_manager": SparkParquetIOManager(
+            pyspark=pyspark, base_uri=data_settings.data_uri
+        ),
     }

@@ -77,3 +77,19 @@ def test_spark_connect_url_becomes_spark_remote() -> None:
 def test_bad_spark_conf_names_the_variable(bad: str) -> None:
     with pytest.raises(Exception, match="SENTINEL_SPARK_CONF"):
         load_settings(spark_conf=bad)
+
+
+def test_every_job_and_the_uis_materialize_run_a_run_in_one_spark_session(
+    settings: Settings,
+) -> None:
+    from sentinel_platform.assets.execution import spark_executor
+    from sentinel_platform.definitions import defs
+
+    jobs = [defs.resolve_implicit_global_asset_job_def()] + [
+        defs.resolve_job_def(name)
+        for name in ("publish_transactions", "publish_axioms", "report_compliance", "demo_publish")
+    ]
+    for job in jobs:
+        assert job.executor_def is spark_executor, job.name
+        resolved = job.run_config_schema.config_type.fields["execution"].default_value
+        assert list(resolved["config"]) == ["in_process"], (job.name, resolved)

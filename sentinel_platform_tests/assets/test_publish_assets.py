@@ -35,7 +35,7 @@ def _materialize(
 
 
 def _stored(spark: Any, settings: Settings, asset: str) -> Any:
-    return spark.read.parquet(str(settings.data_dir / asset / DAY))
+    return spark.read.parquet(f"{settings.data_uri}/{asset}/{DAY}")
 
 
 def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def test_bad_landing_file_fails_the_blocking_check_and_publishes_nothing(
     redis_client: RedisClient,
     dagster_instance: Any,
 ) -> None:
-    landing = data_settings.landing_dir / "transactions" / DAY
+    landing = data_settings.home_dir / "landing" / "transactions" / DAY
     landing.mkdir(parents=True)
     header = "id,merchant,category,currency,amount,message,is_threat,source,timestamp"
     good = "t-1,Costco Wholesale,retail,USD,10.50,ok,false,pos,2026-11-20T10:00:00Z"

@@ -68,3 +68,9 @@ def test_demo_tick_is_skipped_while_lag_is_not_nominal(
     result = _evaluate(TICK)
     assert isinstance(result, dg.SkipReason)
     assert "elevated" in (result.skip_message or "")
+
+
+def test_demo_publishes_the_current_day_so_the_latest_materialization_is_today() -> None:
+    ticks = [TICK + timedelta(minutes=demo.EVERY_MINUTES * n) for n in range(3)]
+    assert {demo.demo_partition(t)[0] for t in ticks} == {TICK.date().isoformat()}
+    assert len({demo.demo_partition(t)[1] for t in ticks}) == 3  # a new seed, new data

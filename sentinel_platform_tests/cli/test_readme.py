@@ -1,14 +1,20 @@
-"""The README's settings table is the user's reference: it must list every setting with
-the default the code really uses."""
+"""The README is the user's reference: its settings table must list every setting with the
+default the code really uses, and its prerequisites must be exactly what CI installs on a
+clean machine (CI is the newcomer)."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 from sentinel_platform.settings import ENV_PREFIX, Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CI_RUN = ROOT / ".ci" / "run"
 ROW = re.compile(r"^\| `(?P<env>[A-Z_]+)` \| (?P<default>[^|]+) \|", re.MULTILINE)
 
 
@@ -43,3 +49,88 @@ def test_readme_lists_every_setting_with_the_default_of_the_code() -> None:
     assert not unknown, f"README.md documents settings the code does not have: {unknown}"
     wrong = {env: (rows[env], want) for env, want in expected.items() if rows[env] != want}
     assert not wrong, f"README default differs from the code (readme, code): {wrong}"
+
+
+def _readme_prerequisites() -> set[str]:
+    """Packages of the apt-get line that follows the README's prerequisites marker."""
+    text = README.read_text()
+    marker = text.index("<!-- prerequisites:")
+    match = re.search(r"apt-get install -y ([^\n`]+)", text[marker:])
+    assert match, "no apt-get install line after the prerequisites marker in README.md"
+    return set(match[1].split())
+
+
+def _ci_prerequisites() -> set[str]:
+    match = re.search(r"^PREREQUISITES=\(([^)]*)\)", CI_RUN.read_text(), re.MULTILINE)
+    assert match, "no PREREQUISITES=(...) in .ci/run"
+    return set(match[1].split())
+
+
+def _ci_parts() -> tuple[str, str]:
+    """.ci/run before and from its second-server pass."""
+    text = CI_RUN.read_text()
+    start = text.index('part "second server')
+    return text[:start], text[start:]
+
+
+def test_ci_installs_exactly_the_readme_prerequisites() -> None:
+    readme, ci = _readme_prerequisites(), _ci_prerequisites()
+    assert readme == ci, f"README lists {sorted(readme)}, .ci/run installs {sorted(ci)}"
+    assert {"openjdk-17-jre-headless", "chromium"} <= ci
+
+
+def test_ci_main_run_uses_the_embedded_server_and_no_apt_redis() -> None:
+    main, _second = _ci_parts()
+    commands = "\n".join(line for line in main.splitlines() if not line.lstrip().startswith("#"))
+    assert not any("redis" in package for package in _ci_prerequisites())
+    assert "redis-server" not in commands and "redis-tools" not in commands
+    assert "wheel_binary()" in main and "export SENTINEL_REDIS_SERVER" in main
+    assert re.search(r"^make test$", main, re.MULTILINE), "CI must run the README's make test"
+    assert re.search(r"^make lint$", main, re.MULTILINE)
+    assert "REQUIRE_CLUSTER_TESTS=1" in main
+    assert "set -euo pipefail" in main
+
+
+def test_ci_second_pass_runs_existing_redis_facing_tests_on_debian_redis() -> None:
+    _main, second = _ci_parts()
+    assert "apt_install redis-server" in second
+    assert "SENTINEL_REDIS_SERVER=/usr/bin/redis-server" in second
+    paths = re.findall(r"(sentinel_platform_tests/\S+)", second)
+    assert {p.rstrip("/") for p in paths} >= {
+        "sentinel_platform_tests/workers",
+        "sentinel_platform_tests/drills",
+        "sentinel_platform_tests/scale_out",
+    }
+    for path in paths:  # pytest's "no tests collected" (exit 5) cannot happen
+        target = ROOT / path
+        tests = [target] if target.is_file() else list(target.rglob("test_*.py"))
+        assert tests, f"{path} in .ci/run holds no test file"
+
+
+def _project_table() -> dict:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_constraints_pin_every_declared_dependency_and_make_installs_with_them() -> None:
+    pins = {
+        Requirement(line.split(";")[0]).name.lower().replace("_", "-"): line
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    project = _project_table()
+    declared = [*project["dependencies"]]
+    for extra in ("test", "bench"):
+        declared += project["optional-dependencies"][extra]
+    for spec in declared:
+        requirement = Requirement(spec)
+        name = requirement.name.lower().replace("_", "-")
+        assert name in pins, f"{name} is declared in pyproject.toml but not in constraints.txt"
+        pinned = pins[name].split(";")[0].split("==")[1].strip()
+        assert requirement.specifier.contains(pinned), f"{pins[name]!r} violates {spec!r}"
+    assert "sentinel-platform" not in pins
+    makefile = (ROOT / "Makefile").read_text()
+    assert "install -c constraints.txt" in makefile

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,10 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.progress import MIN_SPAN_S, record_publish
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
+from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.workers.processes import publish
 
 
 def _stream(doc: dict, name: str) -> dict:
@@ -190,3 +194,49 @@ def test_status_without_redis_url_never_starts_an_embedded_server(
     assert result.code == EXIT_ERROR
     assert "sentinel up" in result.err
     assert not (settings.home_dir / "redis" / "server.json").exists()
+
+
+def test_status_shows_entries_processed_and_the_rate_over_the_last_minute(
+    cli: Callable[..., CliResult], start_worker, redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    """ "Did my run get processed?": the group's entries-read, and how fast it moves."""
+    start_worker().wait_ready(redis_client)
+    publish(redis_client, tx_keys, [{"key": f"a-{i}"} for i in range(30)])
+    wait_until(lambda: _stream(cli("status", "--json").json(), tx_keys.stream)["lag"] == 0)
+    first = _stream(cli("status", "--json").json(), tx_keys.stream)
+    first_at = time.time()
+    assert first["processed"] == 30
+
+    publish(redis_client, tx_keys, [{"key": f"b-{i}"} for i in range(20)])
+    # A rate needs two readings some seconds apart; wait for the work, then for the span.
+    wait_until(lambda: _stream(cli("status", "--json").json(), tx_keys.stream)["lag"] == 0)
+    wait_until(lambda: time.time() - first_at >= MIN_SPAN_S + 1, timeout_s=MIN_SPAN_S + 5)
+    result = cli("status")
+    second = _stream(cli("status", "--json").json(), tx_keys.stream)
+    assert second["processed"] == 50
+    # 20 entries since the oldest reading of the last minute (taken after the first 30)
+    assert 0 < second["rate_per_s"] <= 20 / MIN_SPAN_S
+    assert "processed 50" in result.out and "rate (last minute)" in result.out
+
+
+def test_status_shows_the_last_publish_with_partition_rows_and_outcome(
+    cli: Callable[..., CliResult], redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    record_publish(
+        redis_client,
+        tx_keys,
+        {
+            "run_id": "abcdef1234",
+            "partition": "2026-11-21",
+            "rows": 500,
+            "at": 1_795_000_000,
+            "outcome": "success",
+            "error": None,
+        },
+    )
+    result = cli("status")
+    assert "last publish: 2026-11-21 (500 rows) at 2026-11-18 11:06:40 UTC" in result.out
+    assert "run abcdef12: success" in result.out
+    doc = cli("status", "--json").json()
+    tx = _stream(doc, tx_keys.stream)
+    assert tx["last_publish"]["partition"] == "2026-11-21" and tx["last_publish"]["rows"] == "500"

@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.cli import proctree
-from sentinel_platform.redis_server import running_embedded_url
+from sentinel_platform.redis_server import (
+    binary_identity,
+    find_redis_server,
+    running_embedded_url,
+)
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.connection import connect
 from sentinel_platform.streams.keys import axiom_keys, transaction_keys
@@ -71,6 +75,8 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
         up.send_signal(signal.SIGTERM)
         output = up.communicate(timeout=90)[0].decode()
     assert up.returncode == 0, output
+    served_by = binary_identity(find_redis_server(load_settings(home=home)))
+    assert f"redis server: {served_by}" in output  # e.g. "Valkey 8.1.8"
     assert "stopping workers" in output
     assert output.index("stopping workers") < output.index("stopping the embedded Redis")
     assert len(seen) >= 4  # 3 workers + the crashed one

@@ -1,7 +1,9 @@
-"""A real HTTP analyzer on 127.0.0.1 whose behaviour each test chooses.
+"""A real HTTP analyzer on 127.0.0.1 whose behaviour each test chooses, and worker processes.
 
 The analyzer client is exercised over a real socket: the server can answer a valid
-assessment, an HTTP 500, a body that is not JSON, or hang past the client's timeout.
+assessment, an HTTP 500, a body that is not JSON, or hang past the client's timeout. It
+speaks HTTP/1.1 with keep-alive, like a production service behind a load balancer, and
+records which TCP connection carried each request, so tests can see connection reuse.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from bench._common import Fleet
 from sentinel_platform.settings import Settings, load_settings
 
 
@@ -24,22 +27,31 @@ class AnalyzerServer:
     """Test double of a remote analyzer, but a real server: only its answers are scripted."""
 
     url: str = ""
-    mode: str = "ok"  # ok | error | bad_json | hang
+    mode: str = "ok"  # ok | error | bad_json | hang | huge
     reply: dict[str, Any] = field(
         default_factory=lambda: {"is_threat": True, "risk_level": "high", "narrative": "looks bad"}
     )
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
 
+    @property
+    def connections(self) -> set[tuple[str, int]]:
+        """The distinct client (address, port) pairs, i.e. TCP connections, that sent requests."""
+        return {request["client"] for request in self.requests}
+
 
 def _handler(state: AnalyzerServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: a client may reuse its connection
+
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             state.requests.append(
                 {
                     "body": json.loads(body),
                     "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "client": self.client_address[:2],
+                    "path": self.path,
                 }
             )
             if state.mode == "hang":
@@ -48,7 +60,11 @@ def _handler(state: AnalyzerServer) -> type[BaseHTTPRequestHandler]:
             if state.mode == "error":
                 self.send_error(500, "analyzer exploded")
                 return
-            payload = b"{not json" if state.mode == "bad_json" else json.dumps(state.reply).encode()
+            payload = json.dumps(state.reply).encode()
+            if state.mode == "bad_json":
+                payload = b"{not json"
+            elif state.mode == "huge":
+                payload = json.dumps({**state.reply, "narrative": "x" * 100_000}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
@@ -88,3 +104,12 @@ def make_rules_settings(tmp_path: Path) -> Callable[..., Settings]:
         return load_settings(home=tmp_path, **overrides)
 
     return factory
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """Real worker processes (their output in log files), SIGKILLed if still running at the end."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with Fleet(logs) as owned:
+        yield owned

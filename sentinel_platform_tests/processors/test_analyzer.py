@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -125,3 +127,46 @@ def test_analyzer_url_password_is_not_shown() -> None:
         HttpAnalyzer("ftp://u:secret@host/x", 1.0)
     assert "secret" not in str(error.value)
     assert "secret" not in repr(HttpAnalyzer("http://u:secret@host/x", 1.0))
+
+
+def test_calls_share_one_kept_alive_connection_and_send_credentials_as_basic_auth(
+    analyzer_server: AnalyzerServer,
+) -> None:
+    url = analyzer_server.url.replace("http://", "http://bot:p%40ss@")
+    analyzer = HttpAnalyzer(url, 2.0)
+    for index in range(20):
+        analyzer.assess_transaction(make_txn(id=f"t-{index}"))
+    assert len(analyzer_server.requests) == 20
+    assert len(analyzer_server.connections) == 1
+    expected = "Basic " + base64.b64encode(b"bot:p@ss").decode()
+    assert {r["headers"]["authorization"] for r in analyzer_server.requests} == {expected}
+    assert {r["path"] for r in analyzer_server.requests} == {"/assess"}
+    analyzer.close()
+
+
+def test_oversized_reply_is_refused_and_the_next_call_still_works(
+    analyzer_server: AnalyzerServer,
+) -> None:
+    analyzer = HttpAnalyzer(analyzer_server.url, 2.0)
+    analyzer_server.mode = "huge"
+    with pytest.raises(AnalyzerError, match="larger than"):
+        analyzer.assess_transaction(make_txn())
+    analyzer_server.mode = "ok"
+    assert analyzer.assess_transaction(make_txn()).risk_level == "high"
+
+
+def test_outage_and_recovery_are_each_logged_once(
+    analyzer_server: AnalyzerServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    analyzer = HttpAnalyzer(analyzer_server.url.replace("http://", "http://u:pw-9x@"), 2.0)
+    caplog.set_level(logging.INFO, logger="workers.analyzer")
+    analyzer_server.mode = "error"
+    for _ in range(3):
+        with pytest.raises(AnalyzerError):
+            analyzer.assess_transaction(make_txn())
+    analyzer_server.mode = "ok"
+    for _ in range(2):
+        analyzer.assess_transaction(make_txn())
+    events = [record.getMessage() for record in caplog.records]
+    assert events == ["analyzer_unavailable", "analyzer_recovered"]
+    assert "pw-9x" not in caplog.text + str([vars(r) for r in caplog.records])

@@ -1,16 +1,19 @@
-"""Worker metrics: Prometheus text format parsed back, thread safety, served over HTTP."""
+"""Worker metrics: Prometheus text format parsed back, thread safety, served over HTTP,
+latency histograms, process metrics and a bind address other hosts can reach."""
 
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
-from sentinel_platform.streams.metrics import COUNTERS, GAUGES, Metrics
+from sentinel_platform.streams.metrics import BUCKETS, COUNTERS, GAUGES, HISTOGRAMS, Metrics
 
 LABELS = {"stream": "transactions", "group": "sentinel-consumers", "consumer": 'h"o\\st\n-1'}
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>.*)\})? (?P<value>\S+)$")
@@ -31,18 +34,25 @@ def parse_exposition(text: str) -> dict[str, dict[str, object]]:
             families.setdefault(name, {})["help"] = help_text
         elif line.startswith("# TYPE "):
             name, kind = line[7:].split(" ")
-            assert kind in ("counter", "gauge")
+            assert kind in ("counter", "gauge", "histogram")
             families.setdefault(name, {})["type"] = kind
         else:
             match = SAMPLE.match(line)
             assert match, f"not a sample line: {line!r}"
-            family = families[match["name"]]
+            name = match["name"]
+            if name not in families:  # a histogram's _bucket, _sum or _count sample
+                name = re.sub(r"_(bucket|sum|count)$", "", name)
+                assert families[name]["type"] == "histogram", f"sample of no family: {line!r}"
+            family = families[name]
             assert "type" in family, "sample before its # TYPE line"
             raw = match["labels"] or ""
             pairs = list(LABEL.finditer(raw))
             assert "".join(p[0] for p in pairs) == raw, f"bad label set {raw!r}"
             family["labels"] = {p["key"]: unescape(p["value"]) for p in pairs}
             family["value"] = float(match["value"])
+            samples = family.setdefault("samples", {})
+            assert isinstance(samples, dict)
+            samples[(match["name"], family["labels"].get("le"))] = family["value"]
     return families
 
 
@@ -59,9 +69,9 @@ def test_render_is_valid_prometheus_text_with_help_type_and_labels(metrics: Metr
     metrics.set_gauge("pel_depth", 7)
     metrics.set_gauge("lag", 12.5)
     families = parse_exposition(metrics.render())
-    assert set(families) == {f"sentinel_worker_{n}_total" for n in COUNTERS} | {
-        f"sentinel_worker_{n}" for n in GAUGES
-    }
+    assert {name for name in families if name.startswith("sentinel_worker_")} == {
+        f"sentinel_worker_{n}_total" for n in COUNTERS
+    } | {f"sentinel_worker_{n}" for n in GAUGES} | {f"sentinel_worker_{n}" for n in HISTOGRAMS}
     processed = families["sentinel_worker_processed_total"]
     assert (processed["type"], processed["value"]) == ("counter", 3.0)
     assert processed["help"] == COUNTERS["processed"]
@@ -118,15 +128,69 @@ def test_metrics_are_served_over_http_on_a_picked_port(metrics: Metrics) -> None
     port = metrics.serve(0)
     assert port > 0
     content_type, body = scrape(port)
-    assert content_type.startswith("text/plain; version=0.0.4")
+    assert content_type.startswith("text/plain; version=")
     assert parse_exposition(body)["sentinel_worker_recovered_total"]["value"] == 0.0
     metrics.inc("recovered", 5)
     assert parse_exposition(scrape(port)[1])["sentinel_worker_recovered_total"]["value"] == 5.0
-    with pytest.raises(urllib.error.HTTPError) as not_found:
-        scrape(port, "/other")
-    assert not_found.value.code == 404
     with pytest.raises(RuntimeError):
         metrics.serve(0)
     metrics.close()
     with pytest.raises(urllib.error.URLError):
         scrape(port)
+
+
+def test_histograms_record_processing_time_and_commit_latency(metrics: Metrics) -> None:
+    for seconds in (0.0002, 0.003, 0.003, 0.7):
+        metrics.observe_processing(seconds)
+    metrics.observe_commit(0.004)
+    with pytest.raises(KeyError, match="not a histogram"):
+        metrics.observe("commit", 1.0)
+    families = parse_exposition(metrics.render())
+    processing = families["sentinel_worker_processing_seconds"]
+    assert processing["type"] == "histogram"
+    samples = processing["samples"]
+    assert isinstance(samples, dict)
+    name = "sentinel_worker_processing_seconds"
+    assert samples[(f"{name}_count", None)] == 4
+    assert samples[(f"{name}_sum", None)] == pytest.approx(0.7062)
+    assert samples[(f"{name}_bucket", "0.0005")] == 1
+    assert samples[(f"{name}_bucket", "0.005")] == 3
+    assert samples[(f"{name}_bucket", "+Inf")] == 4
+    assert len([key for key in samples if key[0] == f"{name}_bucket"]) == len(BUCKETS) + 1
+    commit = families["sentinel_worker_commit_seconds"]["samples"]
+    assert isinstance(commit, dict)
+    assert commit[("sentinel_worker_commit_seconds_count", None)] == 1
+
+
+def test_process_metrics_describe_the_worker_process(metrics: Metrics) -> None:
+    families = parse_exposition(metrics.render())
+    assert families["process_resident_memory_bytes"]["value"] > 0
+    assert families["process_cpu_seconds_total"]["type"] == "counter"
+    assert families["process_start_time_seconds"]["value"] > 0
+
+
+def _external_ipv4() -> str | None:
+    """An address of this machine other than loopback, as another host would reach it."""
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family == socket.AF_INET and not address.address.startswith("127."):
+                return address.address
+    return None
+
+
+def test_a_configured_bind_address_lets_another_host_scrape(metrics: Metrics) -> None:
+    external = _external_ipv4()
+    if external is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    loopback_only = Metrics(labels=LABELS)
+    try:
+        port = loopback_only.serve(0)
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(f"http://{external}:{port}/metrics", timeout=5)
+    finally:
+        loopback_only.close()
+    port = metrics.serve(0, host="0.0.0.0")
+    metrics.inc("processed", 2)
+    with urllib.request.urlopen(f"http://{external}:{port}/metrics", timeout=5) as response:
+        body = response.read().decode()
+    assert parse_exposition(body)["sentinel_worker_processed_total"]["value"] == 2.0

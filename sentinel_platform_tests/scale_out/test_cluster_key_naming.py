@@ -17,7 +17,7 @@ from sentinel_platform.streams.dead_letter import DEAD_LETTER
 from sentinel_platform.streams.keys import (
     StreamKeys,
     all_stream_keys,
-    attempts_key,
+    attempt_key,
     dlq_streams,
     stream_keys,
 )
@@ -39,7 +39,8 @@ def keys_of_atomic_ops(keys: StreamKeys) -> list[str]:
         keys.marker("txn-0001"),
         keys.marker("sensor-7|2026-11-21T14:00:00+00:00"),
         keys.consumers,
-        attempts_key(keys),
+        attempt_key(keys, "1732280000000-0"),
+        attempt_key(keys, "1732280000000-17"),
         stop_key(keys, "run-1"),
     ]
     return names + ([keys.recent] if keys.recent else [])
@@ -83,6 +84,10 @@ def test_cluster_names_carry_the_stream_tag(cluster_settings: Settings) -> None:
         "{synapse:axioms}:consumer_lag",
     ]
     assert [k.stream for k in cluster_keys] == ["transactions", "synapse:axioms"]
+    assert [attempt_key(k, "1-0") for k in cluster_keys] == [
+        "{transactions}:attempts:1-0",
+        "{synapse:axioms}:attempts:1-0",
+    ]
     assert dlq_streams(cluster_settings) == ["{synapse:axioms}:dlq", "{transactions}:dlq"]
 
 
@@ -103,9 +108,12 @@ def test_dead_letter_script_commits_on_the_cluster_and_single_server_names_are_r
     )
     assert flat.dlq == "sentinel:dlq"
     with pytest.raises((redis.RedisError, redis.exceptions.RedisClusterException)):
-        DEAD_LETTER.run(cluster_client, [flat.stream, flat.dlq, attempts_key(flat)], args)
+        DEAD_LETTER.run(
+            cluster_client, [flat.stream, flat.dlq, attempt_key(flat, message_id)], args
+        )
 
-    reply = DEAD_LETTER.run(cluster_client, [keys.stream, keys.dlq, attempts_key(keys)], args)
+    record = attempt_key(keys, message_id)
+    reply = DEAD_LETTER.run(cluster_client, [keys.stream, keys.dlq, record], args)
     assert reply
     assert cluster_client.xlen(keys.dlq) == 1
     assert cluster_client.xpending(keys.stream, keys.group)["pending"] == 0

@@ -1,16 +1,18 @@
 """The publish assets run unchanged on a Spark standalone cluster, and its executors write.
 
 The user's path, end to end: ``dagster asset materialize`` of both publish groups with
-``SENTINEL_SPARK_MASTER=spark://...`` (the driver is that CLI process), real workers
-consuming the streams, and a relay in front of Redis that attributes every connection
-to the process that opened it. Every XADD must come from a Python process under the
-Worker JVM's executor, none from the driver, and every published row must arrive.
+``SENTINEL_SPARK_MASTER=spark://...`` (the driver is that CLI process) and the executor
+the code location uses in production (no execution config), real workers consuming the
+streams, the data under a ``file://`` URI, and a relay in front of Redis that attributes
+every connection to the process that opened it. Every Spark step reports the cluster's
+master, an application the Master itself lists, and the UTC session time zone; every
+XADD must come from a Python process under the Worker JVM's executor, none from the
+driver, and every published row must arrive.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.assets.dagster_cli import last_run_records
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.scale_out.attributing_proxy import AttributingProxy, Connection
 from sentinel_platform_tests.scale_out.spark_standalone import SparkStandaloneCluster
@@ -35,6 +38,16 @@ pytestmark = pytest.mark.cluster
 DAY = "2026-11-20"
 TRANSACTIONS = 600
 RUN_TIMEOUT_S = 300
+SPARK_STEPS = {
+    "raw_transactions",
+    "enriched_transactions",
+    "enriched_transactions_transactions_quality",
+    "transaction_stream",
+    "telemetry_readings",
+    "axioms",
+    "axioms_axioms_quality",
+    "axiom_stream",
+}
 EXECUTOR_CONF = ",".join(
     [
         "spark.executor.memory=512m",
@@ -57,7 +70,6 @@ def proxy(redis_server: RedisServer) -> Iterator[AttributingProxy]:
 
 def _run_config() -> dict[str, Any]:
     return {
-        "execution": {"config": {"in_process": {}}},  # one driver, one Spark application
         "ops": {
             "raw_transactions": {"config": {"rows": TRANSACTIONS, "spark_partitions": 2}},
             "telemetry_readings": {
@@ -80,6 +92,7 @@ def _materialize(
         "DAGSTER_HOME": str(dagster_home),
         "SENTINEL_SPARK_MASTER": spark_standalone.master_url,
         "SENTINEL_SPARK_CONF": EXECUTOR_CONF,
+        "SENTINEL_DATA_DIR": (settings.home_dir / "shared-data").as_uri(),
         "SENTINEL_MAX_PAUSE_S": "120",
         # Backpressure is proven elsewhere; here it would only add waits on a busy CI box.
         "SENTINEL_LAG_WARN": "5000",
@@ -133,10 +146,13 @@ def test_publish_assets_run_on_standalone_executors_and_every_row_arrives(
     for stream in ("transactions", "axioms"):  # live workers, straight to Redis (no relay)
         start_worker(stream, processor=None, env=direct).wait_ready(redis_client, 30)
 
+    before = spark_standalone.application_ids()
     result, driver_pid = _materialize(
         spark_standalone, settings, f"redis://127.0.0.1:{proxy.port}/0", tmp_path
     )
     assert result.returncode == 0, result.stdout[-6000:] + spark_standalone.logs()
+    new_apps = spark_standalone.application_ids() - before
+    _assert_every_spark_step_ran_on(spark_standalone, tmp_path / "dagster-home", new_apps)
 
     published = {
         tx.stream: _rows_published(tmp_path / "dagster-home", "transaction_stream"),
@@ -161,4 +177,23 @@ def test_publish_assets_run_on_standalone_executors_and_every_row_arrives(
     # The workers consumed what the executors published.
     wait_until(lambda: redis_client.xlen(tx.results) == TRANSACTIONS, 60)
     wait_until(lambda: redis_client.xlen(ax.results) == published[ax.stream], 60)
-    assert os.path.exists(settings.data_dir / "enriched_transactions")
+    for asset in ("enriched_transactions", "axioms"):
+        assert (settings.home_dir / "shared-data" / asset / DAY / "_SUCCESS").exists()
+
+
+def _assert_every_spark_step_ran_on(
+    cluster: SparkStandaloneCluster, dagster_home: Path, new_apps: set[str]
+) -> None:
+    """Each Spark step reports the cluster's master, a listed application, and UTC."""
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for record in last_run_records(dagster_home):
+        by_step.setdefault(record.step, []).append(record.metadata)
+    assert set(by_step) >= SPARK_STEPS, sorted(by_step)
+    apps = set()
+    for step in SPARK_STEPS:
+        for metadata in by_step[step]:
+            assert metadata["spark/master"] == cluster.master_url, (step, metadata)
+            assert metadata["spark/session_time_zone"] == "UTC", (step, metadata)
+            apps.add(metadata["spark/application_id"])
+    assert apps and apps <= new_apps, (apps, new_apps)
+    assert len(apps) == 1, apps  # the production executor: one session for the whole run

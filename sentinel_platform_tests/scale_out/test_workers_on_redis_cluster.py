@@ -14,7 +14,13 @@ from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.dlq_admin import DlqFilter, list_entries, replay
-from sentinel_platform.streams.keys import StreamKeys, attempts_key, axiom_keys, transaction_keys
+from sentinel_platform.streams.keys import (
+    StreamKeys,
+    attempt_key,
+    attempt_key_prefix,
+    axiom_keys,
+    transaction_keys,
+)
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.workers.conftest import StartWorker
@@ -34,6 +40,11 @@ def calls(client: RedisClient) -> dict[str, int]:
 
 def group_pending(client: RedisClient, keys: StreamKeys) -> int:
     return int(client.xpending(keys.stream, keys.group)["pending"])
+
+
+def attempt_records(client: RedisClient, keys: StreamKeys) -> list[str]:
+    """Every per-message attempt record of ``keys.stream`` left on the cluster."""
+    return list(client.scan_iter(match=f"{attempt_key_prefix(keys)}*"))
 
 
 def test_workers_consume_both_streams_each_on_its_own_shard(
@@ -72,7 +83,9 @@ def test_each_stream_dead_letters_into_its_own_dlq_on_its_own_shard(
 ) -> None:
     tx, ax = transaction_keys(cluster_settings), axiom_keys(cluster_settings)
     limit = cluster_settings.reclaim_delivery_limit
-    publish(cluster_client, tx, [{"nokey": "x"}, {"key": "p1", "poison": "1"}, {"key": "ok"}])
+    tx_ids = publish(
+        cluster_client, tx, [{"nokey": "x"}, {"key": "p1", "poison": "1"}, {"key": "ok"}]
+    )
     publish(cluster_client, ax, [{"nokey": "y"}, {"key": "a-ok"}])
     tx_worker = start_worker("transactions")
     ax_worker = start_worker("axioms")
@@ -92,7 +105,9 @@ def test_each_stream_dead_letters_into_its_own_dlq_on_its_own_shard(
     assert [r["key"] for r in results_of(cluster_client, tx)] == ["ok"]
     assert [r["key"] for r in results_of(cluster_client, ax)] == ["a-ok"]
     wait_until(lambda: group_pending(cluster_client, tx) == group_pending(cluster_client, ax) == 0)
-    assert not cluster_client.hgetall(attempts_key(tx))
+    # The poison message was recorded on every redelivery; dead-lettering deleted its record.
+    assert not cluster_client.exists(attempt_key(tx, tx_ids[1]))
+    assert attempt_records(cluster_client, tx) == attempt_records(cluster_client, ax) == []
     assert tx_worker.proc.poll() is None and ax_worker.proc.poll() is None
 
     assert isinstance(cluster_client, RedisCluster)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import dagster as dg
 
@@ -11,6 +12,7 @@ from sentinel_platform.sensors.dead_letters import SENSOR_NAME, dead_letter_queu
 from sentinel_platform.sensors.targets import AXIOMS, DEAD_LETTER_QUEUE_ASSET, TRANSACTIONS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.sensors.conftest import read_alerts, tick
 
 
@@ -81,3 +83,21 @@ def test_old_dead_letters_never_realert_after_restart(
     tick(dead_letter_queue_sensor, dagster_instance, make_resources(), again.cursor)
     alerts = read_alerts(redis_client, settings, SENSOR_NAME)
     assert len(alerts) == 2 and alerts[-1].details["message_ids"] == ["9-0"]
+
+
+def test_unchanged_dlq_is_observed_again_only_after_the_longest_gap(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """The Events list shows changes, plus a heartbeat at most every N seconds."""
+    resources = make_resources(observation_max_interval_s=2)
+    redis_client.xadd(settings.dlq_stream, dead_letter("1-0", "transactions").to_fields())
+    first = tick(dead_letter_queue_sensor, dagster_instance, resources, None)
+    observed_at = time.time()
+    assert depth_observation(first)["depth"] == 1
+    settled = tick(dead_letter_queue_sensor, dagster_instance, resources, first.cursor)
+    assert depth_observation(settled)["new"] == 0  # "new" went 1 -> 0: a change
+    quiet = tick(dead_letter_queue_sensor, dagster_instance, resources, settled.cursor)
+    assert not [e for e in quiet.asset_events if isinstance(e, dg.AssetObservation)]
+    wait_until(lambda: time.time() - observed_at > 2.5, timeout_s=5)
+    later = tick(dead_letter_queue_sensor, dagster_instance, resources, quiet.cursor)
+    assert (depth_observation(later)["depth"], depth_observation(later)["new"]) == (1, 0)

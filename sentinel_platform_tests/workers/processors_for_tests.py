@@ -2,7 +2,9 @@
 
 Messages are flat fields: ``key`` (required: the natural key), and optional behaviour
 switches: ``poison=1`` raises on every call, ``fail_times=N`` raises on the first N
-calls, ``sleep_ms=N`` takes that long. Every call of ``process`` is counted in the Redis
+calls, ``sleep_ms=N`` takes that long, ``bad_effect=none|bool|dict|empty`` returns an
+effect the client cannot send (on the first ``bad_times`` calls, default every call).
+Every call of ``process`` is counted in the Redis
 hash :data:`CALLS_KEY` (field = key), so tests see exactly how often the processor ran,
 across processes and kills.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from sentinel_platform.schemas import SchemaError
 from sentinel_platform.settings import Settings
@@ -18,6 +21,13 @@ from sentinel_platform.streams.connection import connect
 from sentinel_platform.streams.processor import Effect
 
 CALLS_KEY = "test:processor_calls"
+#: Results a buggy plug-in might return: values redis-py refuses to encode, or no fields.
+BAD_RESULTS: dict[str, Any] = {
+    "none": {"key": "k", "score": None},
+    "bool": {"key": "k", "flagged": True},
+    "dict": {"key": "k", "details": {"nested": "1"}},
+    "empty": {},
+}
 
 
 class CountingProcessor:
@@ -49,6 +59,8 @@ class CountingProcessor:
             raise RuntimeError(f"poison message {key} (call {calls})")
         if calls <= int(message.get("fail_times", "0")):
             raise RuntimeError(f"transient failure of {key} (call {calls})")
+        if message.get("bad_effect") and calls <= int(message.get("bad_times", "1000000")):
+            return Effect(key, BAD_RESULTS[message["bad_effect"]], recent=key)
         return Effect(key, {"key": key, "call": str(calls)}, recent=key)
 
 

@@ -91,9 +91,12 @@ def test_metrics_are_served_in_prometheus_text_format(
     redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
 ) -> None:
     publish(redis_client, tx_keys, [{"key": f"m{n}"} for n in range(7)] + [{"nokey": "1"}])
-    worker = start_worker(args=["--metrics-port", "0"]).wait_ready(redis_client)
+    worker = start_worker(
+        args=["--metrics-port", "0"], env={"SENTINEL_METRICS_HOST": "0.0.0.0"}
+    ).wait_ready(redis_client)
     wait_until(lambda: redis_client.xlen(tx_keys.results) == 7)
     url = wait_until(lambda: worker.events("metrics_serving"))[0]["url"]
+    assert url.startswith("http://0.0.0.0:")  # bound for other hosts to scrape
 
     def scrape() -> str:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -101,13 +104,17 @@ def test_metrics_are_served_in_prometheus_text_format(
 
     wait_until(lambda: "sentinel_worker_dead_lettered_total" in scrape())
     lines = {
-        line.split("{")[0]: line.rsplit(" ", 1)[1]
+        line.split("{")[0].split(" ")[0]: line.rsplit(" ", 1)[1]
         for line in scrape().splitlines()
         if line and not line.startswith("#")
     }
-    assert lines["sentinel_worker_processed_total"] == "7"
-    assert lines["sentinel_worker_dead_lettered_total"] == "1"
-    assert lines["sentinel_worker_pel_depth"] == "0"
+    assert float(lines["sentinel_worker_processed_total"]) == 7
+    assert float(lines["sentinel_worker_dead_lettered_total"]) == 1
+    assert float(lines["sentinel_worker_pel_depth"]) == 0
+    # Every message decided is timed (8: 7 processed, 1 invalid); commits are timed per pipeline.
+    assert float(lines["sentinel_worker_processing_seconds_count"]) == 8
+    assert float(lines["sentinel_worker_commit_seconds_count"]) >= 1
+    assert float(lines["process_resident_memory_bytes"]) > 0
     assert f'consumer="{worker.consumer}"' in scrape()
 
 

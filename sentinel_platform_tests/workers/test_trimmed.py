@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.group import ensure_group
 from sentinel_platform.streams.keys import transaction_keys

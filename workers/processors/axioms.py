@@ -16,7 +16,7 @@ from typing import Any
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.processor import Effect
-from workers.analyzer import Analyzer
+from workers.analyzer import Analyzer, analyzer_from_settings
 
 FALLBACK_PREFIX = "Rule-based fallback"
 STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}
@@ -95,3 +95,12 @@ class AxiomProcessor:
             "driver_used": driver,
         }
         return Effect(message.natural_key, result, None, {**log_fields, "driver_used": driver})
+
+
+def from_settings(settings: Settings) -> AxiomProcessor:
+    """The processor a worker runs: with the analyzer of ``SENTINEL_ANALYZER_URL`` if set.
+
+    Called once per worker process, so the worker keeps one analyzer, and with it one
+    pool of kept-alive connections, for all its messages.
+    """
+    return AxiomProcessor(settings, analyzer_from_settings(settings))

@@ -38,7 +38,7 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.processor import Effect
-from workers.analyzer import Analyzer
+from workers.analyzer import Analyzer, analyzer_from_settings
 
 log = logging.getLogger(__name__)
 
@@ -166,3 +166,12 @@ class TransactionProcessor:
         }
         recent = json.dumps(result, separators=(",", ":"))
         return Effect(message.natural_key, result, recent, {**log_fields, "driver_used": driver})
+
+
+def from_settings(settings: Settings) -> TransactionProcessor:
+    """The processor a worker runs: with the analyzer of ``SENTINEL_ANALYZER_URL`` if set.
+
+    Called once per worker process, so the worker keeps one analyzer, and with it one
+    pool of kept-alive connections, for all its messages.
+    """
+    return TransactionProcessor(settings, analyzer_from_settings(settings))

@@ -1,0 +1,72 @@
+"""Redaction from a table of cases: every shape a password can take in a URL is hidden,
+and what helps debugging (scheme, user, host, port, path, harmless parameters) stays."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from sentinel_platform.logs import JsonFormatter
+from sentinel_platform.redaction import redact_url, scrub
+
+SECRET = "s3cret"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://admin:s3cretpw@host/0", "redis://admin:***@host/0"),
+        ("http://admin:s3cretpw@host/0", "http://admin:***@host/0"),
+        ("rediss://admin:s3cretpw@host:6380/1", "rediss://admin:***@host:6380/1"),
+        ("redis+cluster://:s3cretpw@h:7000", "redis+cluster://:***@h:7000"),
+        ("rediss+cluster://u:s3cretpw@h:7000/0", "rediss+cluster://u:***@h:7000/0"),
+        ("redis://admin:s3cret%40pw@host/0", "redis://admin:***@host/0"),
+        ("redis://admin:s3cret@pw@host/0", "redis://admin:***@host/0"),
+        ("redis://admin:s3c/ret@host/0", "redis://admin:***@host/0"),
+        ("redis://admin:s3c?ret@host/0", "redis://admin:***@host/0"),
+        ("redis://admin:s3c#ret@host/0", "redis://admin:***@host/0"),
+        ("redis://h:1/0?password=s3cretpw", "redis://h:1/0?password=***"),
+        ("redis://h:1/0?db=2&PassWord=s3cret%26pw&x=1", "redis://h:1/0?db=2&PassWord=***&x=1"),
+        ("redis://h:1/0?pass%77ord=s3cretpw", "redis://h:1/0?pass%77ord=***"),
+        ("redis://h:1/0?password=s3c@ret", "redis://h:1/0?password=***"),
+        (
+            "unix:///run/redis.sock?password=s3cretpw&db=1",
+            "unix:///run/redis.sock?password=***&db=1",
+        ),
+        ("https://hooks.example/x?token=s3cretpw", "https://hooks.example/x?token=***"),
+    ],
+)
+def test_password_is_hidden_and_the_rest_kept(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert SECRET not in scrub(f"error at {url}: refused")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://host:6379/0", "redis://user@host/0", "http://127.0.0.1:9/assess?mode=fast", ""],
+)
+def test_url_without_password_is_unchanged(url: str) -> None:
+    assert redact_url(url) == url
+    assert scrub(f"at {url} now") == f"at {url} now"
+
+
+def test_malformed_urls_never_raise() -> None:
+    assert redact_url("http://a:s3cret pw@host/0") == "http://a:***@host/0"
+    for url in ("redis://u:s3cretpw@[::1/0", "redis://u:s3cretpw@h:notaport/0", "://:s3cret@"):
+        assert SECRET not in redact_url(url)
+
+
+def test_json_log_line_is_scrubbed_field_by_field_and_stays_valid_json() -> None:
+    record = logging.LogRecord(
+        "w", logging.ERROR, __file__, 1, "at redis://u:s3cretpw@h/0", (), None
+    )
+    record.error = 'cannot reach redis://h:1/0?password=s3cret"pw: refused'
+    record.nested = {"urls": ["rediss://a:s3cretpw@h/0"], "n": 3}
+    line = JsonFormatter().format(record)
+    entry = json.loads(line)
+    assert SECRET not in line
+    assert entry["event"] == "at redis://u:***@h/0"
+    assert entry["error"] == "cannot reach redis://h:1/0?password=*** refused"
+    assert entry["nested"] == {"urls": ["rediss://a:***@h/0"], "n": 3}

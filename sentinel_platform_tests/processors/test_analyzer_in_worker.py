@@ -1,0 +1,189 @@
+"""The analyzer as the real workers use it: ``python -m workers.watch_*`` with
+``SENTINEL_ANALYZER_URL`` set, against a real HTTP analyzer on 127.0.0.1 and a real Redis.
+
+What is promised: only axioms scoring strictly above the audit threshold reach the
+analyzer; one worker keeps reusing a few TCP connections instead of opening one per
+message; and whatever way the analyzer fails (HTTP 500, a hang past the timeout, nobody
+listening) the committed compliance event says ``driver_used=fallback``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench._common import Child, Fleet, child_env, wait_leases
+from sentinel_platform.redis_server import free_port
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.conftest import wait_until
+
+from .conftest import AnalyzerServer
+from .test_transaction_rules import BASE
+
+THRESHOLD = 0.5
+ANALYZER_PASSWORD = "An4lyz3r-Pw"
+#: Per test, far more audited messages than the worker may open connections for them.
+AUDITED = 40
+MAX_CONNECTIONS = 3
+
+
+def axiom_entry(index: int, score: float) -> dict[str, str]:
+    return {
+        "status": "degraded",
+        "metric_value": "3.5",
+        "anomaly_score": repr(score),
+        "source_id": f"sensor-{index}",
+        "emitted_at": "2026-11-21T10:00:00Z",
+        "domain": "aml",
+    }
+
+
+def start_worker(
+    fleet: Fleet,
+    kind: str,
+    settings: Settings,
+    client: RedisClient,
+    analyzer_url: str,
+    **extra_settings: Any,
+) -> Child:
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_url=analyzer_url,
+        axiom_audit_threshold=THRESHOLD,
+        **extra_settings,
+    )
+    keys = axiom_keys(settings) if kind == "axioms" else transaction_keys(settings)
+    worker = fleet.worker(kind, f"analyzer-{kind}", env)
+    wait_leases(client, keys, [worker], timeout_s=60)
+    return worker
+
+
+def with_credentials(url: str) -> str:
+    return url.replace("http://", f"http://bot:{ANALYZER_PASSWORD}@", 1)
+
+
+def results_by_source(client: RedisClient, stream: str) -> dict[str, Mapping[str, str]]:
+    return {fields["source_id"]: fields for _, fields in client.xrange(stream)}
+
+
+def test_worker_sends_only_scores_strictly_above_the_threshold_over_reused_connections(
+    analyzer_server: AnalyzerServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    analyzer_server.reply = {"is_threat": True, "risk_level": "low", "narrative": "model says"}
+    keys = axiom_keys(settings)
+    url = with_credentials(analyzer_server.url)
+    worker = start_worker(fleet, "axioms", settings, redis_client, url)
+    scores = [0.1, THRESHOLD, 0.5000001, 0.99, 1.0] * (AUDITED // 3)
+    for index, score in enumerate(scores):
+        redis_client.xadd(keys.stream, axiom_entry(index, score))
+
+    wait_until(lambda: redis_client.xlen(keys.results) == len(scores), timeout_s=60)
+    results = results_by_source(redis_client, keys.results)
+    above = {f"sensor-{i}" for i, score in enumerate(scores) if score > THRESHOLD}
+    asked = [request["body"]["payload"]["source_id"] for request in analyzer_server.requests]
+    assert sorted(asked) == sorted(above), "exactly the scores strictly above reach it, once each"
+    for source, event in results.items():
+        expected = ("true", "analyzer", "low") if source in above else ("false", "rules", "medium")
+        assert (event["routed_to_ai"], event["driver_used"], event["risk_level"]) == expected
+    basic = "Basic " + base64.b64encode(f"bot:{ANALYZER_PASSWORD}".encode()).decode()
+    for request in analyzer_server.requests:
+        assert (request["path"], request["headers"]["authorization"]) == ("/assess", basic)
+    assert 1 <= len(analyzer_server.connections) <= MAX_CONNECTIONS, (
+        f"{len(asked)} calls used {len(analyzer_server.connections)} TCP connections"
+    )
+    assert worker.stop() == 0, worker.log_tail()
+    assert ANALYZER_PASSWORD not in worker.log_text()
+
+
+def test_transaction_worker_asks_the_analyzer_for_each_verdict(
+    analyzer_server: AnalyzerServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    analyzer_server.reply = {"is_threat": True, "risk_level": "medium", "narrative": "odd"}
+    keys = transaction_keys(settings)
+    worker = start_worker(fleet, "transactions", settings, redis_client, analyzer_server.url)
+    ids = [f"t-{i}" for i in range(AUDITED)]
+    for txn_id in ids:
+        redis_client.xadd(keys.stream, {"data": json.dumps({**BASE, "id": txn_id})})
+
+    wait_until(lambda: redis_client.xlen(keys.results) == len(ids), timeout_s=60)
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert {v["txn_id"] for v in verdicts} == set(ids)
+    assert {(v["driver_used"], v["is_threat"], v["risk_level"]) for v in verdicts} == {
+        ("analyzer", "true", "medium")
+    }
+    assert sorted(r["body"]["payload"]["id"] for r in analyzer_server.requests) == sorted(ids)
+    assert 1 <= len(analyzer_server.connections) <= MAX_CONNECTIONS
+    assert worker.stop() == 0, worker.log_tail()
+
+
+@pytest.mark.parametrize("failure", ["http-500", "timeout", "refused"])
+def test_failing_analyzer_commits_rule_based_fallback(
+    analyzer_server: AnalyzerServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+    failure: str,
+) -> None:
+    url = with_credentials(analyzer_server.url)
+    if failure == "http-500":
+        analyzer_server.mode = "error"
+    elif failure == "timeout":
+        analyzer_server.mode = "hang"
+    else:
+        url = with_credentials(f"http://127.0.0.1:{free_port()}/assess")
+    keys = axiom_keys(settings)
+    worker = start_worker(fleet, "axioms", settings, redis_client, url, analyzer_timeout_s=0.3)
+    scores = [0.2, 0.9, 0.95]
+    for index, score in enumerate(scores):
+        redis_client.xadd(keys.stream, axiom_entry(index, score))
+
+    wait_until(lambda: redis_client.xlen(keys.results) == len(scores), timeout_s=60)
+    results = results_by_source(redis_client, keys.results)
+    assert results["sensor-0"]["driver_used"] == "rules"
+    for source in ("sensor-1", "sensor-2"):
+        event = results[source]
+        assert (event["routed_to_ai"], event["driver_used"], event["risk_level"]) == (
+            "true",
+            "fallback",
+            "high",
+        )
+        assert event["audit_narrative"].startswith("Rule-based fallback")
+    if failure != "refused":
+        asked = sorted(r["body"]["payload"]["source_id"] for r in analyzer_server.requests)
+        assert asked == ["sensor-1", "sensor-2"]
+    assert redis_client.xlen(keys.dlq) == 0
+    assert worker.stop() == 0, worker.log_tail()
+    logs = [json.loads(line) for line in worker.log_text().splitlines() if line.startswith("{")]
+    (outage,) = [entry for entry in logs if entry["event"] == "analyzer_unavailable"]
+    assert outage["level"] == "warning" and outage["error"]
+    assert ANALYZER_PASSWORD not in worker.log_text()
+
+
+def test_bad_analyzer_url_stops_the_worker_at_start_up_naming_the_setting(
+    fleet: Fleet, settings: Settings, tmp_path: Path
+) -> None:
+    env = child_env(
+        settings.redis_url_value, settings.home_dir, analyzer_url="ftp://bot:An4lyz3rPw@host/x"
+    )
+    worker = fleet.worker("axioms", "bad-analyzer-url", env)
+    wait_until(lambda: not worker.alive(), timeout_s=60)
+    output = worker.log_text()
+    assert worker.process.returncode == 2, output
+    assert "SENTINEL_ANALYZER_URL" in output
+    assert "http://" in output and "https://" in output
+    assert "An4lyz3rPw" not in output
+    assert "Traceback" not in output

@@ -1,0 +1,160 @@
+"""Fixtures for the browser tests: ``sentinel up`` on a free port, headless Chromium, and
+where screenshots go.
+
+Chromium is Debian's package (``/usr/bin/chromium``), driven by Playwright with
+``executable_path``: no browser is downloaded. The flags keep it off the network (the
+machine has none, and without them Chromium retries background connections endlessly).
+Screenshots go to the test's temporary directory, or to ``docs/ui/`` when
+``UPDATE_SCREENSHOTS=1`` (that is how the README's pictures are refreshed; not a
+``SENTINEL_*`` name, since the test session clears those).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sentinel_platform.cli.dagster_home import ensure_dagster_home
+from sentinel_platform.cli.up import repo_root
+from sentinel_platform.redis_server import free_port
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.conftest import wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCATION = "sentinel_platform"
+#: Small limits and a slow worker, so one small publish makes a short backpressure spike.
+SPIKE_ENV = {
+    "SENTINEL_LAG_WARN": "20",
+    "SENTINEL_LAG_PAUSE": "50",
+    "SENTINEL_SIMULATE_LATENCY_MS": "20",
+}
+
+
+@dataclass
+class Platform:
+    """A running ``sentinel up``: its webserver and the environment its CLI needs."""
+
+    port: int
+    env: dict[str, str]
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["data"]
+
+    def sentinel(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        script = Path(sys.executable).parent / "sentinel"
+        return subprocess.run(
+            [str(script), *argv], env=self.env, capture_output=True, text=True, timeout=60
+        )
+
+    def dagster_log_tail(self, lines: int = 40) -> str:
+        log = self.home / "logs" / "dagster.log"
+        text = log.read_text(errors="replace") if log.exists() else "(no dagster.log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _hold_todays_partitions(env: dict[str, str]) -> None:
+    """Tell the lag gate today's partitions were already handled, so its first tick does
+    not launch default-size publish runs (the test launches its own, from the UI)."""
+    today = datetime.now(UTC).date().isoformat()
+    cursor = {"streams": {name: {"last_due": today} for name in ("transactions", "axioms")}}
+    subprocess.run(
+        [sys.executable, "-m", "dagster", "sensor", "cursor", "consumer_lag_sensor",
+         "--set", json.dumps(cursor), "-w", str(repo_root() / "workspace.yaml")],
+        env=env, cwd=repo_root(), check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def platform(
+    settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
+) -> Iterator[Platform]:
+    """``sentinel up`` (slow workers, small limits) on a free port; SIGTERM at teardown."""
+    env = {**settings_env, **SPIKE_ENV, "DAGSTER_HOME": str(settings.dagster_home)}
+    ensure_dagster_home(settings.dagster_home)
+    _hold_todays_partitions(env)
+    port = free_port()
+    script = Path(sys.executable).parent / "sentinel"
+    up = subprocess.Popen(
+        [str(script), "up", "--port", str(port), "--no-demo"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    running = Platform(port, env, settings.home_dir)
+    try:
+        wait_until(lambda: _http_ok(running.url), timeout_s=120, interval_s=0.5)
+        # The cursor was set while the sensor was stopped: start it, keeping the cursor.
+        started = running.graphql(
+            """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
+                 ... on Sensor { sensorState { status } } } }""",
+            {"s": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__",
+                   "sensorName": "consumer_lag_sensor"}},
+        )  # fmt: skip
+        assert started["startSensor"]["sensorState"]["status"] == "RUNNING"
+        yield running
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=120)
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the test saves its screenshots (``docs/ui`` when refreshing the README's)."""
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
+        target = repo_root() / "docs" / "ui"
+        target.mkdir(parents=True, exist_ok=True)
+        return target
+    return tmp_path / "screenshots"
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Debian Chromium through Playwright; a missing browser fails, never skips."""
+    from playwright.sync_api import sync_playwright
+
+    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

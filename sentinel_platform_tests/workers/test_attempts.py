@@ -1,0 +1,133 @@
+"""Attempt records: counted once per delivery, cleared on every exit path, never immortal.
+
+The records are looked up without assuming their layout (one hash per message, or
+fields of a shared hash): whatever key or field names a message id is its record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from sentinel_platform.redis_server import RedisServer
+from sentinel_platform.settings import load_settings
+from sentinel_platform.streams.attempts import read_attempts, record_call
+from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.group import ensure_group
+from sentinel_platform.streams.keys import StreamKeys, attempt_key_prefix, transaction_keys
+from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.workers.conftest import StartWorker, publish
+
+
+def _records_of(client: RedisClient, keys: StreamKeys, message_id: str) -> list[str]:
+    """Keys holding attempt state of ``message_id`` (as a key of its own or as fields)."""
+    holders = []
+    for key in client.scan_iter(match=f"{attempt_key_prefix(keys)}*"):
+        if key.endswith(message_id) or (
+            client.type(key) == "hash" and any(f.startswith(message_id) for f in client.hkeys(key))
+        ):
+            holders.append(key)
+    return holders
+
+
+# --- client retries (a reply lost while Redis stalls) ---------------------------------------
+
+
+@pytest.fixture
+def debug_server(redis_binary: str, tmp_path: Path) -> RedisServer:
+    server = RedisServer(
+        redis_binary, tmp_path / "stalling-redis", config={"enable-debug-command": "yes"}
+    ).start()
+    yield server
+    server.stop()
+
+
+def _stall(server: RedisServer, seconds: float) -> threading.Thread:
+    """Block the whole server for ``seconds`` (DEBUG SLEEP) and return once it is asleep."""
+    sleeper = redis.Redis(port=server.port, socket_timeout=seconds + 10)
+    thread = threading.Thread(target=sleeper.execute_command, args=("DEBUG", "SLEEP", seconds))
+    thread.start()
+    probe = redis.Redis(port=server.port, socket_timeout=0.3, retry_on_timeout=False)
+
+    def asleep() -> bool:
+        try:
+            probe.ping()
+        except redis.TimeoutError:
+            return True
+        return False
+
+    wait_until(asleep, 5)
+    return thread
+
+
+def test_a_call_record_resent_after_a_lost_reply_is_counted_once(
+    debug_server: RedisServer, tmp_path: Path
+) -> None:
+    settings = load_settings(redis_url=debug_server.url, home=tmp_path, block_ms=0)
+    client = connect(settings)  # the workers' client: it re-sends on a socket timeout
+    keys = transaction_keys(settings)
+    ensure_group(client, keys)
+    [message_id] = publish(client, keys, [{"key": "k"}])
+    stall_s = client.connection_pool.connection_kwargs["socket_timeout"] + 1.5
+
+    sleeper = _stall(debug_server, stall_s)
+    record_call(client, keys, message_id, 2, 600)  # sent into the stall, re-sent after it
+    sleeper.join()
+
+    assert read_attempts(client, keys, [message_id])[message_id].calls == 1
+    record_call(client, keys, message_id, 2, 600)  # the same delivery again: no new call
+    assert read_attempts(client, keys, [message_id])[message_id].calls == 1
+    record_call(client, keys, message_id, 3, 600)  # the next delivery is a new call
+    assert read_attempts(client, keys, [message_id])[message_id].calls == 2
+    client.close()
+
+
+# --- records that would leak ----------------------------------------------------------------
+
+
+def test_a_trimmed_message_leaves_no_attempt_record(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    [message_id] = publish(redis_client, tx_keys, [{"key": "doomed", "poison": "1"}])
+    worker = start_worker(env={"SENTINEL_RETRY_BACKOFF_MS": "1500"})
+    wait_until(lambda: worker.events("processing_failed"), 10)
+    wait_until(lambda: _records_of(redis_client, tx_keys, message_id), 5)  # its last error
+
+    redis_client.xdel(tx_keys.stream, message_id)  # trimmed while pending (MAXLEN, XDEL)
+    wait_until(lambda: worker.events("trimmed"), 10)
+    assert worker.events("trimmed")[0]["message_id"] == message_id
+    assert redis_client.xpending(tx_keys.stream, tx_keys.group)["pending"] == 0
+    assert _records_of(redis_client, tx_keys, message_id) == []
+
+
+def test_a_leaked_record_expires_on_its_own_however_busy_the_stream(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    [leaked] = publish(redis_client, tx_keys, [{"key": "leaked", "poison": "1"}])
+    worker = start_worker(
+        env={"SENTINEL_RETRY_BACKOFF_MS": "60000", "SENTINEL_IDEMPOTENCY_TTL_S": "60"}
+    )
+    wait_until(lambda: _records_of(redis_client, tx_keys, leaked), 10)
+    # Settled behind the worker's back (an operator's XACK): nothing will clear its record.
+    redis_client.xack(tx_keys.stream, tx_keys.group, leaked)
+    [holder] = _records_of(redis_client, tx_keys, leaked)
+    ttl_before, since = redis_client.pttl(holder), time.monotonic()
+    assert 0 < ttl_before <= 60_000
+
+    # A busy stream: other messages fail and record their errors all the time.
+    for round_ in range(4):
+        publish(
+            redis_client, tx_keys, [{"key": f"busy{round_}-{n}", "poison": "1"} for n in range(5)]
+        )
+        failures = 6 + 5 * round_
+        wait_until(lambda n=failures: len(worker.events("processing_failed")) >= n, 10)
+        time.sleep(0.5)
+
+    elapsed_ms = (time.monotonic() - since) * 1000
+    assert elapsed_ms > 2000
+    # Its TTL ran down with the clock: no other message's write refreshed it.
+    assert redis_client.pttl(holder) <= ttl_before - elapsed_ms + 500

@@ -1,0 +1,112 @@
+"""Lag is exact at any backlog size, including when the server cannot report it itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.group import ensure_group
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.lag import (
+    GroupState,
+    backlog_from_state,
+    count_side,
+    measure_lag,
+    read_lag_key,
+)
+from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.workers.conftest import StartWorker, publish
+
+BIG = 15_000
+
+
+def _fill(client: RedisClient, keys: StreamKeys, count: int) -> list[str]:
+    ids: list[str] = []
+    for start in range(0, count, 5000):
+        stop = min(start + 5000, count)
+        ids += publish(client, keys, [{"key": f"m{n}"} for n in range(start, stop)])
+    return ids
+
+
+def _server_lag(client: RedisClient, keys: StreamKeys) -> int | None:
+    group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
+    return group["lag"]
+
+
+@pytest.mark.parametrize("delete_at", [200, BIG - 200], ids=["near_the_group", "near_the_tail"])
+def test_lag_above_ten_thousand_is_exact_when_the_server_reports_none(
+    redis_client: RedisClient, tx_keys: StreamKeys, delete_at: int
+) -> None:
+    client, keys = redis_client, tx_keys
+    ensure_group(client, keys)
+    ids = _fill(client, keys, BIG)
+    client.xreadgroup(keys.group, "reader", {keys.stream: ">"}, count=100)
+    client.xdel(keys.stream, ids[delete_at])
+    assert _server_lag(client, keys) is None  # the case the server cannot answer
+
+    reading = measure_lag(client, keys)
+
+    assert reading.pending == 100
+    assert reading.backlog == BIG - 100 - 1
+
+
+def test_lag_never_counts_entries_trimmed_before_delivery(
+    redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    client, keys = redis_client, tx_keys
+    ensure_group(client, keys)
+    ids = publish(client, keys, [{"key": f"m{n}"} for n in range(50)])
+    client.xtrim(keys.stream, minid=ids[30], approximate=False)
+
+    reading = measure_lag(client, keys)
+
+    assert reading.backlog == 20 == client.xlen(keys.stream)
+
+
+def test_worker_publishes_the_exact_lag_of_a_large_backlog(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    client, keys = redis_client, tx_keys
+    ensure_group(client, keys)
+    publish(client, keys, [{"key": "slow", "sleep_ms": "60000"}])
+    ids = _fill(client, keys, 12_000)
+    worker = start_worker(args=["--count", "1"]).wait_ready(client)
+    wait_until(lambda: client.hget("test:processor_calls", "slow") == "1", 20)
+    client.xdel(keys.stream, ids[5000])
+    assert _server_lag(client, keys) is None
+
+    expected = 1 + 12_000 - 1  # the slow message pending, the rest waiting, one deleted
+    wait_until(lambda: read_lag_key(client, keys) == expected, 20)
+    worker.kill()
+
+
+@pytest.mark.parametrize(
+    ("state", "backlog"),
+    [
+        (GroupState(length=10, pending=0, lag=4, last_delivered_id="1-0", entries_read=6), 4),
+        (GroupState(length=3, pending=0, lag=9, last_delivered_id="1-0", entries_read=1), 3),
+        (GroupState(length=3, pending=0, lag=0, last_delivered_id="1-0", entries_read=3), 0),
+        (GroupState(length=3, pending=0, lag=None, last_delivered_id="1-0", entries_read=1), None),
+    ],
+)
+def test_backlog_comes_from_the_servers_bookkeeping_when_it_has_one(
+    state: GroupState, backlog: int | None
+) -> None:
+    assert backlog_from_state(state) == backlog
+
+
+@pytest.mark.parametrize(
+    ("entries_read", "entries_added", "length", "side"),
+    [
+        (None, 100, 100, "after"),
+        (10, None, 100, "after"),
+        (90, 100, 100, "after"),
+        (10, 100, 100, "before"),
+        (50, 100, 100, "after"),
+    ],
+)
+def test_the_cheaper_side_of_the_group_is_counted(
+    entries_read: int | None, entries_added: int | None, length: int, side: str
+) -> None:
+    state = GroupState(length, 0, None, "1-0", entries_read, entries_added)
+    assert count_side(state) == side
