@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from sentinel_platform.aml_rules import STRUCTURING_CURRENCY, STRUCTURING_HIGH, STRUCTURING_LOW
 
-ISO_MILLIS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+MILLIS_PER_DAY = 86_400_000
 _MODULUS = 1_000_003
 DOMAINS: tuple[str, ...] = ("aml", "gdpr", "saas", "pci", "sox", "hipaa")
 
@@ -115,8 +115,24 @@ def day_start_ms(day: date) -> int:
 
 
 def iso_from_millis(millis: Column) -> Column:
-    """ISO-8601 UTC text (``...T08:15:30.123Z``); the session time zone must be UTC."""
-    return F.date_format(F.timestamp_millis(millis), ISO_MILLIS)
+    """ISO-8601 UTC text (``...T08:15:30.123Z``) of epoch milliseconds, whatever the session
+    time zone.
+
+    Built by epoch arithmetic rather than ``date_format``, which renders in the session's
+    zone: the one session is shared by every step of a run, so generation neither depends
+    on its zone nor changes it. A day is exactly 86,400,000 ms in UTC (no leap seconds in
+    epoch time), and a DATE prints without any zone.
+    """
+    day = F.date_from_unix_date(F.floor(millis / F.lit(MILLIS_PER_DAY)).cast("int"))
+    of_day = F.pmod(millis, F.lit(MILLIS_PER_DAY))
+    return F.format_string(
+        "%sT%02d:%02d:%02d.%03dZ",
+        day.cast("string"),
+        F.floor(of_day / F.lit(3_600_000)).cast("int"),
+        F.floor(of_day / F.lit(60_000)).cast("int") % F.lit(60),
+        F.floor(of_day / F.lit(1_000)).cast("int") % F.lit(60),
+        (of_day % F.lit(1_000)).cast("int"),
+    )
 
 
 def generate_transactions(
@@ -133,7 +149,7 @@ def generate_transactions(
         lambda p: F.round(F.lit(p.low) + u_amount * F.lit(p.high - p.low), 2),
     )
     millis = F.lit(day_start_ms(day)) + F.floor(
-        (F.col("id") + u_time) * F.lit(86_400_000 / max(rows, 1))
+        (F.col("id") + u_time) * F.lit(MILLIS_PER_DAY / max(rows, 1))
     ).cast("long")
     return spark.range(0, rows, 1, numPartitions=max(1, partitions)).select(
         F.format_string(f"txn-{day:%Y%m%d}-{seed:x}-%08d", F.col("id")).alias("id"),
@@ -161,7 +177,7 @@ def generate_telemetry(
     total = sources * readings_per_source
     source = F.col("id") % F.lit(sources)
     step = F.floor(F.col("id") / F.lit(sources))
-    interval_ms = 86_400_000 // max(readings_per_source, 1)
+    interval_ms = MILLIS_PER_DAY // max(readings_per_source, 1)
     baseline = F.lit(50.0) + (source % F.lit(7)).cast("double") * F.lit(10.0)
     cycle = F.lit(1.0) + F.lit(0.1) * F.sin(
         step * F.lit(2 * 3.141592653589793 / readings_per_source)

@@ -2,18 +2,21 @@
 
 Configuration comes from the environment (``SENTINEL_ALERT_*``, ``REDIS_URL``) like every
 other process; ``overrides`` exists for tests and one-off deployments and takes
-settings field names. The webhook URL stays a ``SecretStr`` end to end.
+settings field names. The webhook URL stays a ``SecretStr`` end to end; overrides are
+shown in the Dagster UI, so a secret setting carrying a password there is refused
+(``config_secrets.py``), here and in ``StreamInspector``.
 """
 
 from __future__ import annotations
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, field_validator
 
 from sentinel_platform.alerting.cooldown import Cooldown
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.alerting.sink import Alerter, Delivery
 from sentinel_platform.alerting.webhook import WebhookSender, shared_sender
+from sentinel_platform.resources.config_secrets import refuse_passwords_in_overrides
 from sentinel_platform.settings import Settings, get_settings, load_settings
 from sentinel_platform.streams.connection import RedisClient, connect
 
@@ -33,6 +36,13 @@ class AlertSink(dg.ConfigurableResource):
 
     _client: RedisClient | None = PrivateAttr(default=None)
     _alerter: Alerter | None = PrivateAttr(default=None)
+
+    @field_validator("overrides")
+    @classmethod
+    def _no_password(cls, value: dict[str, str]) -> dict[str, str]:
+        """Refuse a secret setting carrying a password (shown in the UI), never quoting it."""
+        refuse_passwords_in_overrides("AlertSink", value)
+        return value
 
     def get_settings(self) -> Settings:
         return settings_from(self.overrides)

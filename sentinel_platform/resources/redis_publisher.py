@@ -30,7 +30,10 @@ from typing import Any
 import dagster as dg
 from pydantic import field_validator
 
-from sentinel_platform.redaction import redact_url
+from sentinel_platform.resources.config_secrets import (
+    PasswordInConfigError as PasswordInConfigError,  # re-exported: raised by this resource
+)
+from sentinel_platform.resources.config_secrets import refuse_password
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
@@ -68,11 +71,6 @@ def executor_error(exc: BaseException) -> str | None:
     return f"{match.group(1)}: {match.group(2).strip()}" if match else None
 
 
-class PasswordInConfigError(Exception):
-    """A password in the resource's config. Deliberately not a ``ValueError``: pydantic
-    would wrap that in a ``ValidationError`` quoting the rejected value, password and all."""
-
-
 class RedisPublisherResource(dg.ConfigurableResource):
     """Publish Spark DataFrames to the streams with backpressure; read result streams back."""
 
@@ -90,12 +88,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
     @classmethod
     def _no_password(cls, value: str | None) -> str | None:
         """Refuse a URL carrying a password (user-info or ``?password=``), never quoting it."""
-        if value and redact_url(value) != value:
-            raise PasswordInConfigError(
-                "RedisPublisherResource.redis_url must not carry a password: resource and run "
-                "config are shown in the Dagster UI. Leave redis_url unset and set REDIS_URL "
-                "(with the password) in the code location's environment instead."
-            )
+        refuse_password(value, "RedisPublisherResource.redis_url", "redis_url", "REDIS_URL")
         return value
 
     def resolved_settings(self) -> Settings:

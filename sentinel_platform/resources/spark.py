@@ -4,7 +4,8 @@
 for a standalone cluster, ``sc://host:15002`` for Spark Connect) and
 ``SENTINEL_SPARK_CONF`` adds any ``key=value`` pairs, which win over the defaults here.
 The defaults favour a quiet, predictable session: the UI is off (turn it on with
-``SENTINEL_SPARK_CONF=spark.ui.enabled=true``), timestamps are rendered in UTC so the
+``SENTINEL_SPARK_CONF=spark.ui.enabled=true``) and so is its console progress bar, which
+would otherwise fill run logs; timestamps are rendered in UTC so the
 ISO strings on the wire do not depend on the host's time zone, and shuffles use a few
 partitions because the data sets are per-day slices.
 """
@@ -23,6 +24,8 @@ from sentinel_platform.settings import Settings
 DEFAULT_CONF: dict[str, str] = {
     "spark.app.name": "sentinel-platform",
     "spark.ui.enabled": "false",
+    # The console progress bar writes `[Stage n:>  (0 + 2) / 2]` lines into run logs.
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
 }

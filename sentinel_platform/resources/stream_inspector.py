@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from sentinel_platform.resources.alerts import settings_from
+from sentinel_platform.resources.config_secrets import refuse_passwords_in_overrides
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient, connect
 
@@ -25,6 +26,13 @@ class StreamInspector(dg.ConfigurableResource):
         default_factory=dict,
         description="settings overrides by field name (e.g. lag_warn); env otherwise",
     )
+
+    @field_validator("overrides")
+    @classmethod
+    def _no_password(cls, value: dict[str, str]) -> dict[str, str]:
+        """Refuse a secret setting carrying a password (shown in the UI), never quoting it."""
+        refuse_passwords_in_overrides("StreamInspector", value)
+        return value
 
     def get_settings(self) -> Settings:
         return settings_from(self.overrides)

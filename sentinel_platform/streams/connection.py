@@ -22,6 +22,7 @@ from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import (
     AskError,
+    ClusterDownError,
     ClusterError,
     ReadOnlyError,
     RedisClusterException,
@@ -29,6 +30,7 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
+from sentinel_platform.redaction import scrub
 from sentinel_platform.redis_server import (
     RedisServerError,
     ensure_embedded,
@@ -122,6 +124,8 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
             require_version(server_version(client), f"the server at {redact_url(target)}")
     except RedisServerError as exc:
         raise RedisConnectError(str(exc)) from None
+    except (RedisClusterException, ClusterDownError) as exc:
+        raise cluster_connect_error(exc, redact_url(target)) from None
     except redis.exceptions.NoPermissionError as exc:
         raise RedisConnectError(
             f"Redis at {redact_url(target)} accepted the user but denies a command the platform "
@@ -146,6 +150,36 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
     except TRANSIENT_ERRORS as exc:
         raise RedisConnectError(f"cannot reach Redis at {redact_url(target)}: {exc}") from None
     return client
+
+
+def cluster_connect_error(exc: BaseException, where: str) -> RedisConnectError:
+    """What a cluster client's start-up failure means, as the single-server errors say it.
+
+    redis-py wraps every seed's failure in one ``RedisClusterException`` whose cause is the
+    last seed's own error; that cause decides. Unreachable seeds and a cluster not (yet)
+    serving every slot are outages ("cannot reach", which a worker retries with backoff,
+    so a cluster coming up later is joined); refused credentials or a seed that is not a
+    cluster node are configuration errors. The text is scrubbed: it may quote an address.
+    """
+    cause = exc.__cause__
+    # First: redis-py's AuthenticationError is a ConnectionError, yet retrying cannot help.
+    if isinstance(cause, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+        return RedisConnectError(f"Redis at {where} rejected the credentials: {scrub(str(cause))}")
+    if isinstance(cause, TRANSIENT_ERRORS):
+        return RedisConnectError(f"cannot reach Redis at {where}: {scrub(str(cause))}")
+    if isinstance(cause, RedisClusterException):
+        return cluster_connect_error(cause, where)
+    text = scrub(str(cause or exc))
+    if any(code in text for code in ("NOAUTH", "WRONGPASS", "HELLO must be called")):
+        return RedisConnectError(f"Redis at {where} rejected the credentials: {text}")
+    if "Cluster mode is not enabled" in text:
+        return RedisConnectError(
+            f"Redis at {where} is not a cluster node (cluster mode is disabled): use a "
+            "redis:// URL for a single server, redis+cluster:// only for a Redis Cluster"
+        )
+    if "slots are not covered" in text or isinstance(exc, ClusterDownError):
+        return RedisConnectError(f"cannot reach Redis at {where}: the cluster is down ({text})")
+    return RedisConnectError(f"the Redis Cluster at {where} cannot be used: {text}")
 
 
 def reset_connections(client: RedisClient) -> None:

@@ -42,6 +42,7 @@ PLATFORM_COMMANDS = (
     "+@string",
     "+@hash",
     "+@list",
+    "+@sortedset",
     "+@keyspace",
     "+@scripting",
     "+@connection",

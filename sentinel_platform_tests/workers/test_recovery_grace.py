@@ -23,7 +23,7 @@ from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
 from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
-LEASE_TTL_MS = 3000
+LEASE_TTL_MS = 5000  # the grace: long enough for the resumed worker on a loaded machine
 OUTAGE_S = LEASE_TTL_MS / 1000 + 1.0  # every lease restored from the AOF is expired
 
 

@@ -1,0 +1,164 @@
+"""The sensors' resources never carry a password in their settings overrides.
+
+``AlertSink.overrides`` and ``StreamInspector.overrides`` are free-form settings in resource
+config, which the Dagster UI lists and every run stores; a secret setting (``redis_url``,
+``alert_webhook_url``, ``analyzer_url``) carrying a password there is refused by the same
+rule as the publisher's ``redis_url``, without ever quoting the value. Checked on the
+resources themselves, on what the UI reads (GraphQL over a code location loaded out of
+process) and on a run whose run config carries the password.
+"""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import redis
+
+from sentinel_platform.redis_server import RedisServer
+from sentinel_platform.resources.alerts import AlertSink
+from sentinel_platform.resources.config_secrets import PasswordInConfigError
+from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform_tests.resources.test_redis_publisher_config import (
+    REPO_ROOT,
+    SECRET,
+    _query_locations,
+    password_redis,  # noqa: F401 - fixture
+)
+
+RESOURCES = {"AlertSink": AlertSink, "StreamInspector": StreamInspector}
+#: (override key, value carrying SECRET, the variable the error points to).
+SECRET_OVERRIDES = {
+    "redis_url-userinfo": ("redis_url", f"redis://app:{SECRET}@127.0.0.1:6399/0", "REDIS_URL"),
+    "redis_url-query": ("redis_url", f"redis://127.0.0.1:6399/0?password={SECRET}", "REDIS_URL"),
+    "REDIS_URL-alias": ("REDIS_URL", f"redis://:{SECRET}@127.0.0.1:6399/0", "REDIS_URL"),
+    "cluster": ("redis_url", f"redis+cluster://app:{SECRET}@127.0.0.1:7000", "REDIS_URL"),
+    "webhook-userinfo": (
+        "alert_webhook_url",
+        f"https://hook:{SECRET}@alerts.example/hook",
+        "SENTINEL_ALERT_WEBHOOK_URL",
+    ),
+    "webhook-token": (
+        "alert_webhook_url",
+        f"https://alerts.example/hook?token={SECRET}",
+        "SENTINEL_ALERT_WEBHOOK_URL",
+    ),
+    "analyzer": ("analyzer_url", f"http://u:{SECRET}@127.0.0.1:9/", "SENTINEL_ANALYZER_URL"),
+}
+PROBE_LOCATION = """
+import dagster as dg
+
+from sentinel_platform.resources.alerts import AlertSink
+from sentinel_platform.resources.stream_inspector import StreamInspector
+
+# Apart from the line that fails, as in a config module: a traceback quotes that line.
+OVERRIDES = {{{key!r}: {value!r}}}
+
+
+@dg.asset
+def probe(resource: {resource}) -> None:
+    resource.get_settings()
+
+
+defs = dg.Definitions(assets=[probe], resources={{"resource": {resource}(overrides=OVERRIDES)}})
+"""
+
+
+@dg.asset(required_resource_keys={"probe_resource"})
+def probe(context: dg.AssetExecutionContext) -> None:
+    """Writes a marker with whatever Redis the resource's settings name."""
+    settings = context.resources.probe_resource.get_settings()
+    with redis.Redis.from_url(settings.redis_url_value) as client:
+        client.set("sentinel:probe", "reached")
+
+
+@pytest.mark.parametrize("resource", RESOURCES)
+@pytest.mark.parametrize("case", SECRET_OVERRIDES)
+def test_a_password_in_the_overrides_is_refused_without_showing_it(
+    resource: str, case: str
+) -> None:
+    key, value, env_var = SECRET_OVERRIDES[case]
+    with pytest.raises(PasswordInConfigError) as caught:
+        RESOURCES[resource](overrides={"lag_warn": "5", key: value})
+    message = str(caught.value)
+    assert f"{resource}.overrides[{key!r}]" in message
+    assert env_var in message
+    assert SECRET not in f"{caught.value!r} {caught.value}"
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+
+
+@pytest.mark.parametrize("resource", RESOURCES)
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"redis_url": "redis://127.0.0.1:6399/0", "lag_warn": "5"},
+        {"redis_url": "redis://app@127.0.0.1:6399/3"},
+        {"alert_webhook_url": "http://127.0.0.1:8080/hook", "alert_cooldown_s": "0"},
+        {},
+    ],
+)
+def test_overrides_without_a_password_are_accepted(
+    resource: str, overrides: dict[str, str]
+) -> None:
+    assert RESOURCES[resource](overrides=overrides).overrides == overrides
+
+
+def test_a_location_putting_a_password_in_the_overrides_fails_to_load_naming_the_field(
+    settings_env: dict[str, str], tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace.yaml"
+    cases = {
+        f"{resource}-{case}": (resource, *SECRET_OVERRIDES[case])
+        for resource in RESOURCES
+        for case in ("redis_url-userinfo", "webhook-token")
+    }
+    entries = []
+    for name, (resource, key, value, _env_var) in cases.items():
+        module = tmp_path / f"location_{name.replace('-', '_')}.py"
+        module.write_text(PROBE_LOCATION.format(resource=resource, key=key, value=value))
+        entries.append(
+            f"  - python_file:\n      relative_path: {module.name}\n"
+            f"      location_name: {name}\n      working_directory: {REPO_ROOT}\n"
+        )
+    workspace.write_text("load_from:\n" + "".join(entries))
+
+    with dg.instance_for_test() as instance:
+        shown = _query_locations(workspace, instance)
+
+    assert SECRET not in json.dumps(shown)
+    assert sorted(shown) == sorted(cases)
+    for name, location in shown.items():
+        resource, key, _value, env_var = cases[name]
+        assert location["load"]["__typename"] == "PythonError", (name, location)
+        error = location["load"]
+        messages = [error["message"], *(link["error"]["message"] for link in error["errorChain"])]
+        field = f"{resource}.overrides[{key!r}]"
+        assert any(field in m and env_var in m for m in messages), (name, messages)
+
+
+@pytest.mark.parametrize("resource", RESOURCES)
+def test_a_run_with_the_password_in_its_overrides_run_config_fails_before_connecting(
+    resource: str,
+    password_redis: RedisServer,  # noqa: F811 - the fixture imported above
+    dagster_instance: dg.DagsterInstance,
+) -> None:
+    url = f"redis://:{SECRET}@127.0.0.1:{password_redis.port}/0"
+
+    result = dg.materialize(
+        [probe],
+        resources={"probe_resource": RESOURCES[resource]()},
+        run_config={"resources": {"probe_resource": {"config": {"overrides": {"redis_url": url}}}}},
+        instance=dagster_instance,
+        raise_on_error=False,
+    )
+    assert not result.success
+    failures = [
+        record
+        for record in dagster_instance.all_logs(result.run_id)
+        if record.dagster_event and record.dagster_event.is_failure
+    ]
+    shown = "\n".join(repr(record) for record in failures)
+    assert "overrides['redis_url']" in shown and "REDIS_URL" in shown
+    assert SECRET not in shown
+    with redis.Redis(port=password_redis.port, password=SECRET) as client:
+        assert client.get("sentinel:probe") is None
