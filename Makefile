@@ -54,7 +54,7 @@ format: $(VENV)/.installed-test
 
 ## Quick versions of every benchmark (see bench/RESULTS.md); REDIS_URL=... runs them on that server
 bench: $(VENV)/.installed-bench
-	for script in worker_throughput recovery_latency backpressure chaos redis_restart_drill publish_throughput; do \
+	for script in worker_throughput recovery_latency backpressure chaos redis_restart_drill publish_throughput lag_cost soak; do \
 		$(PY) bench/$$script.py --quick || exit 1; \
 	done
 

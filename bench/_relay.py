@@ -5,6 +5,9 @@ the upstream that was current when it was accepted. :meth:`Relay.switch` changes
 upstream for *new* connections only, as a virtual IP, a DNS name or a Kubernetes service
 does after a failover: connections opened before keep talking to the old server (which,
 demoted to a replica, answers writes with READONLY) until the client drops them.
+
+The relay only forwards; a subclass that overrides :meth:`Relay.accepted` may look at
+each new connection and at the bytes its client sends, without changing them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
+
+#: Sees every chunk a client sends upstream, before it is forwarded.
+Observer = Callable[[bytes], None]
 
 
 class Relay:
@@ -50,12 +57,22 @@ class Relay:
         assert self._server is not None
         while not self._closed.is_set():
             try:
-                client, _peer = self._server.accept()
+                client, (_host, peer_port) = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            threading.Thread(target=self._serve, args=(client, peer_port), daemon=True).start()
 
-    def _serve(self, client: socket.socket) -> None:
+    def accepted(self, peer_port: int) -> Observer | None:
+        """Called once per connection before any byte is relayed; returns an observer.
+
+        The client is blocked on its first reply until this returns, so a subclass can
+        inspect the still-open peer socket here. The returned callable (if any) sees the
+        client-to-upstream bytes; the relay itself only forwards.
+        """
+        return None
+
+    def _serve(self, client: socket.socket, peer_port: int) -> None:
+        observe = self.accepted(peer_port)
         try:
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             upstream.settimeout(None)
@@ -64,12 +81,14 @@ class Relay:
             return
         with self._lock:
             self._open += [client, upstream]
-        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
-        self._pipe(client, upstream)
+        threading.Thread(target=self._pipe, args=(upstream, client, None), daemon=True).start()
+        self._pipe(client, upstream, observe)
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, observe: Observer | None) -> None:
         try:
             while chunk := source.recv(65536):
+                if observe is not None:
+                    observe(chunk)
                 sink.sendall(chunk)
         except OSError:
             pass

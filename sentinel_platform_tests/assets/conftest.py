@@ -59,20 +59,27 @@ def data_settings(settings: Settings, settings_env: dict[str, str]) -> Settings:
     return settings
 
 
-@pytest.fixture
-def data_resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
-    """The definitions' resources, pointed at the test Redis and home (Spark: the test session)."""
+def resources_on(settings: Settings, base_uri: str | None) -> dict[str, Any]:
+    """The definitions' resources on the test Redis (Spark: the test session).
+
+    The IO manager stores under ``base_uri``; ``None`` leaves it to the settings the
+    environment names at run time, as in the deployed definitions.
+    """
     from sentinel_platform.resources.io_manager import SparkParquetIOManager
     from sentinel_platform.resources.redis_publisher import RedisPublisherResource
     from sentinel_platform.resources.spark import spark_resource
 
-    pyspark = spark_resource(data_settings)
+    pyspark = spark_resource(settings)
     return {
         "pyspark": pyspark,
         "redis_publisher": RedisPublisherResource(
-            redis_url=data_settings.redis_url_value, max_pause_s=20
+            redis_url=settings.redis_url_value, max_pause_s=20
         ),
-        "parquet_io_manager": SparkParquetIOManager(
-            pyspark=pyspark, base_uri=data_settings.data_uri
-        ),
+        "parquet_io_manager": SparkParquetIOManager(pyspark=pyspark, base_uri=base_uri),
     }
+
+
+@pytest.fixture
+def data_resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
+    """The definitions' resources, pointed at the test Redis and home (Spark: the test session)."""
+    return resources_on(data_settings, data_settings.data_uri)

@@ -21,12 +21,11 @@ from pyspark.sql import functions as F
 from sentinel_platform.assets import AXIOM_ASSETS, TRANSACTION_ASSETS
 from sentinel_platform.assets.common import DAILY, IO_MANAGER_KEY
 from sentinel_platform.checks.data_quality import transactions_quality
-from sentinel_platform.resources.io_manager import PARTITION_COLUMN, SparkParquetIOManager
-from sentinel_platform.resources.redis_publisher import RedisPublisherResource
-from sentinel_platform.resources.spark import spark_resource
+from sentinel_platform.resources.io_manager import PARTITION_COLUMN
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform_tests.assets.conftest import resources_on
 
 pytestmark = pytest.mark.spark
 DAY = "2026-11-20"
@@ -49,16 +48,17 @@ def viewfs(spark: Any, tmp_path: Path) -> Callable[[str], str]:
 
 
 @pytest.fixture
+def data_root(viewfs: Callable[[str], str], monkeypatch: pytest.MonkeyPatch) -> str:
+    """The ``viewfs://`` data root, named by ``SENTINEL_DATA_DIR`` for the assets to read."""
+    root = viewfs("data")
+    monkeypatch.setenv("SENTINEL_DATA_DIR", root)
+    return root
+
+
+@pytest.fixture
 def resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
     """The definitions' resources; the IO manager takes its root from the environment."""
-    pyspark = spark_resource(data_settings)
-    return {
-        "pyspark": pyspark,
-        "redis_publisher": RedisPublisherResource(
-            redis_url=data_settings.redis_url_value, max_pause_s=20
-        ),
-        IO_MANAGER_KEY: SparkParquetIOManager(pyspark=pyspark),
-    }
+    return resources_on(data_settings, None)
 
 
 def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
@@ -69,6 +69,7 @@ def _metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
 def test_landing_files_and_assets_go_through_a_viewfs_uri_end_to_end(
     spark: Any,
     viewfs: Callable[[str], str],
+    data_root: str,
     data_settings: Settings,
     resources: dict[str, Any],
     redis_client: RedisClient,
@@ -76,7 +77,6 @@ def test_landing_files_and_assets_go_through_a_viewfs_uri_end_to_end(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SENTINEL_DATA_DIR", viewfs("data"))
     monkeypatch.setenv("SENTINEL_LANDING_DIR", viewfs("landing"))
     landing = tmp_path / "disk" / "landing" / "transactions" / DAY
     landing.mkdir(parents=True)
@@ -97,7 +97,7 @@ def test_landing_files_and_assets_go_through_a_viewfs_uri_end_to_end(
     assert all(f.startswith(viewfs("landing")) for f in raw["files"]), raw["files"]
     for asset in ("raw_transactions", "enriched_transactions"):
         meta = _metadata(result, asset)
-        assert meta["path"] == f"{viewfs('data')}/{asset}/{DAY}"
+        assert meta["path"] == f"{data_root}/{asset}/{DAY}"
         assert meta["dagster/row_count"] == len(ROWS)
         columns = {c.name: c.type for c in meta["dagster/column_schema"].columns}
         assert columns["id"] == "string" and columns["amount"] == "float"
@@ -108,7 +108,7 @@ def test_landing_files_and_assets_go_through_a_viewfs_uri_end_to_end(
     stream = _metadata(result, "transaction_stream")
     assert stream["dagster/row_count"] == len(ROWS) == redis_client.xlen("transactions")
     assert {c.name for c in stream["dagster/column_schema"].columns} >= {"id", "amount"}
-    stored = spark.read.parquet(f"{viewfs('data')}/enriched_transactions/{DAY}")
+    stored = spark.read.parquet(f"{data_root}/enriched_transactions/{DAY}")
     assert sorted(r.id for r in stored.select("id").collect()) == [f"t-{i}" for i in range(5)]
 
 
@@ -156,13 +156,8 @@ def _stored(spark: Any, root: str, asset: str, day: str) -> list[int]:
 
 
 def test_writing_several_partitions_in_one_step_leaves_the_other_partitions_alone(
-    spark: Any,
-    viewfs: Callable[[str], str],
-    resources: dict[str, Any],
-    dagster_instance: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    spark: Any, data_root: str, resources: dict[str, Any], dagster_instance: Any
 ) -> None:
-    monkeypatch.setenv("SENTINEL_DATA_DIR", viewfs("data"))
     first = _run_range([daily_numbers], resources, dagster_instance, "2026-11-17", "2026-11-17", 1)
     assert first.success
     both = _run_range(
@@ -175,12 +170,11 @@ def test_writing_several_partitions_in_one_step_leaves_the_other_partitions_alon
     )
     assert both.success, both.all_events
 
-    root = viewfs("data")
-    assert _stored(spark, root, "daily_numbers", "2026-11-17") == [1]
-    assert _stored(spark, root, "daily_numbers", "2026-11-18") == [2]
-    assert _stored(spark, root, "daily_numbers", "2026-11-19") == [2]
-    assert _stored(spark, root, "daily_numbers_seen", "2026-11-18") == [3]
-    assert _stored(spark, root, "daily_numbers_seen", "2026-11-19") == [3]
+    assert _stored(spark, data_root, "daily_numbers", "2026-11-17") == [1]
+    assert _stored(spark, data_root, "daily_numbers", "2026-11-18") == [2]
+    assert _stored(spark, data_root, "daily_numbers", "2026-11-19") == [2]
+    assert _stored(spark, data_root, "daily_numbers_seen", "2026-11-18") == [3]
+    assert _stored(spark, data_root, "daily_numbers_seen", "2026-11-19") == [3]
     events = both.asset_materializations_for_node("daily_numbers")
     assert sorted(e.partition for e in events) == ["2026-11-18", "2026-11-19"]
     assert all(e.metadata["dagster/row_count"].value == 2 for e in events)
@@ -195,13 +189,10 @@ def daily_numbers_unlabelled(pyspark: PySparkResource) -> DataFrame:
     return pyspark.spark_session.createDataFrame([(1,)], ["value"])
 
 
+@pytest.mark.usefixtures("data_root")
 def test_a_multi_partition_output_without_its_partition_column_is_refused_by_name(
-    viewfs: Callable[[str], str],
-    resources: dict[str, Any],
-    dagster_instance: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    resources: dict[str, Any], dagster_instance: Any
 ) -> None:
-    monkeypatch.setenv("SENTINEL_DATA_DIR", viewfs("data"))
     result = _run_range(
         [daily_numbers_unlabelled], resources, dagster_instance, "2026-11-18", "2026-11-19", 1
     )
@@ -219,6 +210,7 @@ def _failure_text(event: dg.DagsterEvent) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.usefixtures("data_root")
 @pytest.mark.parametrize(
     ("assets", "selected", "missing"),
     [
@@ -231,12 +223,9 @@ def test_a_step_without_its_upstream_partition_says_what_to_materialise_first(
     assets: list[Any],
     selected: str,
     missing: str,
-    viewfs: Callable[[str], str],
     resources: dict[str, Any],
     dagster_instance: Any,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("SENTINEL_DATA_DIR", viewfs("data"))
     result = dg.materialize(
         assets,
         selection=[selected],

@@ -16,9 +16,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +25,16 @@ import pytest
 from sentinel_platform import demo
 from sentinel_platform.cli import proctree
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
-from sentinel_platform.cli.up import repo_root
-from sentinel_platform.redis_server import free_port
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.cli.sentinel_up import (
+    SENTINEL,
+    dagster_log_tail,
+    dagster_sensor,
+    http_ok,
+    start_sentinel_up,
+)
 from sentinel_platform_tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
@@ -40,14 +43,6 @@ PARTITION = "2026-03-01"
 SEED = 4242
 #: One run for both publish assets: one process and one Spark session, not two.
 JOB = demo.JOB_NAME
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def _seen_pids(home: Path) -> set[int]:
@@ -65,31 +60,8 @@ def platform(
     """``sentinel up`` on a free port against the test Redis; SIGTERM at teardown."""
     env = {**settings_env, "DAGSTER_HOME": str(settings.dagster_home)}
     ensure_dagster_home(settings.dagster_home)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dagster",
-            "sensor",
-            "stop",
-            "consumer_lag_sensor",
-            "-w",
-            str(repo_root() / "workspace.yaml"),
-        ],
-        env=env,
-        cwd=repo_root(),
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    port = free_port()
-    sentinel = Path(sys.executable).parent / "sentinel"
-    up = subprocess.Popen(
-        [str(sentinel), "up", "--port", str(port), "--no-demo"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    dagster_sensor(env, "stop", "consumer_lag_sensor")
+    port, up = start_sentinel_up(env)
     try:
         yield port, env
     finally:
@@ -100,12 +72,6 @@ def platform(
         assert up.returncode == 0, output
         left = sorted(pid for pid in seen if proctree.alive(pid))
         assert not left, f"processes left behind: {left}\n{output}"
-
-
-def _dagster_log_tail(home: Path, lines: int = 60) -> str:
-    log = home / "logs" / "dagster.log"
-    text = log.read_text(errors="replace") if log.exists() else "(no dagster.log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _wait_runs(client: object, run_ids: list[str], timeout_s: float, home: Path) -> None:
@@ -119,10 +85,10 @@ def _wait_runs(client: object, run_ids: list[str], timeout_s: float, home: Path)
             if status == DagsterRunStatus.SUCCESS:
                 pending.discard(run_id)
             elif status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED):
-                raise AssertionError(f"run {run_id} ended {status}:\n{_dagster_log_tail(home)}")
+                raise AssertionError(f"run {run_id} ended {status}:\n{dagster_log_tail(home, 60)}")
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"runs not finished in {timeout_s}s: {pending}\n{_dagster_log_tail(home)}"
+                f"runs not finished in {timeout_s}s: {pending}\n{dagster_log_tail(home, 60)}"
             )
         time.sleep(1)
 
@@ -133,7 +99,7 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     from dagster_graphql import DagsterGraphQLClient
 
     port, env = platform
-    wait_until(lambda: _http_ok(f"http://127.0.0.1:{port}/"), timeout_s=90, interval_s=0.5)
+    wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/"), timeout_s=90, interval_s=0.5)
     graphql = DagsterGraphQLClient("127.0.0.1", port_number=port)
     run_id = graphql.submit_job_execution(
         JOB, run_config=demo.demo_run_config(SEED), tags={"dagster/partition": PARTITION}
@@ -165,7 +131,7 @@ def test_publish_through_the_ui_server_is_processed_once_and_shutdown_is_clean(
     assert redis_client.xlen(settings.dlq_stream) == 0
 
     status = subprocess.run(
-        [str(Path(sys.executable).parent / "sentinel"), "status", "--json"],
+        [str(SENTINEL), "status", "--json"],
         env=env,
         capture_output=True,
         text=True,

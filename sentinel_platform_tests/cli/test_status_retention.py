@@ -8,7 +8,7 @@ from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.group import ensure_group
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.retention import trim
-from sentinel_platform_tests.workers.conftest import publish
+from sentinel_platform_tests.workers.processes import publish, read_and_ack
 
 
 def _retained(cli: Callable, stream: str) -> dict:
@@ -22,8 +22,7 @@ def test_status_shows_the_retained_entries_before_and_after_a_trim(
     client, keys = redis_client, tx_keys
     ensure_group(client, keys)
     publish(client, keys, [{"key": f"m{n}"} for n in range(5)])
-    read = client.xreadgroup(keys.group, "c", {keys.stream: ">"}, count=3)
-    client.xack(keys.stream, keys.group, *[message_id for message_id, _ in read[0][1]])
+    read_and_ack(client, keys, 3)
 
     before = _retained(cli, keys.stream)
     assert before["entries"] == 5

@@ -19,6 +19,7 @@ from sentinel_platform.settings import Settings
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    """Real worker processes (their output in log files), SIGKILLed if still running at the end."""
     logs = tmp_path / "logs"
     logs.mkdir()
     with Fleet(logs) as owned:

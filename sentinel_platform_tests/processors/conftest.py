@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bench._common import Fleet
 from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform_tests.drills.conftest import fleet
 
 
 @dataclass
@@ -106,10 +106,5 @@ def make_rules_settings(tmp_path: Path) -> Callable[..., Settings]:
     return factory
 
 
-@pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    """Real worker processes (their output in log files), SIGKILLed if still running at the end."""
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    with Fleet(logs) as owned:
-        yield owned
+# ``fleet``: the drills' real worker processes (imported above), shared as a fixture.
+__all__ = ["fleet"]

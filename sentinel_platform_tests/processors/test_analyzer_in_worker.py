@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from bench._common import Child, Fleet, child_env, wait_leases
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 
 from .conftest import AnalyzerServer
@@ -45,25 +45,34 @@ def axiom_entry(index: int, score: float) -> dict[str, str]:
     }
 
 
-def start_worker(
-    fleet: Fleet,
-    kind: str,
-    settings: Settings,
-    client: RedisClient,
-    analyzer_url: str,
-    **extra_settings: Any,
-) -> Child:
-    env = child_env(
-        settings.redis_url_value,
-        settings.home_dir,
-        analyzer_url=analyzer_url,
-        axiom_audit_threshold=THRESHOLD,
-        **extra_settings,
-    )
-    keys = axiom_keys(settings) if kind == "axioms" else transaction_keys(settings)
-    worker = fleet.worker(kind, f"analyzer-{kind}", env)
-    wait_leases(client, keys, [worker], timeout_s=60)
-    return worker
+StartWorker = Callable[..., Child]
+
+
+@pytest.fixture
+def start_worker(fleet: Fleet, settings: Settings, redis_client: RedisClient) -> StartWorker:
+    """``start_worker(kind, analyzer_url, **settings)``: a live worker using that analyzer."""
+
+    def start(kind: str, analyzer_url: str, **extra_settings: Any) -> Child:
+        env = child_env(
+            settings.redis_url_value,
+            settings.home_dir,
+            analyzer_url=analyzer_url,
+            axiom_audit_threshold=THRESHOLD,
+            **extra_settings,
+        )
+        keys = axiom_keys(settings) if kind == "axioms" else transaction_keys(settings)
+        worker = fleet.worker(kind, f"analyzer-{kind}", env)
+        wait_leases(redis_client, keys, [worker], timeout_s=60)
+        return worker
+
+    return start
+
+
+def process_all(client: RedisClient, keys: StreamKeys, entries: list[dict[str, str]]) -> None:
+    """Add every entry to the source stream; wait until the worker has a result for each."""
+    for fields in entries:
+        client.xadd(keys.stream, fields)
+    wait_until(lambda: client.xlen(keys.results) == len(entries), timeout_s=60)
 
 
 def with_credentials(url: str) -> str:
@@ -76,19 +85,15 @@ def results_by_source(client: RedisClient, stream: str) -> dict[str, Mapping[str
 
 def test_worker_sends_only_scores_strictly_above_the_threshold_over_reused_connections(
     analyzer_server: AnalyzerServer,
-    fleet: Fleet,
+    start_worker: StartWorker,
     settings: Settings,
     redis_client: RedisClient,
 ) -> None:
     analyzer_server.reply = {"is_threat": True, "risk_level": "low", "narrative": "model says"}
     keys = axiom_keys(settings)
-    url = with_credentials(analyzer_server.url)
-    worker = start_worker(fleet, "axioms", settings, redis_client, url)
+    worker = start_worker("axioms", with_credentials(analyzer_server.url))
     scores = [0.1, THRESHOLD, 0.5000001, 0.99, 1.0] * (AUDITED // 3)
-    for index, score in enumerate(scores):
-        redis_client.xadd(keys.stream, axiom_entry(index, score))
-
-    wait_until(lambda: redis_client.xlen(keys.results) == len(scores), timeout_s=60)
+    process_all(redis_client, keys, [axiom_entry(i, score) for i, score in enumerate(scores)])
     results = results_by_source(redis_client, keys.results)
     above = {f"sensor-{i}" for i, score in enumerate(scores) if score > THRESHOLD}
     asked = [request["body"]["payload"]["source_id"] for request in analyzer_server.requests]
@@ -108,18 +113,15 @@ def test_worker_sends_only_scores_strictly_above_the_threshold_over_reused_conne
 
 def test_transaction_worker_asks_the_analyzer_for_each_verdict(
     analyzer_server: AnalyzerServer,
-    fleet: Fleet,
+    start_worker: StartWorker,
     settings: Settings,
     redis_client: RedisClient,
 ) -> None:
     analyzer_server.reply = {"is_threat": True, "risk_level": "medium", "narrative": "odd"}
     keys = transaction_keys(settings)
-    worker = start_worker(fleet, "transactions", settings, redis_client, analyzer_server.url)
+    worker = start_worker("transactions", analyzer_server.url)
     ids = [f"t-{i}" for i in range(AUDITED)]
-    for txn_id in ids:
-        redis_client.xadd(keys.stream, {"data": json.dumps({**BASE, "id": txn_id})})
-
-    wait_until(lambda: redis_client.xlen(keys.results) == len(ids), timeout_s=60)
+    process_all(redis_client, keys, [{"data": json.dumps({**BASE, "id": i})} for i in ids])
     verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
     assert {v["txn_id"] for v in verdicts} == set(ids)
     assert {(v["driver_used"], v["is_threat"], v["risk_level"]) for v in verdicts} == {
@@ -133,7 +135,7 @@ def test_transaction_worker_asks_the_analyzer_for_each_verdict(
 @pytest.mark.parametrize("failure", ["http-500", "timeout", "refused"])
 def test_failing_analyzer_commits_rule_based_fallback(
     analyzer_server: AnalyzerServer,
-    fleet: Fleet,
+    start_worker: StartWorker,
     settings: Settings,
     redis_client: RedisClient,
     failure: str,
@@ -146,12 +148,9 @@ def test_failing_analyzer_commits_rule_based_fallback(
     else:
         url = with_credentials(f"http://127.0.0.1:{free_port()}/assess")
     keys = axiom_keys(settings)
-    worker = start_worker(fleet, "axioms", settings, redis_client, url, analyzer_timeout_s=0.3)
+    worker = start_worker("axioms", url, analyzer_timeout_s=0.3)
     scores = [0.2, 0.9, 0.95]
-    for index, score in enumerate(scores):
-        redis_client.xadd(keys.stream, axiom_entry(index, score))
-
-    wait_until(lambda: redis_client.xlen(keys.results) == len(scores), timeout_s=60)
+    process_all(redis_client, keys, [axiom_entry(i, score) for i, score in enumerate(scores)])
     results = results_by_source(redis_client, keys.results)
     assert results["sensor-0"]["driver_used"] == "rules"
     for source in ("sensor-1", "sensor-2"):

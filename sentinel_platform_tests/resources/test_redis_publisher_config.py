@@ -10,47 +10,28 @@ workspace file, like ``dagster dev`` loads them.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 import pytest
-import redis
-from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.resources.redis_publisher import (
     PasswordInConfigError,
     RedisPublisherResource,
 )
+from sentinel_platform_tests.resources.secret_config import (
+    PROBE_KEY,
+    REPO_ROOT,
+    SECRET,
+    failed_run_text,
+    load_error_messages,
+    password_url,
+    probe_marker,
+    query_locations,
+    write_workspace,
+)
 
-SECRET = "s3cret-Pw-9"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LOCATIONS_QUERY = """
-query {
-  workspaceOrError {
-    ... on Workspace {
-      locationEntries {
-        name
-        locationOrLoadError {
-          __typename
-          ... on PythonError { message stack errorChain { error { message stack } } }
-        }
-      }
-    }
-  }
-}
-"""
-RESOURCES_QUERY = """
-query ($selector: RepositorySelector!) {
-  allTopLevelResourceDetailsOrError(repositorySelector: $selector) {
-    ... on ResourceDetailsList {
-      results { name configuredValues { key value type } configFields { name defaultValueAsJson } }
-    }
-  }
-}
-"""
 #: The shapes a password takes in a Redis URL (redis-py honours ``?password=``).
 PASSWORD_URLS = {
     "password-only": f"redis://:{SECRET}@127.0.0.1:6399/0",
@@ -78,35 +59,12 @@ defs = dg.Definitions(
 """
 
 
-def _query_locations(workspace: Path, instance: dg.DagsterInstance) -> dict[str, dict[str, Any]]:
-    """What the UI reads of each location: its load error, or its resources, as JSON."""
-    shown: dict[str, dict[str, Any]] = {}
-    with define_out_of_process_context(str(workspace), None, instance) as context:
-        entries = execute_dagster_graphql(context, LOCATIONS_QUERY).data["workspaceOrError"]
-        for entry in entries["locationEntries"]:
-            shown[entry["name"]] = {"load": entry["locationOrLoadError"]}
-            if entry["locationOrLoadError"]["__typename"] != "RepositoryLocation":
-                continue
-            selector = {"repositoryLocationName": entry["name"], "repositoryName": "__repository__"}
-            result = execute_dagster_graphql(context, RESOURCES_QUERY, {"selector": selector})
-            shown[entry["name"]]["resources"] = result.data["allTopLevelResourceDetailsOrError"]
-    return shown
-
-
-@pytest.fixture
-def password_redis(redis_binary: str, tmp_path: Path) -> Iterator[RedisServer]:
-    """A real server that refuses every client without the password."""
-    server = RedisServer(redis_binary, tmp_path / "redis-pw", config={"requirepass": SECRET})
-    yield server.start()
-    server.stop()
-
-
 def test_the_code_location_shows_no_password_of_redis_url_in_any_resource(
     settings_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REDIS_URL", PASSWORD_URLS["user-and-password"])
     with dg.instance_for_test() as instance:
-        shown = _query_locations(REPO_ROOT / "workspace.yaml", instance)
+        shown = query_locations(REPO_ROOT / "workspace.yaml", instance)
     location = shown["sentinel_platform"]
     assert location["load"]["__typename"] == "RepositoryLocation", location["load"]
     names = {r["name"] for r in location["resources"]["results"]}
@@ -117,26 +75,18 @@ def test_the_code_location_shows_no_password_of_redis_url_in_any_resource(
 def test_a_location_putting_a_password_in_the_publisher_config_fails_to_load_naming_the_field(
     settings_env: dict[str, str], tmp_path: Path
 ) -> None:
-    workspace = tmp_path / "workspace.yaml"
-    entries = []
-    for name, url in PASSWORD_URLS.items():
-        module = tmp_path / f"location_{name.replace('-', '_')}.py"
-        module.write_text(PROBE_LOCATION.format(url=url))
-        entries.append(
-            f"  - python_file:\n      relative_path: {module.name}\n"
-            f"      location_name: {name}\n      working_directory: {REPO_ROOT}\n"
-        )
-    workspace.write_text("load_from:\n" + "".join(entries))
+    workspace = write_workspace(
+        tmp_path, {name: PROBE_LOCATION.format(url=url) for name, url in PASSWORD_URLS.items()}
+    )
 
     with dg.instance_for_test() as instance:
-        shown = _query_locations(workspace, instance)
+        shown = query_locations(workspace, instance)
 
     assert SECRET not in json.dumps(shown)
     assert sorted(shown) == sorted(PASSWORD_URLS)
     for name, location in shown.items():
         assert location["load"]["__typename"] == "PythonError", (name, location)
-        error = location["load"]
-        messages = [error["message"], *(link["error"]["message"] for link in error["errorChain"])]
+        messages = load_error_messages(location)
         assert any("redis_url" in m and "REDIS_URL" in m for m in messages), (name, messages)
 
 
@@ -159,30 +109,21 @@ def test_a_redis_url_without_a_password_is_accepted(url: str) -> None:
 def test_a_run_with_the_password_in_its_run_config_fails_before_connecting(
     password_redis: RedisServer, dagster_instance: dg.DagsterInstance
 ) -> None:
-    url = f"redis://:{SECRET}@127.0.0.1:{password_redis.port}/0"
+    url = password_url(password_redis)
 
     @dg.asset
     def probe(redis_publisher: RedisPublisherResource) -> None:
-        redis_publisher.connect().set("sentinel:probe", "reached")
+        redis_publisher.connect().set(PROBE_KEY, "reached")
 
-    result = dg.materialize(
+    shown = failed_run_text(
+        dagster_instance,
         [probe],
-        resources={"redis_publisher": RedisPublisherResource()},
-        run_config={"resources": {"redis_publisher": {"config": {"redis_url": url}}}},
-        instance=dagster_instance,
-        raise_on_error=False,
+        {"redis_publisher": RedisPublisherResource()},
+        {"resources": {"redis_publisher": {"config": {"redis_url": url}}}},
     )
-    assert not result.success
-    failures = [
-        record
-        for record in dagster_instance.all_logs(result.run_id)
-        if record.dagster_event and record.dagster_event.is_failure
-    ]
-    shown = "\n".join(repr(record) for record in failures)
     assert "redis_url" in shown and "REDIS_URL" in shown
     assert SECRET not in shown
-    with redis.Redis(port=password_redis.port, password=SECRET) as client:
-        assert client.get("sentinel:probe") is None
+    assert probe_marker(password_redis) is None
 
 
 def test_the_password_reaches_the_publisher_from_redis_url_in_the_environment(
@@ -191,15 +132,14 @@ def test_the_password_reaches_the_publisher_from_redis_url_in_the_environment(
     settings_env: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("REDIS_URL", f"redis://:{SECRET}@127.0.0.1:{password_redis.port}/0")
+    monkeypatch.setenv("REDIS_URL", password_url(password_redis))
 
     @dg.asset
     def probe(redis_publisher: RedisPublisherResource) -> None:
-        redis_publisher.connect().set("sentinel:probe", "reached")
+        redis_publisher.connect().set(PROBE_KEY, "reached")
 
     result = dg.materialize(
         [probe], resources={"redis_publisher": RedisPublisherResource()}, instance=dagster_instance
     )
     assert result.success
-    with redis.Redis(port=password_redis.port, password=SECRET) as client:
-        assert client.get("sentinel:probe") == b"reached"
+    assert probe_marker(password_redis) == b"reached"

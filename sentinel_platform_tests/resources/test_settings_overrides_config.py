@@ -19,11 +19,15 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.config_secrets import PasswordInConfigError
 from sentinel_platform.resources.stream_inspector import StreamInspector
-from sentinel_platform_tests.resources.test_redis_publisher_config import (
-    REPO_ROOT,
+from sentinel_platform_tests.resources.secret_config import (
+    PROBE_KEY,
     SECRET,
-    _query_locations,
-    password_redis,  # noqa: F401 - fixture
+    failed_run_text,
+    load_error_messages,
+    password_url,
+    probe_marker,
+    query_locations,
+    write_workspace,
 )
 
 RESOURCES = {"AlertSink": AlertSink, "StreamInspector": StreamInspector}
@@ -69,7 +73,7 @@ def probe(context: dg.AssetExecutionContext) -> None:
     """Writes a marker with whatever Redis the resource's settings name."""
     settings = context.resources.probe_resource.get_settings()
     with redis.Redis.from_url(settings.redis_url_value) as client:
-        client.set("sentinel:probe", "reached")
+        client.set(PROBE_KEY, "reached")
 
 
 @pytest.mark.parametrize("resource", RESOURCES)
@@ -106,32 +110,28 @@ def test_overrides_without_a_password_are_accepted(
 def test_a_location_putting_a_password_in_the_overrides_fails_to_load_naming_the_field(
     settings_env: dict[str, str], tmp_path: Path
 ) -> None:
-    workspace = tmp_path / "workspace.yaml"
     cases = {
         f"{resource}-{case}": (resource, *SECRET_OVERRIDES[case])
         for resource in RESOURCES
         for case in ("redis_url-userinfo", "webhook-token")
     }
-    entries = []
-    for name, (resource, key, value, _env_var) in cases.items():
-        module = tmp_path / f"location_{name.replace('-', '_')}.py"
-        module.write_text(PROBE_LOCATION.format(resource=resource, key=key, value=value))
-        entries.append(
-            f"  - python_file:\n      relative_path: {module.name}\n"
-            f"      location_name: {name}\n      working_directory: {REPO_ROOT}\n"
-        )
-    workspace.write_text("load_from:\n" + "".join(entries))
+    workspace = write_workspace(
+        tmp_path,
+        {
+            name: PROBE_LOCATION.format(resource=resource, key=key, value=value)
+            for name, (resource, key, value, _env_var) in cases.items()
+        },
+    )
 
     with dg.instance_for_test() as instance:
-        shown = _query_locations(workspace, instance)
+        shown = query_locations(workspace, instance)
 
     assert SECRET not in json.dumps(shown)
     assert sorted(shown) == sorted(cases)
     for name, location in shown.items():
         resource, key, _value, env_var = cases[name]
         assert location["load"]["__typename"] == "PythonError", (name, location)
-        error = location["load"]
-        messages = [error["message"], *(link["error"]["message"] for link in error["errorChain"])]
+        messages = load_error_messages(location)
         field = f"{resource}.overrides[{key!r}]"
         assert any(field in m and env_var in m for m in messages), (name, messages)
 
@@ -139,26 +139,16 @@ def test_a_location_putting_a_password_in_the_overrides_fails_to_load_naming_the
 @pytest.mark.parametrize("resource", RESOURCES)
 def test_a_run_with_the_password_in_its_overrides_run_config_fails_before_connecting(
     resource: str,
-    password_redis: RedisServer,  # noqa: F811 - the fixture imported above
+    password_redis: RedisServer,
     dagster_instance: dg.DagsterInstance,
 ) -> None:
-    url = f"redis://:{SECRET}@127.0.0.1:{password_redis.port}/0"
-
-    result = dg.materialize(
+    overrides = {"redis_url": password_url(password_redis)}
+    shown = failed_run_text(
+        dagster_instance,
         [probe],
-        resources={"probe_resource": RESOURCES[resource]()},
-        run_config={"resources": {"probe_resource": {"config": {"overrides": {"redis_url": url}}}}},
-        instance=dagster_instance,
-        raise_on_error=False,
+        {"probe_resource": RESOURCES[resource]()},
+        {"resources": {"probe_resource": {"config": {"overrides": overrides}}}},
     )
-    assert not result.success
-    failures = [
-        record
-        for record in dagster_instance.all_logs(result.run_id)
-        if record.dagster_event and record.dagster_event.is_failure
-    ]
-    shown = "\n".join(repr(record) for record in failures)
     assert "overrides['redis_url']" in shown and "REDIS_URL" in shown
     assert SECRET not in shown
-    with redis.Redis(port=password_redis.port, password=SECRET) as client:
-        assert client.get("sentinel:probe") is None
+    assert probe_marker(password_redis) is None

@@ -4,8 +4,8 @@ Used to prove *who* writes to Redis during a Spark publish. The relay accepts a
 connection, and before forwarding a single byte it looks the peer up in ``/proc``: the
 client socket is still open at that moment (its first command is waiting on us), so the
 lookup cannot race with the connection closing. It then relays bytes unchanged in both
-directions and counts the XADD commands each connection sends. Nothing about Redis is
-simulated; the relay only observes.
+directions (the generic relay of ``bench/_relay.py``) and counts the XADD commands each
+connection sends. Nothing about Redis is simulated; the relay only observes.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import socket
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench._relay import Observer, Relay
 from sentinel_platform_tests.scale_out.spark_standalone import ancestors
 
 #: A RESP bulk string naming the command: redis-py sends ``$4\r\nXADD\r\n``.
@@ -64,43 +63,15 @@ def pid_of_socket(inode: int) -> int | None:
     return None
 
 
-@dataclass
-class AttributingProxy:
-    """Relay ``127.0.0.1:<port>`` to ``127.0.0.1:<target_port>``; see :attr:`connections`."""
+class AttributingProxy(Relay):
+    """Relay ``127.0.0.1:<port>`` to ``127.0.0.1:<upstream_port>``; see :attr:`connections`."""
 
-    target_port: int
-    connections: list[Connection] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: socket.socket | None = None
-    _closed: threading.Event = field(default_factory=threading.Event)
-    _open: list[socket.socket] = field(default_factory=list)
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self.connections: list[Connection] = []
 
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return self._server.getsockname()[1]
-
-    def start(self) -> AttributingProxy:
-        server = socket.socket()
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)
-        self._server = server
-        threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True).start()
-        return self
-
-    def _accept_loop(self) -> None:
-        assert self._server is not None
-        while not self._closed.is_set():
-            try:
-                client, (_host, peer_port) = self._server.accept()
-            except OSError:
-                return
-            threading.Thread(
-                target=self._serve, args=(client, peer_port), name="proxy-conn", daemon=True
-            ).start()
-
-    def _serve(self, client: socket.socket, peer_port: int) -> None:
+    def accepted(self, peer_port: int) -> Observer:
+        """Attribute the connection to its process, then count the XADDs it sends."""
         # Attribute first: the peer is blocked on its first reply until we forward.
         inode = socket_inode(peer_port, self.port)
         pid = pid_of_socket(inode) if inode else None
@@ -108,42 +79,7 @@ class AttributingProxy:
         connection = Connection(peer_port, pid, lineage)
         with self._lock:
             self.connections.append(connection)
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-        except OSError:
-            client.close()
-            return
-        with self._lock:
-            self._open += [client, upstream]
-        threading.Thread(
-            target=self._pipe, args=(upstream, client, None), name="proxy-down", daemon=True
-        ).start()
-        self._pipe(client, upstream, connection)
-
-    def _pipe(self, source: socket.socket, sink: socket.socket, count: Connection | None) -> None:
-        tail = b""
-        try:
-            while chunk := source.recv(65536):
-                if count is not None:
-                    window = tail + chunk
-                    count.xadds += window.count(XADD_TOKEN)
-                    tail = window[-_TOKEN_TAIL:]
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def stop(self) -> None:
-        self._closed.set()
-        if self._server is not None:
-            self._server.close()
-        with self._lock:
-            for sock in self._open:
-                with contextlib.suppress(OSError):
-                    sock.close()
+        return _xadd_counter(connection)
 
     def xadds_by_pid(self) -> dict[int | None, int]:
         totals: dict[int | None, int] = {}
@@ -152,6 +88,19 @@ class AttributingProxy:
                 if connection.xadds:
                     totals[connection.pid] = totals.get(connection.pid, 0) + connection.xadds
         return totals
+
+
+def _xadd_counter(connection: Connection) -> Observer:
+    """Count XADD tokens in a byte stream, including tokens split across chunks."""
+    tail = b""
+
+    def observe(chunk: bytes) -> None:
+        nonlocal tail
+        window = tail + chunk
+        connection.xadds += window.count(XADD_TOKEN)
+        tail = window[-_TOKEN_TAIL:]
+
+    return observe
 
 
 def command_of(pid: int) -> str:

@@ -25,6 +25,7 @@ from sentinel_platform_tests.scale_out.redis_cluster import (
     RedisClusterProcess,
     find_cluster_binaries,
 )
+from sentinel_platform_tests.scale_out.requirements import missing
 from sentinel_platform_tests.scale_out.spark_standalone import (
     SparkClusterError,
     SparkStandaloneCluster,
@@ -38,19 +39,12 @@ from sentinel_platform_tests.workers.processes import FAST_TIMINGS
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def _missing(reason: str) -> None:
-    """Skip loudly, or fail when the CI step demands the clusters."""
-    if os.environ.get("REQUIRE_CLUSTER_TESTS") == "1":
-        pytest.fail(f"REQUIRE_CLUSTER_TESTS=1 but {reason}", pytrace=False)
-    pytest.skip(f"CLUSTER TESTS NOT RUN: {reason}")
-
-
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcess]:
     """Three primaries, slots split evenly by ``redis-cli --cluster create``."""
     found = find_cluster_binaries()
     if isinstance(found, str):
-        _missing(found)
+        missing(found)
     assert not isinstance(found, str)
     server, cli = found
     work_dir = tmp_path_factory.mktemp("redis-cluster")
@@ -119,9 +113,9 @@ def spark_standalone(
 ) -> Iterator[SparkStandaloneCluster]:
     """A Master and one Worker (1 core, 1 GB for executors) from the pyspark install."""
     if find_java() is None:
-        _missing("java not found (JAVA_HOME or PATH) - the Spark standalone tests need Java 17+")
+        missing("java not found (JAVA_HOME or PATH) - the Spark standalone tests need Java 17+")
     if importlib.util.find_spec("pyspark") is None:
-        _missing("pyspark is not installed - the Spark standalone tests run its bin/spark-class")
+        missing("pyspark is not installed - the Spark standalone tests run its bin/spark-class")
     cluster = _start_spark(tmp_path_factory.mktemp("spark-standalone"))
     try:
         yield cluster

@@ -9,24 +9,27 @@ map, retry with their outcomes kept, and lose or double nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from redis.crc import key_slot
 
-from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import connect
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.scale_out.redis_cluster import (
     ClusterNode,
     RedisClusterProcess,
     find_cluster_binaries,
 )
+from sentinel_platform_tests.scale_out.requirements import missing
 from sentinel_platform_tests.workers.processes import (
     FAST_TIMINGS,
     TEST_PROCESSOR,
@@ -38,6 +41,7 @@ from sentinel_platform_tests.workers.processes import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 BEFORE, AFTER = 300, 300
+EXPECTED_KEYS = {f"a{n}" for n in range(BEFORE)} | {f"b{n}" for n in range(AFTER)}
 REDIRECTS = ("MOVED", "ASK", "TRYAGAIN")
 
 
@@ -45,7 +49,7 @@ REDIRECTS = ("MOVED", "ASK", "TRYAGAIN")
 def own_cluster(tmp_path: Path) -> Iterator[RedisClusterProcess]:
     found = find_cluster_binaries()
     if isinstance(found, str):
-        pytest.skip(f"CLUSTER TESTS NOT RUN: {found}")
+        missing(found)
     server, cli = found
     cluster = RedisClusterProcess(server, cli, tmp_path / "cluster").start()
     try:
@@ -81,19 +85,26 @@ def _role(cluster: RedisClusterProcess, port: int) -> str:
         return str(client.info("replication")["role"])
 
 
-@pytest.mark.parametrize("how", ["cluster_failover", "primary_sigkill"])
-def test_workers_ride_through_a_cluster_failover_mid_stream(
-    own_cluster: RedisClusterProcess, tmp_path: Path, how: str
-) -> None:
-    settings = load_settings(redis_url=own_cluster.url, home=tmp_path / "home")
+@dataclass
+class Outcome:
+    """What the stream and the workers show once both halves are processed."""
+
+    results: Counter[str]
+    dead_letters: int
+    alive: list[bool]
+
+
+@contextlib.contextmanager
+def _workers_mid_stream(
+    cluster: RedisClusterProcess, settings: Settings, tmp_path: Path
+) -> Iterator[tuple[RedisClient, list[WorkerProcess]]]:
+    """Two workers on ``cluster``, a quarter through the first half; killed on exit."""
     keys = transaction_keys(settings)
-    old_port = own_cluster.port_for_key(keys.stream)
-    replica = _add_replica(own_cluster, old_port, tmp_path / "replica")
     client = connect(settings)
     env = {
         **os.environ,
         **FAST_TIMINGS,
-        "REDIS_URL": own_cluster.url,
+        "REDIS_URL": cluster.url,
         "SENTINEL_HOME": str(settings.home_dir),
         "PYTHONUNBUFFERED": "1",
     }
@@ -104,7 +115,36 @@ def test_workers_ride_through_a_cluster_failover_mid_stream(
             worker.wait_ready(client, 30)
         publish(client, keys, [{"key": f"a{n}", "sleep_ms": "5"} for n in range(BEFORE)])
         wait_until(lambda: client.xlen(keys.results) >= BEFORE // 4, 30)
+        yield client, workers
+    finally:
+        for worker in workers:
+            worker.kill()
+        client.close()
 
+
+def _second_half_processed(
+    client: RedisClient, keys: StreamKeys, workers: list[WorkerProcess]
+) -> Outcome:
+    """Publish the second half, wait until every message is processed and acknowledged."""
+    publish_after(client, keys)
+    wait_until(lambda: _results(client, keys) >= BEFORE + AFTER, 90)
+    wait_until(lambda: not client.xpending(keys.stream, keys.group)["pending"], 30)
+    return Outcome(
+        results=Counter(fields["key"] for _id, fields in client.xrange(keys.results)),
+        dead_letters=client.xlen(keys.dlq) if client.exists(keys.dlq) else 0,
+        alive=[worker.proc.poll() is None for worker in workers],
+    )
+
+
+@pytest.mark.parametrize("how", ["cluster_failover", "primary_sigkill"])
+def test_workers_ride_through_a_cluster_failover_mid_stream(
+    own_cluster: RedisClusterProcess, tmp_path: Path, how: str
+) -> None:
+    settings = load_settings(redis_url=own_cluster.url, home=tmp_path / "home")
+    keys = transaction_keys(settings)
+    old_port = own_cluster.port_for_key(keys.stream)
+    replica = _add_replica(own_cluster, old_port, tmp_path / "replica")
+    with _workers_mid_stream(own_cluster, settings, tmp_path) as (client, workers):
         if how == "cluster_failover":  # coordinated: no write is lost in the hand-over
             own_cluster.node_client(replica.port).execute_command("CLUSTER FAILOVER")
             wait_until(lambda: _role(own_cluster, old_port) == "slave", 30)
@@ -112,22 +152,11 @@ def test_workers_ride_through_a_cluster_failover_mid_stream(
             own_cluster.node_client(old_port).execute_command("WAIT", 1, 5000)
             next(node for node in own_cluster.nodes if node.port == old_port).kill()
         wait_until(lambda: _role(own_cluster, replica.port) == "master", 60)
-        publish_after(client, keys)
-
-        wait_until(lambda: _results(client, keys) >= BEFORE + AFTER, 90)
-        wait_until(lambda: not client.xpending(keys.stream, keys.group)["pending"], 30)
-        alive = [worker.proc.poll() is None for worker in workers]
-        results = Counter(fields["key"] for _id, fields in client.xrange(keys.results))
-        dead_letters = client.xlen(keys.dlq) if client.exists(keys.dlq) else 0
-    finally:
-        for worker in workers:
-            worker.kill()
-        client.close()
-    expected = {f"a{n}" for n in range(BEFORE)} | {f"b{n}" for n in range(AFTER)}
-    assert set(results) == expected  # nothing lost
-    assert max(results.values()) == 1  # nothing applied twice
-    assert dead_letters == 0
-    assert alive == [True, True]  # no crash
+        outcome = _second_half_processed(client, keys, workers)
+    assert set(outcome.results) == EXPECTED_KEYS  # nothing lost
+    assert max(outcome.results.values()) == 1  # nothing applied twice
+    assert outcome.dead_letters == 0
+    assert outcome.alive == [True, True]  # no crash
 
 
 def test_workers_ride_through_a_reshard_of_their_slot_mid_stream(
@@ -138,42 +167,16 @@ def test_workers_ride_through_a_reshard_of_their_slot_mid_stream(
     keys = transaction_keys(settings)
     source = own_cluster.port_for_key(keys.stream)
     target = next(port for port in own_cluster.ports if port != source)
-    client = connect(settings)
-    env = {
-        **os.environ,
-        **FAST_TIMINGS,
-        "REDIS_URL": own_cluster.url,
-        "SENTINEL_HOME": str(settings.home_dir),
-        "PYTHONUNBUFFERED": "1",
-    }
-    workers: list[WorkerProcess] = []
-    try:
-        workers = [launch_worker(env, tmp_path, processor=TEST_PROCESSOR) for _ in range(2)]
-        for worker in workers:
-            worker.wait_ready(client, 30)
-        publish(client, keys, [{"key": f"a{n}", "sleep_ms": "5"} for n in range(BEFORE)])
-        wait_until(lambda: client.xlen(keys.results) >= BEFORE // 4, 30)
-
+    with _workers_mid_stream(own_cluster, settings, tmp_path) as (client, workers):
         _move_slot(own_cluster, key_slot(keys.stream.encode()), source, target)
         assert own_cluster.port_for_key(keys.stream) == target
-        publish_after(client, keys)
-
-        wait_until(lambda: _results(client, keys) >= BEFORE + AFTER, 90)
-        wait_until(lambda: not client.xpending(keys.stream, keys.group)["pending"], 30)
-        alive = [worker.proc.poll() is None for worker in workers]
-        results = Counter(fields["key"] for _id, fields in client.xrange(keys.results))
-        dead_letters = client.xlen(keys.dlq) if client.exists(keys.dlq) else 0
+        outcome = _second_half_processed(client, keys, workers)
         with own_cluster.node_client(source) as old_owner:
             errors = old_owner.info("errorstats")
-    finally:
-        for worker in workers:
-            worker.kill()
-        client.close()
-    expected = {f"a{n}" for n in range(BEFORE)} | {f"b{n}" for n in range(AFTER)}
-    assert set(results) == expected
-    assert max(results.values()) == 1
-    assert dead_letters == 0
-    assert alive == [True, True]
+    assert set(outcome.results) == EXPECTED_KEYS
+    assert max(outcome.results.values()) == 1
+    assert outcome.dead_letters == 0
+    assert outcome.alive == [True, True]
     redirects = sum(int(errors.get(f"errorstat_{e}", {}).get("count", 0)) for e in REDIRECTS)
     assert redirects > 0, errors  # the workers really were sent elsewhere mid-stream
 

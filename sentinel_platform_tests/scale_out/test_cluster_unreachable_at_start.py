@@ -18,11 +18,11 @@ from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.connection import connect
 from sentinel_platform.streams.keys import transaction_keys
 from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.scale_out.conftest import _missing
 from sentinel_platform_tests.scale_out.redis_cluster import (
     RedisClusterProcess,
     find_cluster_binaries,
 )
+from sentinel_platform_tests.scale_out.requirements import missing
 from sentinel_platform_tests.workers.processes import (
     FAST_TIMINGS,
     NOOP_PROCESSOR,
@@ -62,7 +62,7 @@ def late_cluster(tmp_path: Path, seed_port: int) -> Iterator[ClusterOnSeedPort]:
     """A cluster not started yet; the test starts it, teardown stops it."""
     found = find_cluster_binaries()
     if isinstance(found, str):
-        _missing(found)  # skips, or fails under REQUIRE_CLUSTER_TESTS=1
+        missing(found)  # skips, or fails under REQUIRE_CLUSTER_TESTS=1
     assert not isinstance(found, str)
     cluster = ClusterOnSeedPort(*found, tmp_path / "late-cluster", seed_port)
     yield cluster

@@ -159,6 +159,19 @@ def tick(
         return sensor.evaluate_tick(context)
 
 
+#: Lag thresholds the lag-sensor tests drive through: warn above 5, pause above 10.
+LAG_THRESHOLDS = {"lag_warn": 5, "lag_pause": 10}
+
+
+def observations(data: Any, asset_key: dg.AssetKey) -> list[dict[str, Any]]:
+    """The metadata of every observation of ``asset_key`` a sensor tick returned."""
+    return [
+        {k: v.value for k, v in event.metadata.items()}
+        for event in data.asset_events
+        if isinstance(event, dg.AssetObservation) and event.asset_key == asset_key
+    ]
+
+
 @pytest.fixture
 def txn_group(redis_client: RedisClient, settings: Settings) -> StreamKeys:
     """The transactions stream with its consumer group, as the workers would create it."""

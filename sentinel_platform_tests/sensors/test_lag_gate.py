@@ -17,14 +17,14 @@ from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_k
 from sentinel_platform.streams.lag import measure_lag, write_lag_key
 from sentinel_platform_tests.sensors.conftest import (
     DAILY,
+    LAG_THRESHOLDS,
     axiom_stream,
+    observations,
     publish_transactions,
     read_alerts,
     tick,
     transaction_stream,
 )
-
-THRESHOLDS = {"lag_warn": 5, "lag_pause": 10}
 
 
 def drive_lag(client: RedisClient, keys: StreamKeys, target: int) -> int:
@@ -39,14 +39,6 @@ def drive_lag(client: RedisClient, keys: StreamKeys, target: int) -> int:
     measured = measure_lag(client, keys).lag
     write_lag_key(client, keys, measured, ttl_s=10)
     return measured
-
-
-def observations(data: Any, asset_key: dg.AssetKey) -> list[dict[str, Any]]:
-    return [
-        {k: v.value for k, v in event.metadata.items()}
-        for event in data.asset_events
-        if isinstance(event, dg.AssetObservation) and event.asset_key == asset_key
-    ]
 
 
 def lag_evaluations(data: Any) -> list[dg.AssetCheckEvaluation]:
@@ -66,7 +58,7 @@ def test_lag_through_warn_and_pause_pauses_then_resumes_held_partition_once(
     clock,
 ) -> None:
     keys = txn_group
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     publish = {"transactions": PublishTarget(publish_transactions, DAILY)}
     sensor = build_lag_sensor([TRANSACTIONS], publish, clock=clock)
     defs = dg.Definitions(
@@ -120,7 +112,7 @@ def test_lag_check_evaluated_every_tick_with_severity_by_zone(
     redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
     keys = txn_group
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
     cursor = None
     verdicts = []
@@ -140,7 +132,7 @@ def test_no_live_worker_pauses_publishing_and_holds_due_partitions(
 ) -> None:
     keys = axiom_keys(settings)
     redis_client.xadd(keys.stream, {"status": "nominal"})  # backlog, but nobody consumes
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     job = dg.define_asset_job("publish_axioms", selection=[AXIOMS.asset_key], partitions_def=DAILY)
     sensor = build_lag_sensor([AXIOMS], {"axioms": PublishTarget(job, DAILY)}, clock=clock)
     defs = dg.Definitions(assets=[axiom_stream], jobs=[job], sensors=[sensor])
@@ -165,7 +157,7 @@ def test_operator_pause_flag_is_left_in_place(
     drive_lag(redis_client, keys, 0)
     redis_client.set(keys.paused, "operator")
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
-    tick(sensor, dagster_instance, make_resources(**THRESHOLDS), None)
+    tick(sensor, dagster_instance, make_resources(**LAG_THRESHOLDS), None)
     assert redis_client.get(keys.paused) == "operator"
 
 
@@ -179,7 +171,7 @@ def test_expired_lag_key_with_a_live_lease_is_judged_on_the_group_not_worker_off
     redis_client.set(keys.lease("worker-1"), "1", px=60_000)  # ...but the worker is alive
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
 
-    data = tick(sensor, dagster_instance, make_resources(**THRESHOLDS), None)
+    data = tick(sensor, dagster_instance, make_resources(**LAG_THRESHOLDS), None)
 
     (obs,) = observations(data, TRANSACTIONS.asset_key)
     assert obs["zone"] == "nominal" and obs["lag"] == 3 and obs["consumers_alive"] == 1
@@ -199,7 +191,7 @@ def test_publish_run_that_failed_during_a_pause_is_relaunched_once_on_resume(
     redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
 ) -> None:
     keys = txn_group
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     job = dg.define_asset_job(
         "publish_transactions", selection=[TRANSACTIONS.asset_key], partitions_def=DAILY
     )
@@ -237,7 +229,7 @@ def test_pause_flag_set_by_the_sensor_is_cleared_even_after_a_lost_cursor(
     clock,
 ) -> None:
     keys = txn_group
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
     drive_lag(redis_client, keys, 12)
     tick(sensor, dagster_instance, resources, None)

@@ -7,8 +7,7 @@ from sentinel_platform.sensors.targets import TRANSACTIONS
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lag import write_lag_key
-from sentinel_platform_tests.sensors.conftest import tick
-from sentinel_platform_tests.sensors.test_lag_gate import observations
+from sentinel_platform_tests.sensors.conftest import observations, tick
 
 
 def test_stream_observation_records_the_entries_retained(

@@ -23,21 +23,20 @@ from sentinel_platform.streams.lag import measure_lag, read_lag_key, write_lag_k
 from sentinel_platform.streams.peaks import HARD, peaks_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.sensors.conftest import (
+    LAG_THRESHOLDS,
     axiom_stream,
+    observations,
     publish_transactions,
     read_alerts,
     tick,
     transaction_stream,
 )
-from sentinel_platform_tests.sensors.test_lag_gate import observations
 from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
     NOOP_PROCESSOR,
     publish,
     start_worker,
     worker_env,
 )
-
-THRESHOLDS = {"lag_warn": 5, "lag_pause": 10}
 
 
 def _drained(client: RedisClient, keys: StreamKeys) -> bool:
@@ -65,7 +64,7 @@ def test_spike_drained_between_ticks_is_plotted_as_lag_peak_and_alerted_once(
         args=("--count", "5"),
     )
     worker.wait_ready(redis_client)
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
     cursor = tick(sensor, dagster_instance, resources, None).cursor
 
@@ -81,7 +80,7 @@ def test_spike_drained_between_ticks_is_plotted_as_lag_peak_and_alerted_once(
 
     for obs in peaks:
         assert obs["lag"] == 0 and obs["zone"] == "nominal"
-        assert obs["lag_peak"] >= THRESHOLDS["lag_pause"]
+        assert obs["lag_peak"] >= LAG_THRESHOLDS["lag_pause"]
         assert obs["peak_zone"] == "backpressure" and obs["peak_zone_level"] == 2
     (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)  # the cool-down holds the 2nd
     assert alert.severity == "error" and alert.condition == "hard_backpressure"
@@ -124,7 +123,7 @@ def test_producer_hard_stop_between_ticks_is_counted_as_an_episode(
     data = tick(
         sensor := build_lag_sensor([TRANSACTIONS], clock=clock),
         dagster_instance,
-        make_resources(**THRESHOLDS),
+        make_resources(**LAG_THRESHOLDS),
         None,
     )
     (obs,) = observations(data, TRANSACTIONS.asset_key)
@@ -142,7 +141,7 @@ def test_check_evaluations_name_the_latest_materialization(
 ) -> None:
     """The UI's "latest execution" of a check is the evaluation about the latest
     materialisation; a sensor's evaluation must say which one it saw."""
-    resources = make_resources(**THRESHOLDS)
+    resources = make_resources(**LAG_THRESHOLDS)
     sensors = [
         build_lag_sensor([TRANSACTIONS], clock=clock),
         dead_letter_queue_sensor,

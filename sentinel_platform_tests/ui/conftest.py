@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,9 +27,15 @@ import pytest
 
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
 from sentinel_platform.cli.up import repo_root
-from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.cli.sentinel_up import (
+    SENTINEL,
+    dagster_log_tail,
+    dagster_sensor,
+    http_ok,
+    start_sentinel_up,
+)
 from sentinel_platform_tests.conftest import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
@@ -74,23 +79,12 @@ class Platform:
             return json.loads(response.read())["data"]
 
     def sentinel(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        script = Path(sys.executable).parent / "sentinel"
         return subprocess.run(
-            [str(script), *argv], env=self.env, capture_output=True, text=True, timeout=60
+            [str(SENTINEL), *argv], env=self.env, capture_output=True, text=True, timeout=60
         )
 
     def dagster_log_tail(self, lines: int = 40) -> str:
-        log = self.home / "logs" / "dagster.log"
-        text = log.read_text(errors="replace") if log.exists() else "(no dagster.log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+        return dagster_log_tail(self.home, lines)
 
 
 def _hold_todays_partitions(env: dict[str, str]) -> None:
@@ -98,11 +92,7 @@ def _hold_todays_partitions(env: dict[str, str]) -> None:
     not launch default-size publish runs (the test launches its own, from the UI)."""
     today = datetime.now(UTC).date().isoformat()
     cursor = {"streams": {name: {"last_due": today} for name in ("transactions", "axioms")}}
-    subprocess.run(
-        [sys.executable, "-m", "dagster", "sensor", "cursor", "consumer_lag_sensor",
-         "--set", json.dumps(cursor), "-w", str(repo_root() / "workspace.yaml")],
-        env=env, cwd=repo_root(), check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
+    dagster_sensor(env, "cursor", "consumer_lag_sensor", "--set", json.dumps(cursor))
 
 
 @pytest.fixture
@@ -113,17 +103,10 @@ def platform(
     env = {**settings_env, **SPIKE_ENV, "DAGSTER_HOME": str(settings.dagster_home)}
     ensure_dagster_home(settings.dagster_home)
     _hold_todays_partitions(env)
-    port = free_port()
-    script = Path(sys.executable).parent / "sentinel"
-    up = subprocess.Popen(
-        [str(script), "up", "--port", str(port), "--no-demo"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    port, up = start_sentinel_up(env)
     running = Platform(port, env, settings.home_dir)
     try:
-        wait_until(lambda: _http_ok(running.url), timeout_s=120, interval_s=0.5)
+        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
         # The cursor was set while the sensor was stopped: start it, keeping the cursor.
         started = running.graphql(
             """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {

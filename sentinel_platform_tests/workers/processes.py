@@ -153,6 +153,19 @@ def publish(
     return list(pipe.execute())
 
 
+def read_and_ack(
+    client: RedisClient, keys: StreamKeys, count: int, consumer: str = "c"
+) -> list[str]:
+    """Read up to ``count`` new entries as ``consumer`` of the group and acknowledge them.
+
+    Stands in for a worker that has finished those entries; returns their ids, oldest first.
+    """
+    read = client.xreadgroup(keys.group, consumer, {keys.stream: ">"}, count=count)
+    ids = [message_id for message_id, _fields in read[0][1]]
+    client.xack(keys.stream, keys.group, *ids)
+    return ids
+
+
 def pending_of(client: RedisClient, keys: StreamKeys, consumer: str) -> int:
     """How many messages ``consumer`` holds (0 when the group or consumer is gone)."""
     try:

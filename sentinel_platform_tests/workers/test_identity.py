@@ -175,7 +175,8 @@ def test_leaving_the_group_drops_the_consumer_only_if_it_holds_nothing_and_the_n
 ) -> None:
     ensure_group(redis_client, tx_keys)
     ours = Lease(redis_client, tx_keys, "slot-3", settings.lease_ttl_ms)
-    redis_client.xreadgroup(tx_keys.group, "slot-3", {tx_keys.stream: ">"})  # joins the group
+    # Joins the group explicitly: a read of an empty stream creates no consumer on Redis 7.0.
+    redis_client.xgroup_createconsumer(tx_keys.stream, tx_keys.group, "slot-3")
     if holds_messages:
         publish(redis_client, tx_keys, [{"key": "in-flight"}])
         redis_client.xreadgroup(tx_keys.group, "slot-3", {tx_keys.stream: ">"})

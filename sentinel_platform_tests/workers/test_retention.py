@@ -15,7 +15,8 @@ from sentinel_platform.streams.retention import (
     trim,
 )
 from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.workers.processes import publish, read_and_ack
 
 NOW_MS = 1_000_000_000
 
@@ -80,14 +81,13 @@ def test_acknowledged_entries_stay_for_the_retention_window(
     client, keys = redis_client, tx_keys
     ensure_group(client, keys)
     publish(client, keys, [{"key": f"m{n}"} for n in range(10)])
-    read = client.xreadgroup(keys.group, "c", {keys.stream: ">"}, count=10)
-    client.xack(keys.stream, keys.group, *[message_id for message_id, _ in read[0][1]])
+    acked = read_and_ack(client, keys, 10)
     settings: Settings = make_settings(stream_retention_s=3600)
 
     assert trim(client, keys, settings) == 0
     state = retention_state(client, keys, settings)
     assert state.entries == 10
-    assert state.oldest_id == read[0][1][0][0]
+    assert state.oldest_id == acked[0]
 
     assert trim(client, keys, make_settings(stream_retention_s=0)) == 10
 
