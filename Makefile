@@ -5,6 +5,10 @@ PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip -q --disable-pip-version-check
 # Installs exactly what CI tested (see constraints.txt).
 INSTALL := $(PIP) install -c constraints.txt
+# Test processes: most tests wait on real servers, workers and JVMs, so 3 keep 2 cores busy.
+# A test file runs in one process (its fixtures and servers stay together).
+TEST_PROCS ?= 3
+PYTEST  := $(PY) -m pytest -n $(TEST_PROCS) --dist loadfile
 
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_DISABLE_TELEMETRY := 1
@@ -34,31 +38,39 @@ run: $(VENV)/.installed
 
 ## The whole test suite (real Valkey/Redis server, real Spark, real Dagster)
 test: $(VENV)/.installed-test
-	$(PY) -m pytest
+	$(PYTEST)
 
 ## Everything but the slow process and cluster tests
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -m "not slow and not cluster"
+	$(PYTEST) -m "not slow and not cluster"
 
 ## Only the scale-out tests: a real Redis Cluster and a Spark standalone cluster
 test-cluster: $(VENV)/.installed-test
-	REQUIRE_CLUSTER_TESTS=1 $(PY) -m pytest -m cluster sentinel_platform_tests/scale_out
+	REQUIRE_CLUSTER_TESTS=1 $(PYTEST) -m cluster sentinel_platform_tests/scale_out
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## Quick versions of every benchmark (see bench/RESULTS.md); REDIS_URL=... runs them on that server
+## Quick versions of every benchmark, then each goal's ratio with PASS/MISS (see bench/RESULTS.md);
+## REDIS_URL=... runs them on that server
 bench: $(VENV)/.installed-bench
-	for script in worker_throughput recovery_latency backpressure chaos redis_restart_drill publish_throughput lag_cost soak; do \
-		$(PY) bench/$$script.py --quick || exit 1; \
+	@mkdir -p bench/out
+	@: > bench/out/goals.txt
+	@for script in worker_throughput publish_throughput backpressure recovery_latency chaos \
+	               redis_restart_drill lag_cost soak; do \
+		echo "== bench/$$script.py --quick"; \
+		{ $(PY) bench/$$script.py --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
+		[ "$$(cat bench/out/rc)" = 0 ] || exit 1; \
+		grep -E '\b(PASS|MISS)\b' bench/out/$$script.log | sed "s|^|$$script: |" >> bench/out/goals.txt; \
 	done
+	@echo "== goals"; cat bench/out/goals.txt
 
-## Pin what the current venv (test and bench extras) has: run after changing dependencies
 constraints: $(VENV)/.installed-bench
 	@{ sed -n '/^#/p' constraints.txt; \
 	   $(PY) -m pip freeze --exclude-editable --disable-pip-version-check \

@@ -1,23 +1,27 @@
-"""Backpressure: lag band, oscillation, consumer idle time and producer rate under three guards.
+"""Backpressure: lag band, consumer idle time and producer rate, ours against the old guards.
 
-A producer much faster than the consumers (2 worker processes, a fixed service time per
-message via ``--simulate-latency-ms``) publishes for a fixed time under each guard in turn:
+Producers much faster than the consumers (worker processes with a fixed service time per
+message, ``--simulate-latency-ms``) publish for a fixed time. Runs, each against fresh
+workers and a fresh stream on one server:
 
-* ``binary``: the first Sentinel-L7 guard (seed 004's "before"): publish one message at a
-  time at full speed; at or above the hard limit stop, polling, until lag is below it.
-* ``original``: seed 004's two-threshold guard verbatim: read the lag key before every
-  XADD; above ``lag_pause`` spin (100 ms polls) until it is not; above ``lag_warn`` sleep a
-  fixed 500 ms.
 * ``ours``: :func:`sentinel_platform.streams.publish.publish_rows` with
-  :class:`~sentinel_platform.streams.backpressure.BackpressureGuard` (graduated), batches
-  of ``SENTINEL_PUBLISH_BATCH_SIZE``: the path the Spark assets publish through.
+  :class:`~sentinel_platform.streams.backpressure.BackpressureGuard`, batches of
+  ``SENTINEL_PUBLISH_BATCH_SIZE``: the path the Spark assets publish through;
+* ``ours x2``: two producer processes publishing at once (two partitions);
+* ``ours halves``: the consumers' speed halves mid-run (every message then takes twice the
+  service time: :func:`slowing`, switched by a key);
+* ``binary``, ``original``, ``fixed``: the old guards of :mod:`bench.guards`, 1 producer.
 
-All three read the same signal (the lag key the workers write) with the same thresholds,
-against fresh workers and a fresh stream each, on one redis-server. The bench samples
-the true lag (backlog + pending, from XINFO GROUPS) every 100 ms. Consumer idle fraction
-is ``1 - processed x service_time / (workers x duration)``: the share of worker capacity
-left unused (it includes the per-message overhead beyond the service time, alike for all
-guards); "starved" is the share of samples at lag 0, when the consumers had nothing at all.
+Producers connect, then start together on a signal, so every figure covers the same
+window. The bench samples the true lag (backlog + pending, ``XINFO GROUPS``) every
+100 ms; the band statistics start when the lag first reaches ``lag_warn`` (the start-up
+fill is not steady state; the same rule for every guard). Consumer idle fraction is the
+share of samples in which nothing was left to deliver (backlog 0): a worker asking for
+more then gets nothing. It depends on the producer alone, not on how busy the machine is
+(a capacity-based figure swings by 20% with the load of a shared machine).
+
+Targets (ours, each run): band p95-p5 <= 25% of ``lag_pause``, max <= ``lag_pause``,
+consumers idle < 5%, producer rate >= 95% of the consumed rate; each printed PASS/MISS.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,23 +61,45 @@ from bench._common import (
     wait_until,
 )
 from bench._plot import PALETTE, HLine, Series, line_chart
+from bench.guards import GUARDS
+from bench.processors import NoopProcessor
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.processor import Effect
 
 NAME = "backpressure"
-GUARDS = ("binary", "original", "ours")
-EXPERIMENTS = ("ours-measured",)
 PNG = REPO_ROOT / "bench" / "out" / "backpressure.png"
 SAMPLE_S = 0.1
+GO_KEY = "bench:bp:go"
+READY_KEY = "bench:bp:ready"
+SLOW_KEY = "bench:bp:slow"
 
 
-# --- producers (run as a child process via --role producer) -------------------------------
+@dataclass(frozen=True)
+class Run:
+    name: str
+    guard: str
+    producers: int = 1
+    halves: bool = False
 
 
-def _lag(client: redis.Redis, keys: StreamKeys) -> int:
-    """The original's reading: the worker-written key, missing = 0."""
-    value = client.get(keys.lag)
-    return int(value) if value is not None else 0
+RUNS = (
+    Run("ours", "ours"),
+    Run("ours x2", "ours", producers=2),
+    Run("ours halves", "ours", halves=True),
+    Run("binary", "binary"),
+    Run("original", "original"),
+    Run("fixed", "fixed"),
+)
+TARGETS = (
+    ("band <= 25% pause", lambda f, s: f["band"] <= 0.25 * s.lag_pause),
+    ("max <= pause", lambda f, s: f["lag"]["max"] <= s.lag_pause),
+    ("idle < 5%", lambda f, s: f["idle_fraction"] < 0.05),
+    ("producer >= 95% consumed", lambda f, s: f["producer_vs_consumed"] >= 0.95),
+)
+
+
+# --- producers (run as a child process via --role-guard) -----------------------------------
 
 
 def _messages(prefix: str) -> Iterator[dict[str, str]]:
@@ -83,45 +109,8 @@ def _messages(prefix: str) -> Iterator[dict[str, str]]:
         index += 1
 
 
-def produce_binary(
-    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Callable[[], bool]
-) -> int:
-    sent = 0
-    for fields in _messages("binary"):
-        if stop():
-            break
-        while _lag(client, keys) >= settings.lag_pause and not stop():
-            time.sleep(settings.lag_pause_poll_ms / 1000)
-        client.xadd(keys.stream, fields)
-        sent += 1
-    return sent
-
-
-def produce_original(
-    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Callable[[], bool]
-) -> int:
-    """Seed 004's loop: lag key before every XADD, fixed soft sleep, spin above the hard limit."""
-    sent = 0
-    for fields in _messages("original"):
-        if stop():
-            break
-        lag = _lag(client, keys)
-        if lag > settings.lag_pause:
-            while _lag(client, keys) > settings.lag_pause and not stop():
-                time.sleep(settings.lag_pause_poll_ms / 1000)
-        elif lag > settings.lag_warn:
-            time.sleep(settings.lag_warn_sleep_ms / 1000)
-        client.xadd(keys.stream, fields)
-        sent += 1
-    return sent
-
-
 def produce_ours(
-    client: redis.Redis,
-    keys: StreamKeys,
-    settings: Settings,
-    stop: Callable[[], bool],
-    fresh: bool = False,
+    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Any, entries: Any
 ) -> int:
     from sentinel_platform.streams.backpressure import (
         BackpressureConfig,
@@ -132,47 +121,40 @@ def produce_ours(
 
     sent = 0
 
-    def entries() -> Iterator[dict[str, str]]:
+    def counted() -> Iterator[dict[str, str]]:
         nonlocal sent
-        for fields in _messages("ours"):
+        for fields in entries:
             if stop():
                 return
             sent += 1
             yield fields
 
     guard = BackpressureGuard(client, keys, BackpressureConfig.from_settings(settings), stop)
-    if fresh:
-        guard.read_signal = _measured_signal(guard)  # type: ignore[method-assign]
     with contextlib.suppress(PublishInterrupted):  # the deadline ended a wait
-        publish_rows(client, keys, entries(), settings.publish_batch_size, guard)
+        publish_rows(client, keys, counted(), settings.publish_batch_size, guard)
     return sent
 
 
-def _measured_signal(guard: Any) -> Callable[[], Any]:
-    """Experiment: our guard fed the group's lag measured now instead of the worker's key."""
-    from sentinel_platform.streams.backpressure import Signal
-    from sentinel_platform.streams.lag import measure_lag
+class SlowingProcessor(NoopProcessor):
+    """Adds ``SENTINEL_SIMULATE_LATENCY_MS`` again per message once ``SLOW_KEY`` is set."""
 
-    def read_signal() -> Signal:
-        lag = measure_lag(guard.client, guard.keys).lag
-        guard.stats.max_lag = max(guard.stats.max_lag, lag)
-        return Signal(lag=lag, source="measured", paused_flag=False, stop=False)
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client = redis.Redis.from_url(settings.redis_url_value)
+        self._checked = 0.0
+        self._slow = False
 
-    return read_signal
+    def process(self, message: dict[str, str]) -> Effect:
+        now = time.monotonic()
+        if now - self._checked > 0.2:
+            self._checked, self._slow = now, bool(self._client.exists(SLOW_KEY))
+        if self._slow:
+            time.sleep((self._settings.simulate_latency_ms or 0) / 1000)
+        return super().process(message)
 
 
-def produce_ours_measured(
-    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Callable[[], bool]
-) -> int:
-    return produce_ours(client, keys, settings, stop, fresh=True)
-
-
-PRODUCERS = {
-    "binary": produce_binary,
-    "original": produce_original,
-    "ours": produce_ours,
-    "ours-measured": produce_ours_measured,
-}
+def slowing(settings: Settings) -> SlowingProcessor:
+    return SlowingProcessor(settings)
 
 
 def producer_main(args: argparse.Namespace) -> int:
@@ -181,9 +163,14 @@ def producer_main(args: argparse.Namespace) -> int:
     settings = load_settings()
     keys = transaction_keys(settings)
     client = redis.Redis.from_url(settings.redis_url_value, decode_responses=True)
-    deadline = time.monotonic() + args.seconds
+    produce = produce_ours if args.role_guard == "ours" else GUARDS[args.role_guard]
+    entries = _messages(f"{args.role_guard}-{args.producer_id}")
+    client.incr(READY_KEY)
+    while not client.exists(GO_KEY):
+        time.sleep(0.005)
     started = time.monotonic()
-    sent = PRODUCERS[args.role_guard](client, keys, settings, lambda: time.monotonic() > deadline)
+    deadline = started + args.seconds
+    sent = produce(client, keys, settings, lambda: time.monotonic() > deadline, entries)
     print(json.dumps({"sent": sent, "seconds": time.monotonic() - started}), flush=True)
     return 0
 
@@ -193,9 +180,10 @@ def producer_main(args: argparse.Namespace) -> int:
 
 @dataclass
 class Trace:
-    guard: str
+    run: Run
     times: list[float] = field(default_factory=list)
     lags: list[int] = field(default_factory=list)
+    backlogs: list[int] = field(default_factory=list)
     sent: int = 0
     processed: int = 0
     seconds: float = 0.0
@@ -204,82 +192,122 @@ class Trace:
 def _sample(client: redis.Redis, keys: StreamKeys, trace: Trace, done: threading.Event) -> None:
     started = time.monotonic()
     while not done.is_set():
-        try:
-            lag = unacked(client, keys.stream, keys.group)
-        except (redis.ResponseError, StopIteration):
-            lag = 0
+        backlog, pending = _group_lag(client, keys)
         trace.times.append(time.monotonic() - started)
-        trace.lags.append(lag)
+        trace.lags.append(backlog + pending)
+        trace.backlogs.append(backlog)
         done.wait(SAMPLE_S)
 
 
-def run_guard(guard: str, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
-    home = tmp / guard
-    stream = f"bench:bp:{guard}"
-    overrides = {"transactions_stream": stream}
-    settings = bench_settings(url, home, **overrides)
-    keys = transaction_keys(settings)
+def _group_lag(client: redis.Redis, keys: StreamKeys) -> tuple[int, int]:
+    """(backlog, pending) of the group: entries never delivered, delivered but unacked."""
+    try:
+        group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
+    except (redis.ResponseError, StopIteration):
+        return 0, 0
+    if group.get("lag") is None:  # an entry after the group's position was deleted
+        total = unacked(client, keys.stream, keys.group)
+        return total - int(group["pending"]), int(group["pending"])
+    return int(group["lag"]), int(group["pending"])
+
+
+def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
+    tag = run.name.replace(" ", "-")
+    home = tmp / tag
+    overrides = {"transactions_stream": f"bench:bp:{tag}"}
+    keys = transaction_keys(bench_settings(url, home, **overrides))
     client = raw_client(url)
+    client.delete(GO_KEY, READY_KEY, SLOW_KEY)
     env = child_env(url, home, **overrides)
-    trace = Trace(guard)
+    trace = Trace(run)
     with Fleet(tmp) as fleet:
         workers = [
             fleet.worker(
                 "transactions",
-                f"bp-{guard}-{i}",
+                f"bp-{tag}-{i}",
                 env,
-                "bench.processors:noop",
+                "bench.backpressure:slowing",
                 count=args.worker_count,
                 simulate_latency_ms=args.service_ms,
             )
             for i in range(args.workers)
         ]
         wait_leases(client, keys, workers)
+        producers = [
+            fleet.spawn(
+                f"producer-{tag}-{i}",
+                [
+                    PYTHON,
+                    __file__,
+                    "--role-guard",
+                    run.guard,
+                    "--producer-id",
+                    str(i),
+                    "--seconds",
+                    str(args.seconds),
+                ],
+                env,
+            )
+            for i in range(run.producers)
+        ]
+        wait_until(lambda: int(client.get(READY_KEY) or 0) == run.producers, 60, 0.02, "ready")
         done = threading.Event()
         sampler = threading.Thread(target=_sample, args=(client.client(), keys, trace, done))
-        results_before = _results(client, keys)
-        producer = fleet.spawn(
-            f"producer-{guard}",
-            [PYTHON, __file__, "--role-guard", guard, "--seconds", str(args.seconds)],
-            env,
-        )
-        sampler.start()
+        before = int(client.xlen(keys.results))
+        client.set(GO_KEY, "1")
         started = time.monotonic()
-        wait_until(lambda: not producer.alive(), args.seconds + 30, 0.05, "producer exit")
+        sampler.start()
+        _consume(run, client, args)
+        trace.processed = int(client.xlen(keys.results)) - before
         trace.seconds = time.monotonic() - started
         done.set()
         sampler.join()
-        trace.processed = _results(client, keys) - results_before
-        report = json.loads(producer.log_text().strip().splitlines()[-1])
-        trace.sent = int(report["sent"])
-        trace.seconds = float(report["seconds"])
+        wait_until(lambda: not any(p.alive() for p in producers), 30, 0.02, "producers exit")
+        for producer in producers:
+            report = json.loads(producer.log_text().strip().splitlines()[-1])
+            trace.sent += int(report["sent"])
         for worker in workers:
             worker.stop()
     return trace
 
 
-def _results(client: redis.Redis, keys: StreamKeys) -> int:
-    return int(client.xlen(keys.results))
+def _consume(run: Run, client: redis.Redis, args: argparse.Namespace) -> None:
+    """Let the workers consume for the run, halving their speed mid-run when asked."""
+    if run.halves:
+        time.sleep(args.seconds / 2)
+        client.set(SLOW_KEY, "1")
+        time.sleep(args.seconds / 2)
+    else:
+        time.sleep(args.seconds)
 
 
-def summarize(trace: Trace, args: argparse.Namespace) -> dict:
-    lag = distribution([float(v) for v in trace.lags], digits=0)
-    capacity = args.workers * trace.seconds * 1000 / args.service_ms
-    idle = max(0.0, 1.0 - trace.processed / capacity) if capacity else None
+def summarize(trace: Trace, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
+    first = next((i for i, v in enumerate(trace.lags) if v >= settings.lag_warn), 0)
+    steady = [float(v) for v in trace.lags[first:]] or [0.0]
+    lag = distribution(steady, digits=0)
+    backlogs = trace.backlogs[first:] or [0]
+    idle = sum(1 for v in backlogs if v == 0) / len(backlogs)
+    produced = trace.sent / args.seconds
+    consumed = trace.processed / trace.seconds
     return {
         "lag": lag,
-        "amplitude": lag["p95"] - lag["p5"],
-        "idle_fraction": round(idle, 3) if idle is not None else None,
-        "starved_fraction": round(sum(1 for v in trace.lags if v == 0) / len(trace.lags), 3),
-        "producer_msgs_per_s": round(trace.sent / trace.seconds, 1),
-        "consumed_msgs_per_s": round(trace.processed / trace.seconds, 1),
+        "band": lag["p95"] - lag["p5"],
+        "idle_fraction": round(idle, 3),
+        "producer_msgs_per_s": round(produced, 1),
+        "consumed_msgs_per_s": round(consumed, 1),
+        "producer_vs_consumed": round(produced / consumed, 3) if consumed else 0.0,
     }
 
 
+def verdicts(figures: dict[str, Any], settings: Settings) -> dict[str, bool]:
+    return {name: bool(check(figures, settings)) for name, check in TARGETS}
+
+
 def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
+    drawn = [t for t in traces if t.run.producers == 1 and not t.run.halves]
     series = [
-        Series(trace.guard, trace.times, trace.lags, color)
-        for trace, color in zip(traces, PALETTE, strict=False)
+        Series(trace.run.name, trace.times, trace.lags, color)
+        for trace, color in zip(drawn, PALETTE, strict=False)
     ]
     return line_chart(
         path,
@@ -296,59 +324,63 @@ def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
 
 def main() -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=None, help="publish time per guard")
+    parser.add_argument("--seconds", type=float, default=None, help="publish time per run")
     parser.add_argument("--service-ms", type=int, default=10, help="service time per message")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--worker-count", type=int, default=None, help="worker --count (default: setting)"
+        "--worker-count",
+        type=int,
+        default=10,
+        help="worker --count: entries per read (a read of 100 is a second of work at 10 ms, "
+        "and the lag then moves in steps of 100 whatever the producer does)",
     )
-    parser.add_argument("--guards", default=",".join(GUARDS))
+    parser.add_argument("--runs", default=",".join(r.name for r in RUNS))
     parser.add_argument("--png", type=Path, default=PNG)
-    parser.add_argument("--role-guard", choices=GUARDS + EXPERIMENTS, help=argparse.SUPPRESS)
+    parser.add_argument("--role-guard", choices=("ours", *GUARDS), help=argparse.SUPPRESS)
+    parser.add_argument("--producer-id", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.seconds is None:
-        args.seconds = 20.0 if args.quick else 60.0
+        args.seconds = 5.0 if args.quick else 60.0
     if args.role_guard:
         return producer_main(args)
 
+    chosen = [r for r in RUNS if r.name in {n.strip() for n in args.runs.split(",")}]
     traces: list[Trace] = []
     with redis_server() as server, scratch_dir("bench-backpressure-") as tmp:
         info = machine_info(raw_client(server.url))
         settings = bench_settings(server.url, tmp)
-        for guard in args.guards.split(","):
-            trace = run_guard(guard, server.url, tmp, args)
+        for run in chosen:
+            trace = run_one(run, server.url, tmp, args)
             traces.append(trace)
-            print(f"  {guard:<9} sent {trace.sent:>7,}  processed {trace.processed:>7,}")
-    figures = {trace.guard: summarize(trace, args) for trace in traces}
+            print(f"  {run.name:<12} sent {trace.sent:>7,}  processed {trace.processed:>7,}")
+    figures = {t.run.name: summarize(t, args, settings) for t in traces}
+    checks = {name: verdicts(f, settings) for name, f in figures.items()}
     print_table(
-        f"{args.workers} workers x {args.service_ms} ms/message, {args.seconds:.0f} s per guard, "
+        f"{args.workers} workers x {args.service_ms} ms/message, reading {args.worker_count} "
+        f"at a time, {args.seconds:.0f} s per run, "
         f"warn {settings.lag_warn} / pause {settings.lag_pause}",
-        [
-            "guard",
-            "lag p5",
-            "p50",
-            "p95",
-            "max",
-            "p95-p5",
-            "idle",
-            "starved",
-            "producer/s",
-            "consumed/s",
-        ],
+        ["run", "lag p5", "p50", "p95", "max", "p95-p5", "idle", "prod/s", "cons/s"],
         [
             (
-                guard,
+                name,
                 f["lag"]["p5"],
                 f["lag"]["p50"],
                 f["lag"]["p95"],
                 f["lag"]["max"],
-                f["amplitude"],
+                f["band"],
                 f["idle_fraction"],
-                f["starved_fraction"],
                 f["producer_msgs_per_s"],
                 f["consumed_msgs_per_s"],
             )
-            for guard, f in figures.items()
+            for name, f in figures.items()
+        ],
+    )
+    print_table(
+        "targets (PASS/MISS; old guards shown for comparison)",
+        ["run", *(name for name, _ in TARGETS)],
+        [
+            (name, *("PASS" if ok else "MISS" for ok in result.values()))
+            for name, result in checks.items()
         ],
     )
     png = plot(traces, settings, args.png)
@@ -356,12 +388,13 @@ def main() -> int:
     emit_json(
         NAME,
         {
-            "seconds_per_guard": args.seconds,
+            "seconds_per_run": args.seconds,
             "workers": args.workers,
             "service_ms": args.service_ms,
             "lag_warn": settings.lag_warn,
             "lag_pause": settings.lag_pause,
-            "guards": figures,
+            "runs": figures,
+            "targets": checks,
             "png": str(png.relative_to(REPO_ROOT)) if png.is_relative_to(REPO_ROOT) else str(png),
             "machine": info,
         },

@@ -4,13 +4,20 @@ Each trial, against one redis-server: a victim worker (every message takes "fore
 ``--simulate-latency-ms 600000``) reads M messages into its pending list; a survivor
 worker starts and proves it is live (lease key); the victim is SIGKILLed; the clock runs
 from the kill (server time, ``TIME``) to the server-assigned id of the last result entry
-the survivor writes for those M messages. Trials run at the default lease
-(``SENTINEL_LEASE_TTL_MS``) and at a short one; the target is lease TTL + 2 s.
+the survivor writes for those M messages. Both arms use the default settings
+(``SENTINEL_LEASE_TTL_MS`` 5 s) and run interleaved:
 
-The "slow but alive" trial gives the victim a service time of 3 x
-``SENTINEL_RECLAIM_IDLE_MS`` instead and never kills it: the original stole such
-messages (seed 002). ``bench.processors:counting`` counts every processing in Redis, so
-a stolen message shows up as a processing count above 1. The figure must be 0.
+* ``connection``: the default, the survivor sees the victim's registered connection
+  closed (``streams/liveness.py``);
+* ``lease only``: the victim runs with ``SENTINEL_CONNECTION_LIVENESS=false``, so only
+  its lease running out frees its messages (the rule before).
+
+Goal (issue 16): p95 of ``connection`` <= 1.5 s, printed as a ratio with PASS/MISS.
+
+The "slow but alive" trial gives the victim a service time of 10 x the lease TTL (and of
+``SENTINEL_RECLAIM_IDLE_MS``) and never kills it: the original stole such messages (seed
+002). ``bench.processors:counting`` counts every processing in Redis, so a stolen message
+shows up as a processing count above 1. The figure must be 0.
 """
 
 from __future__ import annotations
@@ -44,10 +51,13 @@ from bench._common import (
 from bench.processors import CALLS_KEY
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.liveness import registration_key
 
 NAME = "recovery_latency"
 PROCESSOR = "bench.processors:counting"
 FOREVER_MS = 600_000
+#: Issue 16: p95 recovery after a SIGKILL with default settings.
+TARGET_P95_S = 1.5
 
 
 def server_ms(client: redis.Redis) -> float:
@@ -84,14 +94,24 @@ def _hold_messages(
     return victim
 
 
-def kill_trial(url: str, home: Path, settings: Settings, held: int, trial: str) -> float:
+def kill_trial(
+    url: str, home: Path, settings: Settings, held: int, trial: str, connection: bool
+) -> float:
     """Seconds from SIGKILL of the victim until a survivor has processed all it held."""
     client = raw_client(url)
     client.flushdb()
     keys = transaction_keys(settings)
-    env = child_env(url, home, lease_ttl_ms=settings.lease_ttl_ms)
+    env = child_env(url, home)
+    victim_env = {**env, "SENTINEL_CONNECTION_LIVENESS": str(connection).lower()}
     with Fleet(home) as fleet:
-        victim = _hold_messages(fleet, client, keys, env, FOREVER_MS, held, trial)
+        victim = _hold_messages(fleet, client, keys, victim_env, FOREVER_MS, held, trial)
+        if connection:
+            wait_until(
+                lambda: client.exists(registration_key(keys, victim.name)),
+                30,
+                0.01,
+                "victim registered its connection",
+            )
         survivor = fleet.worker("transactions", f"survivor-{trial}", env, PROCESSOR)
         wait_leases(client, keys, [survivor])
         killed_at = server_ms(client)
@@ -103,21 +123,22 @@ def kill_trial(url: str, home: Path, settings: Settings, held: int, trial: str) 
     return (id_ms(last) - killed_at) / 1000
 
 
-def slow_alive_trial(url: str, home: Path, held: int) -> dict[str, int]:
-    """A live worker 3x slower than the reclaim idle time: nothing may be processed twice."""
-    idle_ms = 500
-    settings = bench_settings(url, home, reclaim_idle_ms=idle_ms)
+def slow_alive_trial(url: str, home: Path, held: int, lease_ms: int) -> dict[str, int]:
+    """A live worker 10x slower than the lease TTL and the reclaim idle time, a live
+    survivor beside it: nothing may be processed twice."""
+    service_ms = 10 * lease_ms
+    settings = bench_settings(url, home, reclaim_idle_ms=lease_ms, lease_ttl_ms=lease_ms)
     client = raw_client(url)
     client.flushdb()
     keys = transaction_keys(settings)
-    env = child_env(url, home, reclaim_idle_ms=idle_ms)
+    env = child_env(url, home, reclaim_idle_ms=lease_ms, lease_ttl_ms=lease_ms)
     with Fleet(home) as fleet:
-        slow = _hold_messages(fleet, client, keys, env, 3 * idle_ms, held, "slow")
+        slow = _hold_messages(fleet, client, keys, env, service_ms, held, "slow")
         survivor = fleet.worker("transactions", "survivor-slow", env, PROCESSOR)
         wait_leases(client, keys, [survivor])
         wait_until(
             lambda: client.xlen(keys.results) >= held,
-            held * 3 * idle_ms / 1000 + 30,
+            held * service_ms / 1000 + 30,
             0.05,
             "slow worker finished",
         )
@@ -127,56 +148,87 @@ def slow_alive_trial(url: str, home: Path, held: int) -> dict[str, int]:
         slow.stop()
     return {
         "messages": held,
+        "service_ms": service_ms,
+        "lease_ttl_ms": lease_ms,
         "processings": sum(calls.values()),
         "duplicate_processings": sum(max(0, n - 1) for n in calls.values()),
         "duplicate_effects": len(results) - len({fields["k"] for _, fields in results}),
     }
 
 
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
 def main() -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=None, help="kill trials per lease")
+    parser.add_argument("--trials", type=int, default=None, help="kill trials per arm")
     parser.add_argument("--held", type=int, default=20, help="messages the victim holds")
-    parser.add_argument("--short-lease-ms", type=int, default=1000)
+    parser.add_argument("--slow-lease-ms", type=int, default=300, help="lease of the slow trial")
     args = parser.parse_args()
     trials = args.trials or (4 if args.quick else 20)
 
     with redis_server() as server, scratch_dir("bench-recovery-") as tmp:
         info = machine_info(raw_client(server.url))
         default = bench_settings(server.url, tmp)
-        leases = {
-            "default": default,
-            "short": bench_settings(server.url, tmp, lease_ttl_ms=args.short_lease_ms),
-        }
-        latencies: dict[str, list[float]] = {name: [] for name in leases}
+        arms = {"connection": True, "lease only": False}
+        latencies: dict[str, list[float]] = {name: [] for name in arms}
         try:
             for trial in range(trials):  # interleaved, so drift hits both alike
-                for name, settings in leases.items():
-                    seconds = kill_trial(server.url, tmp, settings, args.held, f"{name}{trial}")
+                for name, connection in arms.items():
+                    tag = f"{'c' if connection else 'l'}{trial}"
+                    seconds = kill_trial(server.url, tmp, default, args.held, tag, connection)
                     latencies[name].append(seconds)
-                    print(f"  trial {trial + 1}/{trials} lease {name:<7} {seconds:6.2f} s")
-            slow = slow_alive_trial(server.url, tmp, held=4)
+                    print(f"  trial {trial + 1}/{trials} {name:<10} {seconds:6.2f} s", flush=True)
+            slow = slow_alive_trial(server.url, tmp, held=2, lease_ms=args.slow_lease_ms)
         except BenchTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
 
     figures: dict[str, Any] = {}
     rows = []
-    for name, settings in leases.items():
-        target = settings.lease_ttl_ms / 1000 + 2
+    for name in arms:
         dist = distribution(latencies[name], digits=2)
-        within = sum(1 for s in latencies[name] if s <= target) / len(latencies[name])
-        figures[name] = {"lease_ttl_ms": settings.lease_ttl_ms, **dist, "within_target": within}
-        rows.append((name, settings.lease_ttl_ms, dist["p50"], dist["p95"], dist["max"], target))
+        figures[name.replace(" ", "_")] = {"lease_ttl_ms": default.lease_ttl_ms, **dist}
+        rows.append((name, default.lease_ttl_ms, dist["p50"], dist["p95"], dist["max"]))
     print_table(
-        f"{trials} SIGKILL trials per lease, {args.held} messages held by the victim",
-        ["lease", "ttl ms", "p50 s", "p95 s", "max s", "target s"],
+        f"{trials} SIGKILL trials per arm, default settings, {args.held} messages held",
+        ["arm", "lease ms", "p50 s", "p95 s", "max s"],
         rows,
     )
+    p95 = figures["connection"]["p95"]
+    baseline = figures["lease_only"]["p95"]
+    goal_ratio = round(p95 / TARGET_P95_S, 3)
+    speedup = round(baseline / p95, 2) if p95 else None
+    duplicates = slow["duplicate_processings"]
+    figures["goals"] = {
+        "p95_over_target": goal_ratio,
+        "p95_ok": p95 <= TARGET_P95_S,
+        "speedup_vs_lease_only": speedup,
+        "slow_alive_duplicates_ok": duplicates == 0,
+    }
     print_table(
-        "slow but alive: service time 3 x reclaim idle (500 ms), a live survivor beside it",
-        ["messages", "processings", "duplicate processings", "duplicate effects"],
+        "slow but alive: service time 10 x the lease TTL, a live survivor beside it",
+        list(slow),
         [tuple(slow.values())],
+    )
+    print_table(
+        "goals (issue 16)",
+        ["goal", "measured", "ratio", "verdict"],
+        [
+            (
+                f"p95 after SIGKILL <= {TARGET_P95_S} s (default settings)",
+                f"{p95} s",
+                f"{goal_ratio}x target, {speedup}x faster than lease only ({baseline} s)",
+                verdict(p95 <= TARGET_P95_S),
+            ),
+            (
+                "slow but alive: 0 duplicate processings",
+                duplicates,
+                "-",
+                verdict(duplicates == 0),
+            ),
+        ],
     )
     emit_json(
         NAME, {"trials": trials, "held": args.held, **figures, "slow_alive": slow, "machine": info}

@@ -1,23 +1,34 @@
-"""Worker throughput: messages/s of our worker against the original's loop and the raw ceiling.
+"""Worker throughput: messages/s of our worker against the original's loop and two ceilings.
 
 Contenders, each a separate process against the same stream on the same redis-server:
 
 * ``baseline``: the original Sentinel-L7 loop (seed 000/004): XAUTOCLAIM idle 30 s COUNT 10,
   an XPENDING per claimed message, XREADGROUP COUNT 10 BLOCK 2000, one XACK per message,
   and an XPENDING summary written to the lag key after every cycle.
-* ``ceiling``: a pipelined XREADGROUP COUNT 100 + XACK of the previous batch in one round
+* ``ceiling``: a pipelined XREADGROUP COUNT n + XACK of the previous batch in one round
   trip, with no recovery, no leases, no lag, no results: what Redis and redis-py allow.
+* ``same-work``: the same round trip plus, per message, the writes our worker makes for
+  it (marker ``SET NX EX``, result ``XADD MAXLEN ~``, XACK), packed by hiredis into one
+  socket write, with no bookkeeping at all: no recovery probe, no lease, no lag key, no
+  metrics, no script. The ceiling of *our* work.
 * ``ours``: ``python -m workers.watch_transactions --processor bench.processors:noop``
-  (recovery, lease, lag key, atomic result + idempotency marker + batched XACK), with 1, 2
-  and 4 processes.
+  (recovery, lease, lag key, atomic result + idempotency marker + batched XACK), with 1
+  and 2 processes (and 4 in a full run).
 
 How a run is timed, identically for every contender: the stream is filled first and the
 group created at ``$`` so nothing is readable; the processes start and report ready (a
-lease key, or a ready key for the two loops written here); then one pipeline moves the
+lease key, or a ready key for the loops written here); then one pipeline moves the
 group to ``0`` and adds the last message, and the clock runs until the group has every
-entry delivered and acknowledged. Start-up and import time are never counted. The
-ceiling drains ``CEILING_FACTOR`` times as many messages, or its run would be too short
-to time reliably; every figure is still messages divided by seconds.
+entry delivered and acknowledged. Start-up and import time are never counted. Each
+contender drains a number of messages scaled to its speed (``SIZE_FACTOR``) so every run
+lasts long enough to time and none wastes the budget; every figure is still messages
+divided by seconds. Around the timed window the user + system CPU of the contender's
+processes and of the embedded server is read from ``/proc``: CPU per message is what a
+busy machine cannot hide, where wall-clock rates swing with other load. The batch size n
+(``--count``, default ``SENTINEL_READ_COUNT``) is the same for ours and both ceilings.
+
+Goals (issue 16), printed with PASS/MISS: ours x1 >= 0.7x the same-work ceiling and
+>= 10x the original's loop.
 """
 
 from __future__ import annotations
@@ -28,9 +39,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import redis
 
@@ -54,6 +67,7 @@ from bench._common import (
     wait_leases,
     wait_until,
 )
+from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 
 NAME = "worker_throughput"
@@ -63,8 +77,10 @@ PAYLOAD = (
 )
 READY_PREFIX = "bench:ready:"
 ORIGINAL_LAG_KEY = "sentinel:consumer_lag"
-#: The ceiling drains this many times more messages, so its run lasts long enough to time.
-CEILING_FACTOR = 4
+#: Messages drained by each contender, as a multiple of ``--messages`` (about its speed).
+SIZE_FACTOR = {"baseline": 0.25, "ceiling": 4.0, "same-work": 2.0, "ours": 1.0}
+GOAL_VS_SAME_WORK = 0.7
+GOAL_VS_BASELINE = 10.0
 
 
 # --- the two loops written here (run as child processes via --role) --------------------
@@ -104,14 +120,15 @@ def run_baseline(client: redis.Redis, stream: str, group: str, consumer: str) ->
         yield done
 
 
-def run_ceiling(client: redis.Redis, stream: str, group: str, consumer: str) -> Iterator[int]:
+def run_ceiling(client: redis.Redis, keys: StreamKeys, consumer: str) -> Iterator[int]:
     """Read a batch and acknowledge the previous one in the same round trip."""
+    count = load_settings().read_count  # the batch size ours reads too
     previous: list[str] = []
     while True:
         pipe = client.pipeline(transaction=False)
         if previous:
-            pipe.xack(stream, group, *previous)
-        pipe.xreadgroup(group, consumer, {stream: ">"}, count=100, block=1000)
+            pipe.xack(keys.stream, keys.group, *previous)
+        pipe.xreadgroup(keys.group, consumer, {keys.stream: ">"}, count=count, block=1000)
         reply = pipe.execute()[-1]
         previous = [message_id for _, messages in reply or [] for message_id, _ in messages]
         for _, messages in reply or []:
@@ -120,9 +137,48 @@ def run_ceiling(client: redis.Redis, stream: str, group: str, consumer: str) -> 
         yield len(previous)
 
 
-LOOPS: dict[str, Callable[[redis.Redis, str, str, str], Iterator[int]]] = {
-    "baseline": run_baseline,
+def run_same_work(client: redis.Redis, keys: StreamKeys, consumer: str) -> Iterator[int]:
+    """The ceiling plus our per-message writes (marker, result, ack), one round trip a batch.
+
+    Batch n's writes travel with the read of batch n+1: every command packed into one
+    buffer by hiredis and written to the socket at once, the replies read back raw, so
+    the client spends on each message no more than the server needs. Nothing else is
+    sent: no recovery probe, no lease, no lag key, no script.
+    """
+    settings = load_settings()
+    ttl, maxlen = str(settings.idempotency_ttl_s), str(settings.results_maxlen)
+    read = ("XREADGROUP", "GROUP", keys.group, consumer, "COUNT", settings.read_count)
+    read += ("BLOCK", 1000, "STREAMS", keys.stream, ">")
+    connection = client.connection_pool.get_connection()
+    previous: list[tuple[str, str]] = []  # (message id, natural key)
+    while True:
+        commands: list[tuple[object, ...]] = []
+        for message_id, key in previous:
+            commands.append(("SET", keys.marker(key), message_id, "NX", "EX", ttl))
+            fields = ("k", key, "source_message_id", message_id)
+            commands.append(("XADD", keys.results, "MAXLEN", "~", maxlen, "*", *fields))
+        if previous:
+            commands.append(("XACK", keys.stream, keys.group, *(i for i, _ in previous)))
+        commands.append(read)
+        connection.send_packed_command(connection.pack_commands(commands))
+        replies = [connection.read_response() for _ in commands]
+        previous = []
+        streams = replies[-1] or []
+        for entries in streams.values() if isinstance(streams, dict) else (e for _, e in streams):
+            for message_id, flat in entries:
+                _noop(flat)
+                previous.append((message_id, flat[flat.index("k") + 1]))
+        yield len(previous)
+
+
+def _baseline(client: redis.Redis, keys: StreamKeys, consumer: str) -> Iterator[int]:
+    return run_baseline(client, keys.stream, keys.group, consumer)
+
+
+LOOPS: dict[str, Callable[[redis.Redis, StreamKeys, str], Iterator[int]]] = {
+    "baseline": _baseline,
     "ceiling": run_ceiling,
+    "same-work": run_same_work,
 }
 
 
@@ -131,7 +187,8 @@ def role_main(args: argparse.Namespace) -> int:
     _ensure_group(client, args.stream, args.group)
     client.set(READY_PREFIX + args.consumer, 1)
     deadline = time.monotonic() + args.max_seconds
-    for _ in LOOPS[args.role](client, args.stream, args.group, args.consumer):
+    keys = transaction_keys(load_settings(redis_url=args.url))
+    for _ in LOOPS[args.role](client, keys, args.consumer):
         if time.monotonic() > deadline:
             break
     return 0
@@ -185,6 +242,35 @@ def _wait_loop_ready(client: redis.Redis, child: Child) -> None:
     wait_until(ready, 60, interval_s=0.05, what=f"{child.name} ready")
 
 
+@dataclass(frozen=True)
+class Run:
+    """One timed run: wall-clock rate, and CPU per message of the contender and the server."""
+
+    rate: float
+    client_cpu_us: float | None
+    server_cpu_us: float | None
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a live process (Linux ``/proc``); None where unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_of(pids: list[int | None]) -> float | None:
+    values = [_cpu_seconds(pid) for pid in pids]
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def _per_message_us(before: float | None, after: float | None, total: int) -> float | None:
+    return None if before is None or after is None else (after - before) / total * 1e6
+
+
 def measure(
     contender: str,
     processes: int,
@@ -192,12 +278,14 @@ def measure(
     url: str,
     home: Path,
     log_dir: Path,
-) -> float:
-    """One timed run: messages per second."""
+    count: int | None = None,
+    server_pid: int | None = None,
+) -> Run:
+    """One timed run: messages per second and CPU microseconds per message."""
     client = raw_client(url)
     keys = transaction_keys(bench_settings(url, home))
     _prepare(client, keys, total)
-    env = child_env(url, home, lag_key_ttl_s=10)
+    env = child_env(url, home, lag_key_ttl_s=10, **({"read_count": count} if count else {}))
     with Fleet(log_dir) as fleet:
         if contender == "ours":
             workers = [
@@ -207,18 +295,125 @@ def measure(
             wait_leases(client, keys, workers)
         else:
             _wait_loop_ready(client, _start_loop(fleet, contender, url, keys, env))
+        pids: list[int | None] = [child.pid for child in fleet.children]
+        client_before, server_before = _cpu_of(pids), _cpu_seconds(server_pid)
         seconds = _release_and_time(client, keys, total, timeout_s=max(60, total / 500))
+        client_after, server_after = _cpu_of(pids), _cpu_seconds(server_pid)
         for child in fleet.children:
             child.stop()
-    return total / seconds
+    return Run(
+        total / seconds,
+        _per_message_us(client_before, client_after, total),
+        _per_message_us(server_before, server_after, total),
+    )
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} us"
+
+
+def _median_cpu(runs: list[Run]) -> float | None:
+    """Median CPU per message, contender + server (None when either is unknown)."""
+    totals = [
+        r.client_cpu_us + r.server_cpu_us
+        for r in runs
+        if r.client_cpu_us is not None and r.server_cpu_us is not None
+    ]
+    return statistics.median(totals) if totals else None
+
+
+def _label(contender: str, processes: int) -> str:
+    return f"ours x{processes}" if contender == "ours" else contender
+
+
+def _verdict(value: float | None, goal: float) -> str:
+    return "n/a" if value is None else ("PASS" if value >= goal else "MISS")
+
+
+def _report(
+    total: int,
+    repeats: int,
+    count: int,
+    median: dict[str, float],
+    cpu: dict[str, float | None],
+    info: dict,
+) -> None:
+    ours = median.get("ours x1")
+    same_work = median.get("same-work")
+    rows = [
+        (
+            label,
+            value,
+            ratio(value, median.get("baseline")),
+            ratio(value, median.get("ceiling")),
+            ratio(value, same_work),
+            cpu.get(label),
+        )
+        for label, value in median.items()
+    ]
+    print_table(
+        f"{total:,} messages per run for ours (scaled by speed for the others: "
+        f"{SIZE_FACTOR}), batches of {count}, median of {repeats} run(s), no-op processing",
+        ["contender", "msg/s", "x baseline", "x ceiling", "x same-work", "cpu us/msg"],
+        rows,
+    )
+    vs_same_work = ratio(ours, same_work)
+    vs_baseline = ratio(ours, median.get("baseline"))
+    goals = {
+        f"ours x1 >= {GOAL_VS_SAME_WORK}x same-work ceiling": (vs_same_work, GOAL_VS_SAME_WORK),
+        f"ours x1 >= {GOAL_VS_BASELINE:g}x the original's loop": (vs_baseline, GOAL_VS_BASELINE),
+    }
+    print()
+    for text, (value, goal) in goals.items():
+        shown = "n/a" if value is None else f"{value}x"
+        print(f"  {_verdict(value, goal):<4}  {text}: {shown}")
+    scaling = {
+        str(n): ratio(median[f"ours x{n}"], same_work) for n in (1, 2, 4) if f"ours x{n}" in median
+    }
+    for n, value in scaling.items():
+        print(f"  scale ours x{n} = {value}x same-work ceiling (1 process)")
+    # CPU per message (worker + server) is what a busy machine cannot hide: the same-work
+    # ceiling's CPU over ours is the throughput ratio a saturated host would show.
+    cpu_ratio = ratio(cpu.get("same-work"), cpu.get("ours x1"))
+    print(f"  cpu: same-work / ours x1 per message = {cpu_ratio} (1.0 = no overhead)")
+    emit_json(
+        NAME,
+        {
+            "messages": total,
+            "repeats": repeats,
+            "count": count,
+            "msgs_per_s": {label: round(value) for label, value in median.items()},
+            "ours_vs_baseline": vs_baseline,
+            "ours_vs_ceiling": ratio(ours, median.get("ceiling")),
+            "ours_vs_same_work": vs_same_work,
+            "goals": {text: _verdict(value, goal) for text, (value, goal) in goals.items()},
+            "scaling_vs_same_work": scaling,
+            "cpu_us_per_msg": {k: None if v is None else round(v, 1) for k, v in cpu.items()},
+            "cpu_same_work_over_ours": cpu_ratio,
+            "scaling_vs_ours_x1": {
+                str(n): ratio(median[f"ours x{n}"], ours)
+                for n in (1, 2, 4)
+                if f"ours x{n}" in median
+            },
+            "machine": info,
+        },
+    )
 
 
 def main() -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=None, help="messages per run")
+    parser.add_argument("--messages", type=int, default=None, help="messages per run of ours")
     parser.add_argument("--repeats", type=int, default=None, help="runs per contender")
     parser.add_argument(
-        "--only", default="", help="comma-separated subset: baseline,ceiling,ours1,ours2,ours4"
+        "--only",
+        default="",
+        help="comma-separated subset: baseline,ceiling,same-work,ours1,ours2,ours4",
+    )
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="batch size of ours and both ceilings (SENTINEL_READ_COUNT; default: its default)",
     )
     parser.add_argument("--role", choices=sorted(LOOPS), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -230,61 +425,39 @@ def main() -> int:
     if args.role:
         return role_main(args)
 
-    total = args.messages or (30_000 if args.quick else 200_000)
+    total = args.messages or (15_000 if args.quick else 200_000)
     repeats = args.repeats or (2 if args.quick else 5)
-    contenders = [("baseline", 1), ("ceiling", 1), ("ours", 1), ("ours", 2), ("ours", 4)]
+    contenders = [("baseline", 1), ("ceiling", 1), ("same-work", 1), ("ours", 1), ("ours", 2)]
+    if not args.quick:
+        contenders.append(("ours", 4))
     if args.only:
         wanted = set(args.only.split(","))
-        contenders = [c for c in contenders if f"{c[0]}{c[1] if c[0] == 'ours' else ''}" in wanted]
-    rates: dict[str, list[float]] = {}
+        contenders = [c for c in contenders if _label(*c).replace(" x", "") in wanted]
+    runs: dict[str, list[Run]] = {}
     with redis_server() as server, scratch_dir("bench-throughput-") as tmp:
         info = machine_info(raw_client(server.url))
+        process = getattr(server, "process", None)  # None: REDIS_URL, not ours to measure
+        server_pid = process.pid if process is not None else None
         try:
             for repeat in range(repeats):  # interleaved, so drift hits every contender alike
                 for contender, processes in contenders:
-                    label = contender if contender != "ours" else f"ours x{processes}"
-                    size = total * CEILING_FACTOR if contender == "ceiling" else total
-                    rate = measure(contender, processes, size, server.url, tmp, tmp)
-                    rates.setdefault(label, []).append(rate)
-                    print(f"  run {repeat + 1}/{repeats} {label:<10} {rate:>10,.0f} msg/s")
+                    label = _label(contender, processes)
+                    size = int(total * SIZE_FACTOR[contender])
+                    run = measure(
+                        contender, processes, size, server.url, tmp, tmp, args.count, server_pid
+                    )
+                    runs.setdefault(label, []).append(run)
+                    print(
+                        f"  run {repeat + 1}/{repeats} {label:<10} {run.rate:>10,.0f} msg/s"
+                        f"  cpu/msg: {_us(run.client_cpu_us)} client, "
+                        f"{_us(run.server_cpu_us)} server"
+                    )
         except BenchTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
-
-    median = {label: statistics.median(values) for label, values in rates.items()}
-    ours = median.get("ours x1")
-    rows = [
-        (
-            label,
-            value,
-            ratio(value, median.get("baseline")),
-            ratio(value, median.get("ceiling")),
-            ratio(value, ours),
-        )
-        for label, value in median.items()
-    ]
-    print_table(
-        f"{total:,} messages per run ({total * CEILING_FACTOR:,} for the ceiling), "
-        f"median of {repeats} run(s), no-op processing",
-        ["contender", "msg/s", "x baseline", "x ceiling", "x ours x1"],
-        rows,
-    )
-    emit_json(
-        NAME,
-        {
-            "messages": total,
-            "repeats": repeats,
-            "msgs_per_s": {label: round(value) for label, value in median.items()},
-            "ours_vs_baseline": ratio(ours, median.get("baseline")),
-            "ours_vs_ceiling": ratio(ours, median.get("ceiling")),
-            "scaling": {
-                str(n): ratio(median[f"ours x{n}"], ours)
-                for n in (1, 2, 4)
-                if f"ours x{n}" in median
-            },
-            "machine": info,
-        },
-    )
+    median = {label: statistics.median(r.rate for r in values) for label, values in runs.items()}
+    cpu = {label: _median_cpu(values) for label, values in runs.items()}
+    _report(total, repeats, args.count or load_settings().read_count, median, cpu, info)
     return 0
 
 

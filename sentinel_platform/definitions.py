@@ -1,48 +1,32 @@
-"""The Dagster code location: every asset, check, job, schedule, sensor and resource, wired here.
+"""The Dagster code location: every domain's definitions, merged.
 
-Each domain keeps its definitions in its own module; this file only lists them, so a
-newcomer sees the whole code location on one screen.
+Each domain (``sentinel_platform.domains.*``) owns its assets, checks, jobs, schedules
+and sensors; the operations domain gets the publish jobs it gates from here, so no
+domain imports another one sideways. One settings resource is the only way any of them
+reads the settings.
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-from sentinel_platform.assets import (
-    DATA_ASSETS,
-    DATA_CHECKS,
-    DATA_JOBS,
-    data_resources,
-    publish_axioms,
-    publish_transactions,
-)
-from sentinel_platform.assets.common import DAILY
-from sentinel_platform.assets.execution import spark_executor
-from sentinel_platform.demo import demo_publish_schedule
-from sentinel_platform.sensors.targets import PublishTarget
-from sentinel_platform.sensors.wiring import operations
-from sentinel_platform.settings import get_settings
+from sentinel_platform.domains import axioms, demo, operations, reporting, shared, transactions
+from sentinel_platform.domains.shared.common import DAILY
+from sentinel_platform.resources.settings import SettingsResource
 
-settings = get_settings()
-ops = operations(
-    publish={
-        "transactions": PublishTarget(publish_transactions, DAILY),
-        "axioms": PublishTarget(publish_axioms, DAILY),
-    }
-)
+settings = SettingsResource()
 
-defs = dg.Definitions(
-    # --- data: Spark assets publishing to the streams (transactions, axioms, reporting) ---
-    assets=[*DATA_ASSETS, *ops.assets],
-    asset_checks=[*DATA_CHECKS, *ops.asset_checks],
-    jobs=[*DATA_JOBS, *ops.jobs],
-    schedules=[*ops.schedules, demo_publish_schedule],
-    # --- operations: sensors and stream-health checks ---
-    sensors=[*ops.sensors],
-    resources={
-        **data_resources(settings),
-        **ops.resources,
-    },
-    # Every job, the UI's Materialize included: one process and Spark session per run.
-    executor=spark_executor,
+defs = dg.Definitions.merge(
+    shared.defs(settings),  # Spark resources and the one-session-per-run executor
+    transactions.defs(),
+    axioms.defs(),
+    reporting.defs(),
+    operations.defs(
+        settings,
+        publish={
+            "transactions": operations.PublishTarget(transactions.publish_transactions, DAILY),
+            "axioms": operations.PublishTarget(axioms.publish_axioms, DAILY),
+        },
+    ),
+    demo.defs(settings),
 )

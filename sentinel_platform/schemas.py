@@ -95,7 +95,10 @@ class Transaction(_Wire):
     def _two_decimals(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError("must be a number")
-        if Decimal(str(value)).as_tuple().exponent < -2:
+        exponent = Decimal(str(value)).as_tuple().exponent
+        if not isinstance(exponent, int):  # "n", "N" or "F": NaN or infinity
+            raise ValueError("must be a finite number")
+        if exponent < -2:
             raise ValueError(f"{value} has more than 2 decimal places")
         return value
 
@@ -160,8 +163,8 @@ class Axiom(_Wire):
 
     @property
     def natural_key(self) -> str:
-        # (source_id, emitted_at): the original keyed on source_id alone and dropped
-        # every later reading of the same sensor.
+        # (source_id, emitted_at): keyed on source_id alone, every later reading of the
+        # same sensor would be dropped as a duplicate.
         return f"{self.source_id}|{self.emitted_at}"
 
     @classmethod

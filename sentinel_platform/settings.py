@@ -10,8 +10,8 @@ odd behaviour.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     reclaim_idle_ms: int = Field(30_000, ge=100, le=86_400_000)
     reclaim_delivery_limit: int = Field(3, ge=1, le=1000)
     lease_ttl_ms: int = Field(5_000, ge=200, le=600_000)
+    #: register a dedicated connection beside the lease, so survivors recover a killed
+    #: worker's messages when its socket closes (off: the lease TTL alone, e.g. behind a proxy)
+    connection_liveness: bool = True
     hang_timeout_ms: int = Field(300_000, ge=1_000, le=86_400_000)
     retry_backoff_ms: int = Field(1_000, ge=0, le=600_000)
     idempotency_ttl_s: int = Field(7 * 24 * 3600, ge=60)
@@ -353,7 +356,7 @@ def _explain(error: ValidationError) -> str:
     return scrub("invalid settings:\n  " + "\n  ".join(lines))
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Read and validate settings; raise :class:`SettingsError` naming each bad variable.
 
     The error is raised outside the ``except`` block so that pydantic's own error, which
@@ -364,9 +367,3 @@ def load_settings(**overrides: object) -> Settings:
     except ValidationError as error:
         message = _explain(error)
     raise SettingsError(message)
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """Process-wide settings, read once (processes are configured by their environment)."""
-    return load_settings()

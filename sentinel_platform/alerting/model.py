@@ -68,7 +68,7 @@ class Alert(BaseModel):
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> Alert:
         return cls(
-            severity=fields["severity"],  # type: ignore[arg-type]
+            severity=fields["severity"],
             source=fields["source"],
             stream=fields.get("stream") or None,
             summary=fields["summary"],

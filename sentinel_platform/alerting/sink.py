@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 import redis
+from redis.typing import EncodableT
 
 from sentinel_platform.alerting.cooldown import Cooldown
 from sentinel_platform.alerting.model import Alert
@@ -72,9 +73,10 @@ class Alerter:
             return True
 
     def _append(self, alert: Alert) -> str | None:
+        fields: dict[EncodableT, EncodableT] = {k: v for k, v in alert.to_fields().items()}
         try:
-            return self._client.xadd(
-                self._stream, alert.to_fields(), maxlen=self._maxlen, approximate=True
+            entry_id = self._client.xadd(
+                self._stream, fields, maxlen=self._maxlen, approximate=True
             )
         except redis.RedisError as exc:
             log.error(
@@ -82,6 +84,7 @@ class Alerter:
                 extra={**_fields(alert), "error": str(exc)},
             )
             return None
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
 
 def _fields(alert: Alert) -> dict[str, str]:

@@ -225,12 +225,19 @@ _SENDERS: dict[str, WebhookSender] = {}
 _SENDERS_LOCK = threading.Lock()
 
 
-def shared_sender(url: SecretStr, timeout_s: float, **kwargs: float) -> WebhookSender:
+def shared_sender(
+    url: SecretStr,
+    timeout_s: float,
+    *,
+    retries: int = DEFAULT_RETRIES,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+    queue_size: int = DEFAULT_QUEUE_SIZE,
+) -> WebhookSender:
     """The process-wide sender for ``url`` (resources are rebuilt every tick; threads are not)."""
     digest = hashlib.sha256(f"{url.get_secret_value()}|{timeout_s}".encode()).hexdigest()
     with _SENDERS_LOCK:
         sender = _SENDERS.get(digest)
         if sender is None:
-            sender = WebhookSender(url, timeout_s, **kwargs)  # type: ignore[arg-type]
+            sender = WebhookSender(url, timeout_s, retries, backoff_s, queue_size)
             _SENDERS[digest] = sender
         return sender

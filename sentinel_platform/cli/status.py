@@ -1,7 +1,7 @@
 """``sentinel status``: is it healthy, what is stuck, what died.
 
 Per stream it reports the lag the producers act on (backlog + pending, measured from the
-group itself, because the original's XPENDING-only figure missed the backlog), its zone,
+group itself, because the pending count alone misses the backlog), its zone,
 each consumer with its lease (alive or dead: a dead consumer with pending entries is what
 the pool will recover), the DLQ depth and the last alerts. It also answers "did my run get
 processed?": entries the group has read so far (``entries-read``), the rate over the last
@@ -40,6 +40,7 @@ from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
 from sentinel_platform.streams.lag import measure_lag, read_lag_key, zone
 from sentinel_platform.streams.progress import last_publish, progress
+from sentinel_platform.streams.replies import entries, text, text_dict
 from sentinel_platform.streams.retention import describe as describe_retention
 from sentinel_platform.streams.retention import retention_summary
 
@@ -77,10 +78,10 @@ class StreamState:
 
 def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
     try:
-        infos = {c["name"]: c for c in client.xinfo_consumers(keys.stream, keys.group)}
+        infos = {text(c["name"]): c for c in client.xinfo_consumers(keys.stream, keys.group)}
     except redis.ResponseError:  # no stream or group yet
         infos = {}
-    registered = client.hgetall(keys.consumers) or {}
+    registered = text_dict(client.hgetall(keys.consumers))
     states = []
     for name in sorted(set(infos) | set(registered)):
         info = infos.get(name, {})
@@ -129,7 +130,7 @@ def recent_alerts(client: RedisClient, settings: Settings, count: int) -> list[d
     if count <= 0:
         return []
     try:
-        rows = client.xrevrange(settings.alerts_stream, max="+", min="-", count=count)
+        rows = entries(client.xrevrange(settings.alerts_stream, max="+", min="-", count=count))
     except redis.ResponseError:
         return []
     alerts = []

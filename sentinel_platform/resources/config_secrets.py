@@ -25,7 +25,7 @@ class PasswordInConfigError(Exception):
 def carries_password(value: str | None) -> bool:
     """The value holds a credential that redaction would hide (URL user-info password or a
     secret query parameter such as ``?password=`` or ``?token=``)."""
-    return bool(value) and redact_url(value) != value
+    return value is not None and redact_url(value) != value
 
 
 def refuse_password(value: str | None, field: str, name: str, env_var: str) -> None:

@@ -29,8 +29,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sentinel_platform.resources.hadoop_fs import HadoopFs
+from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.resources.spark import session_metadata
-from sentinel_platform.settings import load_settings, redact_url
+from sentinel_platform.settings import redact_url
 from sentinel_platform.storage_uri import as_uri, join
 
 #: Column naming each row's partition when one output or input spans several partitions.
@@ -89,13 +90,17 @@ def stored_metadata(spark: SparkSession, uri: str, rows: int, schema: StructType
 
 
 class SparkParquetIOManager(dg.ConfigurableIOManager):
-    """Stores Spark DataFrame outputs as Parquet under ``base_uri`` (default: settings)."""
+    """Stores Spark DataFrame outputs as Parquet under ``base_uri`` (default: the settings'
+    data directory)."""
 
     pyspark: PySparkResource
     base_uri: str | None = None
+    settings: SettingsResource | None = None
 
     def _root(self) -> str:
-        return as_uri(self.base_uri) if self.base_uri else load_settings().data_uri
+        if self.base_uri:
+            return as_uri(self.base_uri)
+        return settings_or_environment(self.settings).load().data_uri
 
     def _asset_uri(self, context: dg.OutputContext | dg.InputContext) -> str:
         return join(self._root(), *context.asset_key.path)

@@ -34,7 +34,9 @@ from sentinel_platform.resources.config_secrets import (
     PasswordInConfigError as PasswordInConfigError,  # re-exported: raised by this resource
 )
 from sentinel_platform.resources.config_secrets import refuse_password
-from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
+from sentinel_platform.resources.wire_columns import wire_frame
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
 from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
@@ -42,7 +44,6 @@ from sentinel_platform.streams.progress import record_publish
 from sentinel_platform.streams.publish import (
     STATS_SCHEMA,
     STOP_KEY_TTL_S,
-    WIRE_COLUMNS,
     Kind,
     PartitionPublisher,
     PublishStats,
@@ -82,7 +83,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
     max_pause_s: float | None = None
     resume_lag: int | None = None
     batch_size: int | None = None
-    pacing: str = "graduated"
+    settings: SettingsResource | None = None
 
     @field_validator("redis_url")
     @classmethod
@@ -91,32 +92,35 @@ class RedisPublisherResource(dg.ConfigurableResource):
         refuse_password(value, "RedisPublisherResource.redis_url", "redis_url", "REDIS_URL")
         return value
 
-    def resolved_settings(self) -> Settings:
-        """Environment settings with this resource's non-empty fields on top (validated)."""
+    def _settings(self) -> Settings:
+        """The settings resource's settings with this resource's non-empty fields on top."""
         names = ("redis_url", "lag_warn", "lag_pause", "lag_warn_sleep_ms", "lag_pause_poll_ms")
         overrides: dict[str, Any] = {n: getattr(self, n) for n in names if getattr(self, n)}
         if self.max_pause_s is not None:
             overrides["max_pause_s"] = self.max_pause_s
         if self.batch_size is not None:
             overrides["publish_batch_size"] = self.batch_size
-        return load_settings(**overrides)
+        return settings_or_environment(self.settings).load(**overrides)
 
     def backpressure_config(self, settings: Settings) -> BackpressureConfig:
-        return BackpressureConfig.from_settings(
-            settings, resume_lag=self.resume_lag, mode=self.pacing
-        )
+        return BackpressureConfig.from_settings(settings, resume_lag=self.resume_lag)
 
     def stream_keys(self, kind: Kind, settings: Settings | None = None) -> StreamKeys:
-        settings = settings or self.resolved_settings()
+        settings = settings or self._settings()
         return transaction_keys(settings) if kind == "transactions" else axiom_keys(settings)
 
     def connect(self, settings: Settings | None = None) -> RedisClient:
-        return connect(settings or self.resolved_settings())
+        return connect(settings or self._settings())
 
     # --- publish --------------------------------------------------------------------------
     def publish_dataframe(self, df: Any, kind: Kind, run_id: str | None = None) -> PublishStats:
-        """Publish ``df``'s wire columns from the executors; return the summed stats."""
-        settings = self.resolved_settings()
+        """Publish ``df``'s wire columns from the executors; return the summed stats.
+
+        The entries' strings are built by Spark (:func:`wire_frame`), so the executors'
+        Python only pipelines them; a column missing or of the wrong type fails here with
+        a :class:`~sentinel_platform.schemas.SchemaError` naming it.
+        """
+        settings = self._settings()
         keys = self.stream_keys(kind, settings)
         client = connect(settings)
         run_id = run_id or uuid.uuid4().hex
@@ -136,7 +140,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         _tag_jobs(spark, tag)
         started = time.monotonic()
         try:
-            rows = df.select(*WIRE_COLUMNS[kind]).mapInArrow(publisher, STATS_SCHEMA).collect()
+            rows = wire_frame(df, kind).mapInArrow(publisher, STATS_SCHEMA).collect()
         except BaseException as exc:
             client.set(stop, "1", ex=STOP_KEY_TTL_S)
             _cancel_jobs(spark, tag)
@@ -156,7 +160,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
     # --- read back ------------------------------------------------------------------------
     def read_stream(self, spark: Any, stream: str) -> Any:
         """The whole ``stream`` as a DataFrame ``(stream_id, fields map)``, read by executors."""
-        settings = self.resolved_settings()
+        settings = self._settings()
         client = connect(settings)
         try:
             slices = id_slices(client, stream)

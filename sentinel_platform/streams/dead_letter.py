@@ -1,11 +1,10 @@
 """Dead letters: the original message, why it died, moved to the DLQ atomically with its XACK.
 
-The original logged a dead letter and acknowledged it, so the payload was gone. Here one
-Lua call appends the full DLQ entry (capped with an approximate MAXLEN) and acknowledges
-the message, only if the message is still pending. A crash before the call leaves the
-message pending (it is recovered and dead-lettered again); a crash after it has done
-both; two workers racing on the same delivery produce exactly one entry, because only
-the first call finds it pending.
+The payload must survive its acknowledgement, so one Lua call appends the full DLQ entry
+(capped with an approximate MAXLEN) and acknowledges the message, only if the message is
+still pending. A crash before the call leaves the message pending (it is recovered and
+dead-lettered again); a crash after it has done both; two workers racing on the same
+delivery produce exactly one entry, because only the first call finds it pending.
 
 Redis does not roll back a script that fails half-way, so the DLQ's type is checked and
 the XADD (the write that can meet ``maxmemory``) is made before the XACK: a failing call
@@ -20,8 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sentinel_platform.schemas import DeadLetter, DeadLetterReason
-from sentinel_platform.streams.attempts import attempt_key
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.scripts import WRONG_TYPE_CHECK, LuaScript
 
 #: ``error`` of a message that exceeded its deliveries without a recorded exception.

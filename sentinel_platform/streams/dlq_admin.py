@@ -1,13 +1,13 @@
 """Operator actions on the dead-letter queue: list, show, replay, purge.
 
-The original system kept a dead letter only as a log line; here every dead letter is a
-stream entry with the full payload, so an operator can inspect it and, once the cause is
-fixed, put it back. Replay is the delicate part: it must never lose a message and never
-publish one twice. One Lua script therefore checks that the DLQ entry still exists,
-XADDs the original fields to the source stream as a NEW message (fresh delivery count)
-and XDELs the DLQ entry, atomically. Replaying the same entry twice publishes once, and
-the entry leaves the DLQ only if the re-publish happened. On a Redis Cluster the DLQ of a
-stream shares the stream's hash slot (see :mod:`keys`), so the script stays single-slot.
+Every dead letter is a stream entry with the full payload, so an operator can inspect it
+and, once the cause is fixed, put it back. Replay is the delicate part: it must never lose
+a message and never publish one twice. One Lua script therefore checks that the DLQ entry
+still exists, XADDs the original fields to the source stream as a NEW message (fresh
+delivery count) and XDELs the DLQ entry, atomically. Replaying the same entry twice
+publishes once, and the entry leaves the DLQ only if the re-publish happened. On a Redis
+Cluster the DLQ of a stream shares the stream's hash slot (see :mod:`keys`), so the script
+stays single-slot.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from sentinel_platform.schemas import DeadLetter, SchemaError
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import all_stream_keys, dlq_streams, stream_keys
+from sentinel_platform.streams.replies import entries
 
 #: Field added to a replayed message: the id it had when it was dead-lettered.
 REPLAYED_FROM_FIELD = "_replayed_from"
@@ -175,7 +176,7 @@ def _scan(client: RedisClient, dlq: str, since: datetime | None) -> Iterator[Dlq
     """Every entry of one DLQ stream from ``since`` on, oldest first, paged."""
     low = _min_id(since)
     while True:
-        page = client.xrange(dlq, min=low, max="+", count=PAGE_SIZE)
+        page = entries(client.xrange(dlq, min=low, max="+", count=PAGE_SIZE))
         for entry_id, fields in page:
             yield _entry(dlq, entry_id, fields)
         if len(page) < PAGE_SIZE:
@@ -217,7 +218,7 @@ def get_entry(client: RedisClient, settings: Settings, ref: str) -> DlqEntry:
     found: list[DlqEntry] = []
     for dlq in dlqs:
         try:
-            rows = client.xrange(dlq, min=entry_id, max=entry_id)
+            rows = entries(client.xrange(dlq, min=entry_id, max=entry_id))
         except redis.ResponseError:
             raise DlqError(f"{entry_id!r} is not a stream id (like 1715000000000-0)") from None
         found.extend(_entry(dlq, row_id, fields) for row_id, fields in rows)

@@ -1,9 +1,9 @@
 """Creating the consumer group: idempotent, and from the start of the stream.
 
-The original created its group at ``$``, so every message published before the first
-worker started was silently skipped. Creating at id ``0`` with MKSTREAM means a group
-made after the producer ran still sees the whole stream, and a worker that starts
-before the producer does not fail on a missing stream.
+A group created at ``$`` would silently skip every message published before the first
+worker started. Creating at id ``0`` with MKSTREAM means a group made after the producer
+ran still sees the whole stream, and a worker that starts before the producer does not
+fail on a missing stream.
 """
 
 from __future__ import annotations

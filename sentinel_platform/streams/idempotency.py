@@ -17,6 +17,13 @@ that can still fail (the first one to grow memory meets ``maxmemory``) come befo
 marker and the XACK. A failing call therefore changes nothing, and its retry applies the
 effect instead of reporting a ``duplicate`` of an effect that was never written.
 
+Each message would cost five commands inside the script; the per-command overhead of a
+script, not the commands' own work, dominated the server's time. So the pending check of
+the whole call is one ranged XPENDING when its ids lie close together (a batch read at
+once; per-id checks otherwise), and its acknowledgements are one XACK at the end: after
+the first write nothing in a call can fail on memory, so they still land with their
+markers.
+
 Effects are checked before they are queued (:func:`check_effect`): a value the client
 cannot send (``None``, a bool, a nested mapping) is the processor's bug, reported like
 any processor failure, never an exception out of the commit.
@@ -33,8 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sentinel_platform.streams.attempts import attempt_key
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.scripts import WRONG_TYPE_CHECK, LuaScript
 
 CommitStatus = Literal["applied", "duplicate", "stale"]
@@ -51,29 +57,58 @@ local stream, results, recent = KEYS[1], KEYS[2], KEYS[3]
 local group, maxlen, ttl, recent_size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local bad = wrong_type(results, 'stream') or (recent ~= stream and wrong_type(recent, 'list'))
 if bad then return bad end
-local statuses, pushed = {}, false
-local a, k = 5, 4
+-- Which ids are still pending: one range query when they lie close together (a batch
+-- read at once), else one query per id. The ranged answer is exact when it is not full.
+local ids, low, high, lm, ls, hm, hs = {}, nil, nil, 0, 0, 0, 0
+local a = 5
+while a <= #ARGV do
+  local id = ARGV[a]
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  ms, seq = tonumber(ms), tonumber(seq)
+  if low == nil or ms < lm or (ms == lm and seq < ls) then low, lm, ls = id, ms, seq end
+  if high == nil or ms > hm or (ms == hm and seq > hs) then high, hm, hs = id, ms, seq end
+  ids[#ids + 1] = id
+  a = a + 4 + 2 * tonumber(ARGV[a + 3])
+end
+local pending = nil
+if #ids > 1 then
+  local limit = 2 * #ids
+  local entries = redis.call('XPENDING', stream, group, low, high, limit)
+  if #entries < limit then
+    pending = {}
+    for _, entry in ipairs(entries) do pending[entry[1]] = true end
+  end
+end
+local statuses, acks, pushed = {}, {}, false
+local k = 4
+a = 5
 while a <= #ARGV do
   local id, clear, recent_value, nfields = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local marker = KEYS[k]
-  local status
+  local status, is_pending
   if redis.call('EXISTS', marker) == 1 then
-    redis.call('XACK', stream, group, id)
+    acks[#acks + 1] = id
     status = 0
-  elseif #redis.call('XPENDING', stream, group, id, id, 1) == 0 then
-    status = -1
   else
-    local fields = {}
-    for i = a + 4, a + 3 + 2 * nfields do fields[#fields + 1] = ARGV[i] end
-    -- First the writes that can fail (memory), then the irreversible ones.
-    redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(fields))
-    if recent_value ~= '' and recent ~= stream then
-      redis.call('LPUSH', recent, recent_value)
-      pushed = true
+    if pending then
+      is_pending = pending[id]
+    else
+      is_pending = #redis.call('XPENDING', stream, group, id, id, 1) > 0
     end
-    redis.call('SET', marker, id, 'EX', ttl)
-    redis.call('XACK', stream, group, id)
-    status = 1
+    if not is_pending then
+      status = -1
+    else
+      -- First the writes that can fail (memory), then the irreversible ones.
+      local last = a + 3 + 2 * nfields
+      redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
+      if recent_value ~= '' and recent ~= stream then
+        redis.call('LPUSH', recent, recent_value)
+        pushed = true
+      end
+      redis.call('SET', marker, id, 'EX', ttl)
+      acks[#acks + 1] = id
+      status = 1
+    end
   end
   if clear == '1' then
     redis.call('DEL', KEYS[k + 1])
@@ -83,6 +118,9 @@ while a <= #ARGV do
   a = a + 4 + 2 * nfields
   k = k + 1
 end
+-- One XACK for the call: after the first write nothing in it can fail on memory, so
+-- the acknowledgements land with their markers all the same.
+if #acks > 0 then redis.call('XACK', stream, group, unpack(acks)) end
 if pushed then redis.call('LTRIM', recent, 0, recent_size - 1) end
 return statuses
 """,
@@ -105,7 +143,7 @@ class CommitLimits:
     recent_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CommitItem:
     """One message's effect, ready to commit."""
 
@@ -124,6 +162,7 @@ def queue_commits(
     Each call's reply is a list of statuses, one per item (see :func:`commit_statuses`).
     """
     calls = 0
+    marker_prefix = keys.marker_prefix
     for start in range(0, len(items), COMMIT_CHUNK):
         chunk = items[start : start + COMMIT_CHUNK]
         # With no recent list configured, the stream key stands in (and is never written).
@@ -135,19 +174,16 @@ def queue_commits(
             limits.recent_size,
         ]
         for item in chunk:
-            if not item.result:  # an XADD without fields would fail the whole call
+            result = item.result
+            if not result:  # an XADD without fields would fail the whole call
                 raise InvalidEffectError(f"effect of {item.message_id} has no result fields")
-            script_keys.append(keys.marker(item.natural_key))
+            script_keys.append(marker_prefix + item.natural_key)
             if item.clear_attempts:
                 script_keys.append(attempt_key(keys, item.message_id))
-            args += [
-                item.message_id,
-                "1" if item.clear_attempts else "0",
-                item.recent or "",
-                len(item.result),
-            ]
-            for name, value in item.result.items():
-                args += [name, value]
+            args += (item.message_id, "1" if item.clear_attempts else "0", item.recent or "")
+            args.append(len(result))
+            for name, value in result.items():
+                args += (name, value)
         COMMIT_EFFECTS.queue(pipe, script_keys, args)
         calls += 1
     return calls
@@ -179,9 +215,11 @@ def check_effect(result: Mapping[str, Any], recent: Any) -> None:
     ``result`` needs at least one field, string names and str/int/float values (not
     bool, which the client refuses); ``recent`` is a string or None.
     """
-    if not isinstance(result, Mapping) or not result:
+    if not (type(result) is dict or isinstance(result, Mapping)) or not result:
         raise InvalidEffectError("the effect's result has no fields")
     for name, value in result.items():
+        if type(name) is str and type(value) is str:
+            continue  # the common case, decided without the general checks below
         if not isinstance(name, str):
             raise InvalidEffectError(f"result field name {name!r} is not a string")
         if isinstance(value, bool) or not isinstance(value, FIELD_TYPES):

@@ -14,6 +14,7 @@ import redis
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lag import LagReading, measure_lag, read_lag_key
+from sentinel_platform.streams.replies import entries, pending_rows
 
 #: Most pending entries examined per stream per call.
 PENDING_SCAN_CAP = 1000
@@ -48,8 +49,8 @@ class LagSnapshot:
         """The lag the zone is judged on; None only when no worker is alive at all.
 
         A lag key that expired while a lease is still held means a worker busy with a
-        slow message (the original's false "0"), not a dead pool: judge the group's own
-        figure then instead of flapping into worker off.
+        slow message, not a dead pool (nor a lag of 0): judge the group's own figure then
+        instead of flapping into worker off.
         """
         if self.worker_lag is not None:
             return self.worker_lag
@@ -124,7 +125,9 @@ def scan_pending(
 ) -> list[PendingEntry]:
     """The oldest ``cap`` pending entries with idle time and delivery count."""
     try:
-        rows = client.xpending_range(keys.stream, keys.group, min="-", max="+", count=cap)
+        rows = pending_rows(
+            client.xpending_range(keys.stream, keys.group, min="-", max="+", count=cap)
+        )
     except redis.ResponseError:
         return []
     return [
@@ -146,7 +149,7 @@ def dlq_depth(client: RedisClient, dlq: str) -> int:
 
 
 def last_dead_letter_id(client: RedisClient, dlq: str) -> str | None:
-    rows = client.xrevrange(dlq, max="+", min="-", count=1)
+    rows = entries(client.xrevrange(dlq, max="+", min="-", count=1))
     return rows[0][0] if rows else None
 
 
@@ -154,7 +157,7 @@ def read_dead_letters(
     client: RedisClient, dlq: str, after_id: str, cap: int = DLQ_READ_CAP
 ) -> list[DeadLetterEntry]:
     """Dead letters strictly after ``after_id``, oldest first, at most ``cap``."""
-    rows = client.xrange(dlq, min=f"({after_id}", max="+", count=cap)
+    rows = entries(client.xrange(dlq, min=f"({after_id}", max="+", count=cap))
     return [DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in rows]
 
 
@@ -162,5 +165,5 @@ def recent_dead_letters(
     client: RedisClient, dlq: str, since_ms: int, cap: int = DLQ_READ_CAP
 ) -> list[DeadLetterEntry]:
     """Dead letters added at or after ``since_ms`` (their ids carry the time), at most ``cap``."""
-    rows = client.xrevrange(dlq, max="+", min=f"{since_ms}-0", count=cap)
+    rows = entries(client.xrevrange(dlq, max="+", min=f"{since_ms}-0", count=cap))
     return [DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in reversed(rows)]

@@ -1,8 +1,8 @@
 """Consumer lag as it really is: backlog (never delivered) plus pending (delivered, unacked).
 
-The original measured XPENDING only, which misses the undelivered backlog, so its
-backpressure rarely fired. Here the group's own numbers are used (Redis 7.0+ / Valkey):
-one pipeline of ``XINFO GROUPS`` and ``XLEN`` gives ``pending`` and ``lag`` in O(1).
+XPENDING alone misses the undelivered backlog, and backpressure driven by it would
+rarely fire. The group's own numbers are used instead (Redis 7.0+ / Valkey): one
+pipeline of ``XINFO GROUPS`` and ``XLEN`` gives ``pending`` and ``lag`` in O(1).
 
 The server reports ``lag`` as nil when an entry after the group's last-delivered id was
 deleted (``XDEL``): its read counter can then no longer be derived. Only in that case the
@@ -21,7 +21,7 @@ Sentinel-L7's producers expect) with a short TTL; a missing key means no worker 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 
@@ -134,7 +134,12 @@ def measure_lag(client: RedisClient, keys: StreamKeys) -> LagReading:
 
 
 def write_lag_key(client: RedisClient, keys: StreamKeys, lag: int, ttl_s: int) -> None:
-    client.set(keys.lag, int(lag), ex=ttl_s)
+    queue_lag_key(client, keys, lag, ttl_s)
+
+
+def queue_lag_key(target: Any, keys: StreamKeys, lag: int, ttl_s: int) -> None:
+    """Write (on a client) or queue (on a pipeline) the lag key with its TTL."""
+    target.set(keys.lag, int(lag), ex=ttl_s)
 
 
 def read_lag_key(client: RedisClient, keys: StreamKeys) -> int | None:

@@ -1,16 +1,22 @@
 """Liveness leases: how the pool tells a dead consumer from a slow one.
 
-Idle time alone cannot tell them apart (the original stole in-progress messages from
-slow workers after 30 s). Each worker therefore holds ``keys.lease(consumer)``, a key
+Idle time alone cannot tell them apart: a message being processed slowly is as idle as
+one held by a dead process. Each worker therefore holds ``keys.lease(consumer)``, a key
 with a ``SENTINEL_LEASE_TTL_MS`` TTL that a heartbeat *thread* refreshes every third of
 the TTL, independently of the message being processed. A live worker's messages are
 never claimed, however long they take; a killed worker's lease expires within one TTL
 and its messages become claimable.
 
+A lease outlives a SIGKILL by up to one TTL, so the lease holder also keeps a dedicated
+connection registered beside it (``liveness.py``): the kernel closes a killed process's
+socket at once, and survivors that see the registered connection gone claim at once.
+The lease TTL stays the rule for vanished hosts and for holders without a registration.
+
 Workers also register in the hash ``keys.consumers`` (pid, host, start time) so the
 pool can tell a registered worker whose lease is gone (claimable after one lease TTL of
 idleness) from a consumer that never spoke the lease protocol, such as a legacy
-Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS``, the original rule).
+Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS`` of idleness: nothing
+better is known about it).
 
 **One identity per process.** The lease value is ``host:pid:token`` with a random token,
 so two processes never mistake each other's lease for their own, even when they share a
@@ -39,6 +45,7 @@ from typing import Literal
 
 from sentinel_platform.streams.connection import TRANSIENT_ERRORS, RedisClient
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.liveness import Link
 from sentinel_platform.streams.scripts import LuaScript
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,8 @@ RefreshResult = Literal["held", "retaken", "taken"]
 LeaveResult = Literal["left", "holds_messages", "name_taken"]
 
 #: Extend the lease if it is ours, take it again if it expired, never overwrite another's.
+#: A lease taken again drops the connection registered under it: that connection may have
+#: died while we stalled (the link registers the live one).
 REFRESH = LuaScript(
     "refresh_lease",
     """
@@ -59,6 +68,7 @@ if holder and holder ~= ARGV[1] then return -1 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if holder then return 1 end
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+redis.call('DEL', KEYS[3])
 return 0
 """,
 )
@@ -77,11 +87,11 @@ return 0
 LEAVE = LuaScript(
     "leave_group",
     """
-local stream, lease, consumers = KEYS[1], KEYS[2], KEYS[3]
+local stream, lease, consumers, connection = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, consumer, value = ARGV[1], ARGV[2], ARGV[3]
 local holder = redis.call('GET', lease)
 if holder and holder ~= value then return -1 end
-if holder then redis.call('DEL', lease) end
+if holder then redis.call('DEL', lease, connection) end
 if #redis.call('XPENDING', stream, group, '-', '+', 1, consumer) > 0 then return 0 end
 redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
 redis.call('HDEL', consumers, consumer)
@@ -100,7 +110,14 @@ class LeaseHeldError(RuntimeError):
 class Lease:
     """The liveness lease and registry entry of one consumer."""
 
-    def __init__(self, client: RedisClient, keys: StreamKeys, consumer: str, ttl_ms: int) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: StreamKeys,
+        consumer: str,
+        ttl_ms: int,
+        with_link: bool = True,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.consumer = consumer
@@ -116,6 +133,11 @@ class Lease:
                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             }
         )
+        #: the dedicated connection survivors check (``liveness.py``)
+        self.with_link = with_link
+        log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        self.link = Link(client, keys, consumer, self.value, log_fields)
+        self._link_started = False
 
     def acquire(self, wait_s: float | None = None) -> None:
         """Take the lease and register, before the first read puts anything in our PEL.
@@ -133,26 +155,39 @@ class Lease:
             if time.monotonic() > deadline:
                 raise LeaseHeldError(
                     f"consumer name {self.consumer!r} of {self.keys.stream} is in use by "
-                    f"{holder} (lease {self.key}); choose another --consumer"
+                    f"{holder!s} (lease {self.key}); choose another --consumer"
                 )
             time.sleep(self.ttl_ms / 4000)
         self.client.hset(self.keys.consumers, self.consumer, self.registration)
+        self.start_link()
 
     def refresh(self) -> RefreshResult:
         """Extend the lease: ``held``; ``retaken`` if it had expired (taken again and
         re-registered); ``taken`` if another process holds it now (left untouched)."""
-        keys = [self.key, self.keys.consumers]
+        keys = [self.key, self.keys.consumers, self.link.key]
         args = [self.value, self.ttl_ms, self.consumer, self.registration]
         return _REFRESHED[int(REFRESH.run(self.client, keys, args))]
 
     def release(self) -> None:
-        """Delete the lease if it is still ours."""
+        """Delete the lease if it is still ours (the registered connection then no longer
+        counts: survivors go by the lease)."""
+        self.stop_link()
         RELEASE.run(self.client, [self.key], [self.value])
+
+    def start_link(self) -> None:
+        """Register our dedicated connection beside the lease (once per process)."""
+        if self.with_link and not self.link.is_alive() and not self._link_started:
+            self._link_started = True
+            self.link.start()
+
+    def stop_link(self) -> None:
+        self.link.stop()
 
     def leave(self) -> LeaveResult:
         """Release the lease and, if we hold no pending entry, leave the group and the
         registry, all in one atomic step."""
-        keys = [self.keys.stream, self.key, self.keys.consumers]
+        self.stop_link()
+        keys = [self.keys.stream, self.key, self.keys.consumers, self.link.key]
         args = [self.keys.group, self.consumer, self.value]
         return _LEFT[int(LEAVE.run(self.client, keys, args))]
 

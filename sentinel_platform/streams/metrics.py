@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -26,7 +27,6 @@ from prometheus_client import (
     start_http_server,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics import MetricWrapperBase
 
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()
@@ -56,6 +56,7 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 DEFAULT_HOST = "127.0.0.1"
 
 _NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
 
 
 class Metrics:
@@ -92,12 +93,12 @@ class Metrics:
 
     def _child(
         self,
-        kind: type[MetricWrapperBase],
+        kind: type[_Metric],
         name: str,
         text: str,
         label_names: tuple[str, ...],
-        **extra: object,
-    ) -> MetricWrapperBase:
+        **extra: Any,
+    ) -> _Metric:
         metric = kind(f"{self.prefix}_{name}", text, label_names, registry=self.registry, **extra)
         return metric.labels(**self.labels) if label_names else metric
 
@@ -117,11 +118,19 @@ class Metrics:
 
     def observe(self, name: str, seconds: float) -> None:
         """Record one duration in histogram ``name`` (``processing_seconds``, ...)."""
+        self.observer(name)(seconds)
+
+    def observer(self, name: str) -> Callable[[float], None]:
+        """The function that records one duration in histogram ``name``.
+
+        The name is checked once, here: a loop that observes every message keeps the
+        function and pays only for the observation itself.
+        """
         if name not in self._histograms:
             raise KeyError(
                 f"{name!r} is not a histogram (known: {', '.join(sorted(self._histograms))})"
             )
-        self._histograms[name].observe(seconds)
+        return self._histograms[name].observe
 
     def observe_processing(self, seconds: float) -> None:
         self.observe("processing_seconds", seconds)

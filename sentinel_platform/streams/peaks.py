@@ -17,7 +17,7 @@ concurrent writers never lower it), ``hard_episodes`` and ``soft_episodes`` (cou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
@@ -51,11 +51,16 @@ class Peaks:
 
 def record_lag(client: RedisClient, keys: StreamKeys, lag: int) -> None:
     """Raise the stream's high-water mark to ``lag`` if it is higher (never lowers it)."""
-    key = peaks_key(keys)
     pipe = client.pipeline(transaction=False)
+    queue_record_lag(pipe, keys, lag)
+    pipe.execute()
+
+
+def queue_record_lag(pipe: Any, keys: StreamKeys, lag: int) -> None:
+    """Queue :func:`record_lag` on ``pipe``, so a caller can send it with its own writes."""
+    key = peaks_key(keys)
     pipe.zadd(key, {PEAK: int(lag)}, gt=True)
     pipe.expire(key, PEAKS_TTL_S)
-    pipe.execute()
 
 
 def record_episode(client: RedisClient, keys: StreamKeys, kind: Episode, lag: int) -> None:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.replies import field_args, text, text_dict
 
 #: Samples older than this are dropped.
 SAMPLE_HORIZON_S = 600
@@ -65,9 +67,9 @@ def record_sample(client: RedisClient, keys: StreamKeys, count: int, now_s: floa
 def read_samples(client: RedisClient, keys: StreamKeys) -> list[tuple[float, int]]:
     """``(time_s, entries_read)`` oldest first."""
     out = []
-    for member in client.zrange(samples_key(keys), 0, -1):
-        text = member.decode() if isinstance(member, bytes) else member
-        millis, count = text.split(":", 1)
+    # Without WITHSCORES, ZRANGE returns members only.
+    for member in cast("list[bytes | str]", client.zrange(samples_key(keys), 0, -1)):
+        millis, count = text(member).split(":", 1)
         out.append((int(millis) / 1000, int(count)))
     return out
 
@@ -115,10 +117,10 @@ def record_publish(client: RedisClient, keys: StreamKeys, fields: Mapping[str, o
     mapping = {k: "" if v is None else str(v) for k, v in fields.items()}
     pipe = client.pipeline(transaction=True)
     pipe.delete(key)
-    pipe.hset(key, mapping=mapping)
+    pipe.hset(key, mapping=field_args(mapping))
     pipe.expire(key, LAST_PUBLISH_TTL_S)
     pipe.execute()
 
 
 def last_publish(client: RedisClient, keys: StreamKeys) -> dict[str, str] | None:
-    return client.hgetall(last_publish_key(keys)) or None
+    return text_dict(client.hgetall(last_publish_key(keys))) or None

@@ -1,14 +1,22 @@
 """Publishing rows to a stream in pipelined batches, from wherever the rows are.
 
 The same code runs in a benchmark loop, in a test, and inside a Spark executor's
-``mapPartitions``. On an executor nothing live may cross the wire, so
+``mapInArrow``. On an executor nothing live may cross the wire, so
 :class:`PartitionPublisher` carries only plain data (URL, key names, guard config) and
 opens its own connection; it returns one small :class:`PublishStats` per partition and
 never sends rows back to the driver.
 
-Rows become stream entries through the wire models themselves
-(:meth:`Transaction.to_fields`, :meth:`Axiom.to_fields`): a row that would not parse at
-the consumer fails here, on the producer, before it is sent.
+On the executors the field strings arrive ready-made: Spark builds them in the JVM
+(``sentinel_platform.resources.wire_columns``) and marks the few rows whose bytes it
+cannot guarantee (:data:`EXACT_COLUMN` false); only those go through a wire model here,
+which re-serialises them exactly as :meth:`Transaction.to_fields` / :meth:`Axiom.to_fields`
+would, or rejects them. The first :attr:`PartitionPublisher.sample_rows` entries of each
+partition are parsed as the workers parse them, a cheap canary for the whole path;
+building a model for every row would cost more than sending it.
+
+Outside Spark, :func:`transaction_fields` and :func:`axiom_fields` turn a row into its
+entry through the wire models themselves: the reference the Spark columns are tested
+against.
 
 A retried Spark task republishes its partition from the start. That is safe because
 every entry carries its natural key and the workers' idempotency markers absorb repeats.
@@ -21,7 +29,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -54,6 +62,10 @@ TRANSACTION_COLUMNS = (
 )
 AXIOM_COLUMNS = ("status", "metric_value", "anomaly_score", "source_id", "emitted_at", "domain")
 STOP_KEY_TTL_S = 3600
+#: Boolean column of a wire frame: false where the row must go through its wire model.
+EXACT_COLUMN = "wire_exact"
+#: Entries of each partition parsed by the wire model before they are sent.
+SAMPLE_ROWS = 64
 
 
 def transaction_fields(row: Mapping[str, Any]) -> dict[str, str]:
@@ -74,6 +86,56 @@ WIRE_COLUMNS: dict[Kind, tuple[str, ...]] = {
     "transactions": TRANSACTION_COLUMNS,
     "axioms": AXIOM_COLUMNS,
 }
+#: The string columns of a wire frame, in field order (plus :data:`EXACT_COLUMN`).
+WIRE_FIELDS: dict[Kind, tuple[str, ...]] = {
+    "transactions": ("data",),
+    "axioms": AXIOM_COLUMNS,
+}
+WIRE_MODELS: dict[Kind, type[Transaction] | type[Axiom]] = {
+    "transactions": Transaction,
+    "axioms": Axiom,
+}
+
+
+def reserialised(kind: Kind, fields: Mapping[str, str]) -> dict[str, str]:
+    """``fields`` parsed by the wire model and written back in its exact bytes.
+
+    Raises :class:`~sentinel_platform.schemas.SchemaError` (naming the field) when the
+    workers would reject the entry.
+    """
+    return WIRE_MODELS[kind].from_fields(fields).to_fields()
+
+
+def frame_entries(
+    kind: Kind, columns: Sequence[Sequence[str | None]], exact: Sequence[bool | None]
+) -> Iterator[dict[str, str]]:
+    """Entries of one wire-frame batch, given column-wise (:data:`WIRE_FIELDS` order).
+
+    Null values are left out, as the models leave out ``None``; a row not marked exact is
+    re-serialised by its wire model.
+    """
+    names = WIRE_FIELDS[kind]
+    if kind == "transactions":
+        (data,) = columns
+        for value, ok in zip(data, exact, strict=True):
+            fields = {"data": value} if value is not None else {}
+            yield fields if ok else reserialised(kind, fields)
+        return
+    for values, ok in zip(zip(*columns, strict=True), exact, strict=True):
+        fields = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+        yield fields if ok else reserialised(kind, fields)
+
+
+def sample_checked(
+    kind: Kind, entries: Iterable[Mapping[str, str]], rows: int = SAMPLE_ROWS
+) -> Iterator[Mapping[str, str]]:
+    """``entries`` unchanged, the first ``rows`` of them parsed as the workers parse them."""
+    source = iter(entries)
+    parse = WIRE_MODELS[kind].from_fields
+    for fields in itertools.islice(source, rows):
+        parse(fields)
+        yield fields
+    yield from source
 
 
 def id_order(stream_id: str) -> tuple[int, int]:
@@ -144,6 +206,86 @@ class PublishStats:
         return asdict(self)
 
 
+class XaddEncoder:
+    """XADD commands to one stream, encoded as RESP bytes by hand.
+
+    Encoding an entry is a few byte joins; redis-py's per-command packing and pipeline
+    bookkeeping cost several times the server's own work for these small commands.
+    """
+
+    def __init__(self, stream: str, maxlen: int | None = None) -> None:
+        args = [b"XADD", stream.encode()]
+        if maxlen is not None:
+            args += [b"MAXLEN", b"~", str(maxlen).encode()]
+        args.append(b"*")
+        self._head = b"".join(_bulk(arg) for arg in args)
+        self._argc = len(args)
+        self._names: dict[tuple[str, ...], tuple[bytes, list[bytes]]] = {}
+
+    def encode(self, fields: Mapping[str, str]) -> bytes:
+        """The RESP array of ``XADD stream [MAXLEN ~ n] * field value ...``."""
+        names = tuple(fields)
+        cached = self._names.get(names)
+        if cached is None:
+            header = b"*%d\r\n%s" % (self._argc + 2 * len(names), self._head)
+            cached = self._names[names] = (header, [_bulk(n.encode()) for n in names])
+        header, encoded_names = cached
+        parts = [header]
+        for name, value in zip(encoded_names, fields.values(), strict=True):
+            data = value.encode()
+            parts.append(b"%s$%d\r\n%s\r\n" % (name, len(data), data))
+        return b"".join(parts)
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def send_packed(client: redis.Redis, commands: list[bytes]) -> list[Any]:
+    """Write ``commands`` in one send and read their replies, as a pipeline would.
+
+    A connection error resends the whole batch under the client's retry policy (the
+    workers' idempotency markers absorb an entry written twice); an error reply raises
+    and the connection, with replies still unread, is dropped.
+    """
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    payload = b"".join(commands)
+
+    def send() -> list[Any]:
+        conn.send_packed_command([payload], check_health=False)
+        return [conn.read_response() for _ in commands]
+
+    try:
+        replies: list[Any] = conn.retry.call_with_retry(send, lambda _error: conn.disconnect())
+        return replies
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _pipelined(
+    client: RedisClient, keys: StreamKeys, maxlen: int | None
+) -> Callable[[list[Mapping[str, str]]], list[Any]]:
+    """How one batch is sent: hand-encoded on a plain client, a pipeline on a cluster."""
+    if isinstance(client, redis.Redis):
+        encoder = XaddEncoder(keys.stream, maxlen)
+        plain = client
+        return lambda batch: send_packed(plain, [encoder.encode(fields) for fields in batch])
+
+    def pipeline(batch: list[Mapping[str, str]]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for fields in batch:
+            entry: dict[Any, Any] = dict(fields)
+            pipe.xadd(keys.stream, entry, maxlen=maxlen, approximate=True)
+        ids: list[Any] = pipe.execute()
+        return ids
+
+    return pipeline
+
+
 def publish_rows(
     client: RedisClient,
     keys: StreamKeys,
@@ -152,23 +294,25 @@ def publish_rows(
     guard: BackpressureGuard | None = None,
     maxlen: int | None = None,
 ) -> PublishStats:
-    """XADD ``entries`` (field maps) in pipelined batches, asking ``guard`` before each batch."""
+    """XADD ``entries`` (field maps) in pipelined batches, asking ``guard`` before each batch.
+
+    Each batch is one write and one read of its replies (:func:`send_packed`; a pipeline
+    on a cluster client). A batch that fails raises: the entries of earlier batches stay.
+    """
     started = time.monotonic()
     stats = PublishStats()
     source = iter(entries)
+    send = _pipelined(client, keys, maxlen)
     while True:
         budget = guard.wait_before_batch(batch_size) if guard else batch_size
         batch = list(itertools.islice(source, budget))
         if not batch:
             break
-        pipe = client.pipeline(transaction=False)
-        for fields in batch:
-            pipe.xadd(keys.stream, dict(fields), maxlen=maxlen, approximate=True)
-        ids = pipe.execute()
+        ids = send(batch)
         if guard is not None:
             guard.record_sent(len(batch))
-        stats.first_id = stats.first_id or ids[0]
-        stats.last_id = ids[-1]
+        stats.first_id = stats.first_id or _text(ids[0])
+        stats.last_id = _text(ids[-1])
         stats.rows += len(batch)
         stats.batches += 1
     stats.duration_s = time.monotonic() - started
@@ -179,6 +323,10 @@ def publish_rows(
         stats.hard_events = guard.stats.hard_events
         stats.max_lag = guard.stats.max_lag
     return stats
+
+
+def _text(stream_id: str | bytes) -> str:
+    return stream_id.decode() if isinstance(stream_id, bytes) else stream_id
 
 
 #: CLIENT LIST name of every executor-side publisher connection (``<prefix><stream>``).
@@ -216,8 +364,10 @@ STATS_SCHEMA = (
 class PartitionPublisher:
     """The function Spark runs on each partition: plain data in, one stats row out.
 
-    Used with ``DataFrame.mapInArrow(publisher, STATS_SCHEMA)``, which works on classic
-    Spark and on Spark Connect alike (``rdd.mapPartitions`` does not exist on Connect).
+    Used as ``wire_frame(df, kind).mapInArrow(publisher, STATS_SCHEMA)``, which works on
+    classic Spark and on Spark Connect alike (``rdd.mapPartitions`` does not exist on
+    Connect). Its input batches hold the :data:`WIRE_FIELDS` strings and
+    :data:`EXACT_COLUMN`.
     """
 
     url: str
@@ -228,9 +378,15 @@ class PartitionPublisher:
     batch_size: int
     stop_key: str | None = None
     maxlen: int | None = None
+    sample_rows: int = SAMPLE_ROWS
 
     def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
+        """Publish rows of :data:`WIRE_COLUMNS` values, each through its wire model."""
         to_fields = ROW_TO_FIELDS[self.kind]
+        return self.publish_entries(to_fields(row) for row in rows)
+
+    def publish_entries(self, entries: Iterable[Mapping[str, str]]) -> PublishStats:
+        """Publish ready field maps in batches, the guard asked before each batch."""
         name = f"{PUBLISHER_CLIENT_PREFIX}{self.keys.stream}"
         client = client_from_url(self.url, self.cluster, name=name)
         guard = BackpressureGuard(
@@ -242,7 +398,6 @@ class PartitionPublisher:
         )
         started = time.monotonic()
         try:
-            entries = (to_fields(row) for row in rows)
             stats = publish_rows(client, self.keys, entries, self.batch_size, guard, self.maxlen)
         except (BackpressureTimeout, PublishInterrupted):
             # Tell the sibling partitions (and any retry of this task) to stop too.
@@ -260,13 +415,28 @@ class PartitionPublisher:
         key = self.stop_key
         return (lambda: bool(client.exists(key))) if key else (lambda: False)
 
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+    def entries(self, batches: Iterable[Any]) -> Iterator[Mapping[str, str]]:
+        """The entries of a partition's Arrow batches of a wire frame, sample-checked."""
+        names = WIRE_FIELDS[self.kind]
 
-        rows = (row for batch in batches for row in batch.to_pylist())
-        stats = self.publish(rows)
-        types = {"long": pa.int64(), "string": pa.string(), "double": pa.float64()}
-        schema = pa.schema(
-            [(name, types[kind]) for name, kind in (c.split() for c in STATS_SCHEMA.split(", "))]
-        )
-        yield pa.RecordBatch.from_pylist([stats.as_dict()], schema=schema)
+        def unchecked() -> Iterator[dict[str, str]]:
+            for batch in batches:
+                columns = [batch.column(name).to_pylist() for name in names]
+                exact = batch.column(EXACT_COLUMN).to_pylist()
+                yield from frame_entries(self.kind, columns, exact)
+
+        return sample_checked(self.kind, unchecked(), self.sample_rows)
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        yield stats_batch(self.publish_entries(self.entries(batches)))
+
+
+def stats_batch(stats: PublishStats) -> Any:
+    """One partition's stats as the single-row Arrow batch of :data:`STATS_SCHEMA`."""
+    import pyarrow as pa
+
+    types = {"long": pa.int64(), "string": pa.string(), "double": pa.float64()}
+    schema = pa.schema(
+        [(name, types[kind]) for name, kind in (c.split() for c in STATS_SCHEMA.split(", "))]
+    )
+    return pa.RecordBatch.from_pylist([stats.as_dict()], schema=schema)

@@ -13,6 +13,7 @@ from typing import Any
 
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.publish import client_from_url, id_order
+from sentinel_platform.streams.replies import Entry, entries
 
 PAGE = 10_000
 MAX_SEQ = 2**64 - 1
@@ -23,8 +24,8 @@ RANGE_SCHEMA = "slice int, start string, end string"
 
 def id_slices(client: RedisClient, stream: str, max_slices: int = 64) -> list[tuple[int, str, str]]:
     """``(slice, first_id, last_id)`` ranges covering the stream; empty for an empty stream."""
-    first = client.xrange(stream, "-", "+", count=1)
-    last = client.xrevrange(stream, "+", "-", count=1)
+    first = entries(client.xrange(stream, "-", "+", count=1))
+    last = entries(client.xrevrange(stream, "+", "-", count=1))
     if not first or not last:
         return []
     lo, hi = id_order(first[0][0])[0], id_order(last[0][0])[0]
@@ -37,11 +38,11 @@ def id_slices(client: RedisClient, stream: str, max_slices: int = 64) -> list[tu
     return slices
 
 
-def read_range(client: RedisClient, stream: str, start: str, end: str) -> Iterator[tuple]:
+def read_range(client: RedisClient, stream: str, start: str, end: str) -> Iterator[Entry]:
     """Every entry with ``start <= id <= end``, paged."""
     lower = start
     while True:
-        page = client.xrange(stream, lower, end, count=PAGE)
+        page = entries(client.xrange(stream, lower, end, count=PAGE))
         yield from page
         if len(page) < PAGE:
             return

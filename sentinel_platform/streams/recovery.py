@@ -5,17 +5,22 @@ Each loop iteration (at least once a second, see ``consumer.py``) runs :meth:`Re
 1. ``XPENDING stream group`` (summary: total and per-consumer counts). When nothing is
    pending, or only we hold messages that are not yet due, that is the whole cost: one
    round trip.
-2. For the other consumers holding messages: one pipeline of ``EXISTS lease`` and
-   ``HEXISTS consumers`` per consumer. A consumer whose lease is alive is never robbed,
-   however idle its messages are (they are counted in ``skipped_alive``).
+2. For the other consumers holding messages: one pipeline of ``GET lease``,
+   ``HEXISTS consumers`` and ``GET`` of the connection it registered, per consumer. A
+   consumer whose lease is alive is never robbed, however idle its messages are (they
+   are counted in ``skipped_alive``), unless the watch (``liveness.py``, its own thread)
+   found the connection it registered closed, twice, ``CONFIRM_S`` apart.
 3. Claimable holders, each with its own minimum idle time:
 
    * ourselves, for messages whose processing failed: after ``SENTINEL_RETRY_BACKOFF_MS``;
+   * holders whose registered connection closed (SIGKILL, crash): at once; the claim
+     script takes only ids the holder still holds, so two survivors never take one
+     message from each other;
    * registered consumers whose lease is gone (killed, hung, stopped): after
-     ``SENTINEL_LEASE_TTL_MS``, so a SIGKILLed worker's messages are processed within
-     about one lease TTL plus one iteration;
+     ``SENTINEL_LEASE_TTL_MS`` (a hung process, a vanished host, a holder without a
+     registered connection);
    * consumers that never registered (legacy Sentinel-L7 workers without leases): after
-     ``SENTINEL_RECLAIM_IDLE_MS``, the original rule.
+     ``SENTINEL_RECLAIM_IDLE_MS`` of idleness, as they expect.
 
    Their PELs are paged with the extended ``XPENDING ... IDLE min COUNT n consumer`` and
    a cursor per consumer, so the *whole* PEL is scanned across iterations (seed 001),
@@ -39,9 +44,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sentinel_platform.streams.attempts import attempt_key
 from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.keys import StreamKeys, attempt_key
+from sentinel_platform.streams.liveness import Watch, registration_key
 from sentinel_platform.streams.metrics import Metrics
 from sentinel_platform.streams.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.scripts import LuaScript
@@ -62,8 +67,17 @@ CLAIM = LuaScript(
 -- A claimer that does not hold its own lease (taken by a process using the same name)
 -- claims nothing: two processes must never act as one consumer.
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return {{}, {}} end
-local ids = {}
-for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
+-- Only ids still held by the holder: another survivor may have claimed some since our
+-- XPENDING, and XCLAIM alone would take them from it.
+local ids, slots = {}, {}
+for i = 6, #ARGV do
+  local info = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if info[1] and info[1][2] == ARGV[5] then
+    ids[#ids + 1] = ARGV[i]
+    slots[#slots + 1] = i - 3  -- its attempt record's index in KEYS
+  end
+end
+if #ids == 0 then return {{}, {}} end
 local claimed = redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], unpack(ids))
 local got, out, trimmed = {}, {}, {}
 for _, entry in ipairs(claimed) do
@@ -75,10 +89,10 @@ for _, entry in ipairs(claimed) do
     out[#out + 1] = {entry[1], entry[2], count}
   end
 end
-for i, id in ipairs(ids) do
+for j, id in ipairs(ids) do
   if not got[id] and #redis.call('XRANGE', KEYS[1], id, id) == 0 then
     redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('DEL', KEYS[i + 2])  -- its attempt record
+    redis.call('DEL', KEYS[slots[j]])  -- its attempt record
     trimmed[#trimmed + 1] = id
   end
 end
@@ -152,6 +166,9 @@ class Recovery:
         self.last = RecoveryStats()
         #: after an outage, others' messages wait one lease TTL (``recovery_grace.py``)
         self.grace = RecoveryGrace(lease_ttl_ms / 1000)
+        #: a holder whose registered connection is gone is dead at once (``liveness.py``)
+        self.watch = Watch(client, keys, self._watched, self._read_holders, self.log_fields)
+        self._reported: set[str | None] = set()
 
     # --- the step ---------------------------------------------------------------------------
     def step(self, budget: int) -> list[Delivery]:
@@ -168,14 +185,20 @@ class Recovery:
         in_grace = not self.grace.allows_others(now)
         others = [] if in_grace else [name for name in holders if name != self.consumer]
         if others:
-            alive, registered = self._liveness(others)
+            leases, registered, registrations = self._liveness(others)
+            disconnected = self._disconnected(leases, registrations)
             for name in others:
-                if name in alive:
+                if leases.get(name) is not None and name not in disconnected:
                     stats.alive.append(name)
+                    continue
+                stats.dead.append(name)
+                if name in disconnected:
+                    idle = 0  # the claim script takes only ids still held by this holder
+                elif name in registered:
+                    idle = self.lease_ttl_ms
                 else:
-                    stats.dead.append(name)
-                    idle = self.lease_ttl_ms if name in registered else self.reclaim_idle_ms
-                    targets.append((name, idle))
+                    idle = self.reclaim_idle_ms
+                targets.append((name, idle))
             self._count_skipped_alive(stats.alive)
         self.last = stats
         claimed: list[Delivery] = []
@@ -187,15 +210,58 @@ class Recovery:
             self._maybe_prune(holders)
         return claimed
 
-    def _liveness(self, consumers: Sequence[str]) -> tuple[set[str], set[str]]:
+    def _liveness(
+        self, consumers: Sequence[str]
+    ) -> tuple[dict[str, str | None], set[str], dict[str, str | None]]:
+        """Per consumer: its lease value (None: no lease), registered or not, and the
+        connection it registered (``liveness.py``), in one round trip."""
         pipe = self.client.pipeline(transaction=False)
         for name in consumers:
-            pipe.exists(self.keys.lease(name))
+            pipe.get(self.keys.lease(name))
             pipe.hexists(self.keys.consumers, name)
+            pipe.get(registration_key(self.keys, name))
         replies = pipe.execute()
-        alive = {name for i, name in enumerate(consumers) if replies[2 * i]}
-        registered = {name for i, name in enumerate(consumers) if replies[2 * i + 1]}
-        return alive, registered
+        leases = {name: replies[3 * i] for i, name in enumerate(consumers)}
+        registered = {name for i, name in enumerate(consumers) if replies[3 * i + 1]}
+        registrations = {name: replies[3 * i + 2] for i, name in enumerate(consumers)}
+        return leases, registered, registrations
+
+    def _disconnected(
+        self, leases: dict[str, str | None], registrations: dict[str, str | None]
+    ) -> set[str]:
+        """Holders with a live lease whose registered connection the watch found gone
+        twice, :data:`~liveness.CONFIRM_S` apart (a blip re-registers meanwhile)."""
+        self.watch.touch()
+        if not self.watch.is_alive() and self.watch.enabled:
+            if self.watch.ident is not None:  # it ended while the loop was away
+                self.watch = self.watch.renewed()
+            self.watch.start()
+        dead = self.watch.dead(leases, registrations)
+        for name in dead:
+            self._report_disconnected(name, registrations.get(name))
+        return dead
+
+    def _watched(self) -> list[str]:
+        """The holders the watch looks at: the other consumers holding messages at the
+        last step (dead ones too: a dead holder stays judged while it still holds some)."""
+        return [*self.last.alive, *self.last.dead]
+
+    def _read_holders(
+        self, names: Sequence[str]
+    ) -> tuple[dict[str, str | None], dict[str, str | None]]:
+        leases, _registered, registrations = self._liveness(names)
+        return leases, registrations
+
+    def _report_disconnected(self, holder: str, registration: str | None) -> None:
+        if registration in self._reported:
+            return
+        if len(self._reported) > 1000:
+            self._reported.clear()
+        self._reported.add(registration)
+        log.info(
+            "holder_disconnected",
+            extra={**self.log_fields, "holder": holder, "registration": registration},
+        )
 
     def _claim_from(self, holder: str, min_idle: int, budget: int) -> list[Delivery]:
         start = self._cursors.get(holder, "-")
@@ -212,10 +278,10 @@ class Recovery:
         if len(entries) < count:
             self._cursors.pop(holder, None)  # reached the end: next scan starts over
         else:
-            self._cursors[holder] = "(" + entries[-1]["message_id"]
+            self._cursors[holder] = "(" + str(entries[-1]["message_id"])
         if not entries:
             return []
-        ids = [entry["message_id"] for entry in entries]
+        ids = [str(entry["message_id"]) for entry in entries]
         reply = CLAIM.run(
             self.client,
             [
@@ -223,7 +289,7 @@ class Recovery:
                 self.keys.lease(self.consumer),
                 *(attempt_key(self.keys, message_id) for message_id in ids),
             ],
-            [self.keys.group, self.consumer, min_idle, self.lease_value, *ids],
+            [self.keys.group, self.consumer, min_idle, self.lease_value, holder, *ids],
         )
         deliveries = [
             Delivery(message_id, pairs_to_dict(flat), int(count), holder)
@@ -289,7 +355,7 @@ class Recovery:
         if now < self._next_prune:
             return
         self._next_prune = now + PRUNE_INTERVAL_S
-        registered = self.client.hkeys(self.keys.consumers)
+        registered = [str(name) for name in self.client.hkeys(self.keys.consumers)]
         for name in registered:
             if name == self.consumer or holders.get(name):
                 continue

@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -177,7 +178,7 @@ class Retention:
         return removed
 
 
-def retention_summary(client: RedisClient, keys: StreamKeys, settings: Settings) -> dict:
+def retention_summary(client: RedisClient, keys: StreamKeys, settings: Settings) -> dict[str, Any]:
     """What ``sentinel status`` and the stream observations show about retention."""
     state = retention_state(client, keys, settings)
     age = state.oldest_age_s(_now_ms(client))
@@ -189,7 +190,7 @@ def retention_summary(client: RedisClient, keys: StreamKeys, settings: Settings)
     }
 
 
-def describe(summary: dict) -> str:
+def describe(summary: dict[str, Any]) -> str:
     """One human line for ``sentinel status``."""
     oldest = summary["oldest_age_s"]
     age = "-" if oldest is None else _duration(oldest)

@@ -58,7 +58,7 @@ def load_processor(spec: str, settings: Settings) -> Processor:
         factory: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise StartupError(f"--processor {spec}: cannot load it ({exc})") from None
-    processor = factory(settings)
+    processor: Processor = factory(settings)
     missing = [name for name in ("parse", "natural_key", "process") if not hasattr(processor, name)]
     if missing:
         raise StartupError(f"--processor {spec}: the processor has no {', '.join(missing)}")
@@ -89,7 +89,9 @@ def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -
     signal.signal(signal.SIGINT, handler)
 
 
-def connect_with_retry(settings: Settings, stop: threading.Event, log_fields: dict) -> Any:
+def connect_with_retry(
+    settings: Settings, stop: threading.Event, log_fields: dict[str, str]
+) -> Any:
     """Connect, retrying an unreachable server with backoff; wrong credentials are fatal."""
     backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
     while True:

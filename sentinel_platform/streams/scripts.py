@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
+from redis.typing import EncodableT
 
 from sentinel_platform.streams.connection import RedisClient
 
@@ -48,8 +49,10 @@ class LuaScript:
         pipe.evalsha(self.sha, len(keys), *keys, *args)
 
     def run(self, client: RedisClient, keys: Sequence[str], args: Sequence[object]) -> Any:
+        # Arguments are str/bytes/int/float in practice; redis-py raises DataError on others.
+        values = cast("Sequence[EncodableT]", args)
         return with_scripts(
-            client, [self], lambda: client.evalsha(self.sha, len(keys), *keys, *args)
+            client, [self], lambda: client.evalsha(self.sha, len(keys), *keys, *values)
         )
 
 

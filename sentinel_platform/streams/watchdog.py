@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 
@@ -28,27 +27,30 @@ EXIT_HUNG = 70
 
 
 class InHand:
-    """The message the loop is processing right now, and since when (thread-safe)."""
+    """The message the loop is processing right now, and since when.
+
+    Written by the loop for every message, read by the heartbeat thread: the state is one
+    immutable ``(message id, since)`` tuple replaced in a single assignment, which CPython
+    makes atomic, so the reader never sees half an update and the loop takes no lock.
+    """
+
+    __slots__ = ("_held",)
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._message_id: str | None = None
-        self._since = 0.0
+        self._held: tuple[str, float] | None = None
 
     def take(self, message_id: str) -> None:
-        with self._lock:
-            self._message_id, self._since = message_id, time.monotonic()
+        self._held = (message_id, time.monotonic())
 
     def drop(self) -> None:
-        with self._lock:
-            self._message_id = None
+        self._held = None
 
     def held(self) -> tuple[str, float] | None:
         """(message id, seconds in hand), or None when nothing is being processed."""
-        with self._lock:
-            if self._message_id is None:
-                return None
-            return self._message_id, time.monotonic() - self._since
+        held = self._held
+        if held is None:
+            return None
+        return held[0], time.monotonic() - held[1]
 
 
 class HangWatchdog:

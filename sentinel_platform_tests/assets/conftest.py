@@ -1,4 +1,5 @@
-"""Fixtures for the Spark/data area: stream keys, a guard factory, a background setter."""
+"""Fixtures for the publish-path tests: stream keys, a guard factory, a background setter,
+the environment the publisher reads, and the data domains' resources."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backpressure import BackpressureConfig, BackpressureGuard
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.domains.conftest import data_resources
+
+__all__ = ["data_resources"]  # a fixture shared with the domain tests
 
 
 @pytest.fixture
@@ -55,31 +59,6 @@ def later() -> Iterator[Callable[[float, Callable[[], Any]], None]]:
 
 @pytest.fixture
 def data_settings(settings: Settings, settings_env: dict[str, str]) -> Settings:
-    """Settings whose REDIS_URL and SENTINEL_HOME are also in the environment the assets read."""
+    """Settings whose REDIS_URL and SENTINEL_HOME are also in the environment, for the
+    publisher resources these tests build without a settings resource."""
     return settings
-
-
-def resources_on(settings: Settings, base_uri: str | None) -> dict[str, Any]:
-    """The definitions' resources on the test Redis (Spark: the test session).
-
-    The IO manager stores under ``base_uri``; ``None`` leaves it to the settings the
-    environment names at run time, as in the deployed definitions.
-    """
-    from sentinel_platform.resources.io_manager import SparkParquetIOManager
-    from sentinel_platform.resources.redis_publisher import RedisPublisherResource
-    from sentinel_platform.resources.spark import spark_resource
-
-    pyspark = spark_resource(settings)
-    return {
-        "pyspark": pyspark,
-        "redis_publisher": RedisPublisherResource(
-            redis_url=settings.redis_url_value, max_pause_s=20
-        ),
-        "parquet_io_manager": SparkParquetIOManager(pyspark=pyspark, base_uri=base_uri),
-    }
-
-
-@pytest.fixture
-def data_resources(data_settings: Settings, spark: Any) -> dict[str, Any]:
-    """The definitions' resources, pointed at the test Redis and home (Spark: the test session)."""
-    return resources_on(data_settings, data_settings.data_uri)

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform import demo
 from sentinel_platform.cli import proctree
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
+from sentinel_platform.domains.demo import schedule as demo
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient

@@ -66,6 +66,9 @@ def test_axiom_round_trips_flat_string_fields() -> None:
         ("amount", 0),
         ("amount", -3),
         ("amount", 1.234),
+        # json.loads reads the Infinity and NaN that json.dumps writes.
+        ("amount", float("inf")),
+        ("amount", float("nan")),
         ("amount", "12.00"),
         ("amount", True),
         ("is_threat", "yes"),

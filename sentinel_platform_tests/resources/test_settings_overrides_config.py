@@ -1,6 +1,7 @@
-"""The sensors' resources never carry a password in their settings overrides.
+"""The settings resource never carries a password in its overrides.
 
-``AlertSink.overrides`` and ``StreamInspector.overrides`` are free-form settings in resource
+``SettingsResource.overrides`` (which every asset, check, sensor and resource reads its
+settings through) are free-form settings in resource
 config, which the Dagster UI lists and every run stores; a secret setting (``redis_url``,
 ``alert_webhook_url``, ``analyzer_url``) carrying a password there is refused by the same
 rule as the publisher's ``redis_url``, without ever quoting the value. Checked on the
@@ -16,9 +17,8 @@ import pytest
 import redis
 
 from sentinel_platform.redis_server import RedisServer
-from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.config_secrets import PasswordInConfigError
-from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform_tests.resources.secret_config import (
     PROBE_KEY,
     SECRET,
@@ -30,7 +30,7 @@ from sentinel_platform_tests.resources.secret_config import (
     write_workspace,
 )
 
-RESOURCES = {"AlertSink": AlertSink, "StreamInspector": StreamInspector}
+RESOURCES = {"SettingsResource": SettingsResource}
 #: (override key, value carrying SECRET, the variable the error points to).
 SECRET_OVERRIDES = {
     "redis_url-userinfo": ("redis_url", f"redis://app:{SECRET}@127.0.0.1:6399/0", "REDIS_URL"),
@@ -52,8 +52,7 @@ SECRET_OVERRIDES = {
 PROBE_LOCATION = """
 import dagster as dg
 
-from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.resources.settings import SettingsResource
 
 # Apart from the line that fails, as in a config module: a traceback quotes that line.
 OVERRIDES = {{{key!r}: {value!r}}}
@@ -61,7 +60,7 @@ OVERRIDES = {{{key!r}: {value!r}}}
 
 @dg.asset
 def probe(resource: {resource}) -> None:
-    resource.get_settings()
+    resource.load()
 
 
 defs = dg.Definitions(assets=[probe], resources={{"resource": {resource}(overrides=OVERRIDES)}})
@@ -71,7 +70,7 @@ defs = dg.Definitions(assets=[probe], resources={{"resource": {resource}(overrid
 @dg.asset(required_resource_keys={"probe_resource"})
 def probe(context: dg.AssetExecutionContext) -> None:
     """Writes a marker with whatever Redis the resource's settings name."""
-    settings = context.resources.probe_resource.get_settings()
+    settings = context.resources.probe_resource.load()
     with redis.Redis.from_url(settings.redis_url_value) as client:
         client.set(PROBE_KEY, "reached")
 

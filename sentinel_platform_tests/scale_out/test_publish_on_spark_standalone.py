@@ -21,14 +21,13 @@ from typing import Any
 
 import dagster as dg
 import pytest
-from dagster._core.instance.ref import InstanceRef
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.assets.dagster_cli import last_run_records
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.domains.dagster_cli import last_run_records
 from sentinel_platform_tests.scale_out.attributing_proxy import AttributingProxy, Connection
 from sentinel_platform_tests.scale_out.spark_standalone import SparkStandaloneCluster
 from sentinel_platform_tests.workers.conftest import StartWorker
@@ -118,7 +117,7 @@ def _materialize(
 
 
 def _rows_published(dagster_home: Path, asset: str) -> int:
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home))) as instance:
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         event = instance.get_latest_materialization_event(dg.AssetKey(asset))
         assert event is not None and event.asset_materialization is not None, asset
         return int(event.asset_materialization.metadata["rows_published"].value)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.assets.generation import generate_transactions
+from sentinel_platform.domains.shared.generation import generate_transactions
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings

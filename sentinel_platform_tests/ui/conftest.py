@@ -50,7 +50,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 LOCATION = "sentinel_platform"
-#: Small limits and a slow worker, so one small publish makes a short backpressure spike.
+#: Small limits and a slow worker, so a small flood makes a short backpressure spike.
 SPIKE_ENV = {
     "SENTINEL_LAG_WARN": "20",
     "SENTINEL_LAG_PAUSE": "50",

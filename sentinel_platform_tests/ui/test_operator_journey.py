@@ -1,8 +1,10 @@
 """The operator's journey in a real browser, against the real ``sentinel up``.
 
 Open the catalog, open `transaction_stream`, launch a materialisation of today's partition
-from the UI, wait for the run to succeed, and find the short backpressure spike it caused
-(a slow worker, small limits): on the asset's lag plot and in its events (`lag_peak`), on
+from the UI, wait for the run to succeed, and find the short backpressure spike that hit it:
+while the run publishes (paced below the pause limit), an unguarded Sentinel-L7 producer
+floods the stream past the limit, so the run's producer stops until the slow worker drains
+it. The operator finds the spike on the asset's lag plot and in its events (`lag_peak`), on
 the lag sensor's tick, and as an alert in `sentinel status`. Each step is screenshotted.
 
 Only the upstream of `transaction_stream` is built beforehand (through the webserver's
@@ -21,11 +23,14 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.sensors.lag_gate import SENSOR_NAME as LAG_SENSOR
+from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME as LAG_SENSOR
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.publish import transaction_fields
 from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.sensors.conftest import read_alerts
+from sentinel_platform_tests.domains.operations.conftest import read_alerts
+from sentinel_platform_tests.drills.strategies import valid_transaction
 from sentinel_platform_tests.ui.conftest import LOCATION, SPIKE_ENV, Platform
 
 #: Two Spark runs and a Dagster start: about 3 minutes on a quiet 2-core machine; the
@@ -64,6 +69,17 @@ def _build_upstream(platform: Platform, partition: str) -> str:
     launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
+
+
+def _flood_once_publishing(client: RedisClient, settings: Settings) -> None:
+    """As soon as the run's first batch is on the stream, add four pause limits' worth of
+    entries at once, as a producer without a guard would."""
+    stream = transaction_keys(settings).stream
+    wait_until(lambda: client.xlen(stream) > 0, timeout_s=180, interval_s=0.05)
+    pipe = client.pipeline(transaction=False)
+    for n in range(4 * PAUSE):
+        pipe.xadd(stream, transaction_fields(valid_transaction(f"legacy-{n}")))
+    pipe.execute()
 
 
 def _run_status(platform: Platform, run_id: str) -> str:
@@ -120,6 +136,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     dialog.get_by_role("button", name="Launch 1 run").click()
     page.get_by_text("Launched run").wait_for()
     run_id = platform.graphql(LAST_RUN)["runsOrError"]["results"][0]["runId"]
+    _flood_once_publishing(redis_client, settings)
 
     # 3. The run page: wait for the run to succeed.
     page.goto(f"{platform.url}/runs/{run_id}")
@@ -129,7 +146,8 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     page.get_by_text("Loading run logs").wait_for(state="hidden")
     shot("3-run-succeeded")
 
-    # 4. The slow worker made a short spike: the lag sensor keeps it and alerts once.
+    # 4. The flood made a short spike (the run's producer stopped at the pause limit until
+    #    the slow worker drained it): the lag sensor keeps it and alerts once.
     def spike_alert() -> list[Any]:
         return [
             a

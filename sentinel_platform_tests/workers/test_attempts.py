@@ -1,4 +1,5 @@
-"""Attempt records: counted once per delivery, cleared on every exit path, never immortal.
+"""Attempt records: counted once per delivery, never immortal (cleared on every exit path:
+see ``streams/test_consumer_dead_letters.py`` and ``test_consumer_recovery.py``).
 
 The records are looked up without assuming their layout (one hash per message, or
 fields of a shared hash): whatever key or field names a message id is its record.
@@ -18,21 +19,10 @@ from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.attempts import read_attempts, record_call
 from sentinel_platform.streams.connection import RedisClient, connect
 from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys, attempt_key_prefix, transaction_keys
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.streams.conftest import records_of
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
-
-
-def _records_of(client: RedisClient, keys: StreamKeys, message_id: str) -> list[str]:
-    """Keys holding attempt state of ``message_id`` (as a key of its own or as fields)."""
-    holders = []
-    for key in client.scan_iter(match=f"{attempt_key_prefix(keys)}*"):
-        if key.endswith(message_id) or (
-            client.type(key) == "hash" and any(f.startswith(message_id) for f in client.hkeys(key))
-        ):
-            holders.append(key)
-    return holders
-
 
 # --- client retries (a reply lost while Redis stalls) ---------------------------------------
 
@@ -89,21 +79,6 @@ def test_a_call_record_resent_after_a_lost_reply_is_counted_once(
 # --- records that would leak ----------------------------------------------------------------
 
 
-def test_a_trimmed_message_leaves_no_attempt_record(
-    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
-) -> None:
-    [message_id] = publish(redis_client, tx_keys, [{"key": "doomed", "poison": "1"}])
-    worker = start_worker(env={"SENTINEL_RETRY_BACKOFF_MS": "1500"})
-    wait_until(lambda: worker.events("processing_failed"), 10)
-    wait_until(lambda: _records_of(redis_client, tx_keys, message_id), 5)  # its last error
-
-    redis_client.xdel(tx_keys.stream, message_id)  # trimmed while pending (MAXLEN, XDEL)
-    wait_until(lambda: worker.events("trimmed"), 10)
-    assert worker.events("trimmed")[0]["message_id"] == message_id
-    assert redis_client.xpending(tx_keys.stream, tx_keys.group)["pending"] == 0
-    assert _records_of(redis_client, tx_keys, message_id) == []
-
-
 def test_a_leaked_record_expires_on_its_own_however_busy_the_stream(
     redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
 ) -> None:
@@ -111,10 +86,10 @@ def test_a_leaked_record_expires_on_its_own_however_busy_the_stream(
     worker = start_worker(
         env={"SENTINEL_RETRY_BACKOFF_MS": "60000", "SENTINEL_IDEMPOTENCY_TTL_S": "60"}
     )
-    wait_until(lambda: _records_of(redis_client, tx_keys, leaked), 10)
+    wait_until(lambda: records_of(redis_client, tx_keys, leaked), 10)
     # Settled behind the worker's back (an operator's XACK): nothing will clear its record.
     redis_client.xack(tx_keys.stream, tx_keys.group, leaked)
-    [holder] = _records_of(redis_client, tx_keys, leaked)
+    [holder] = records_of(redis_client, tx_keys, leaked)
     ttl_before, since = redis_client.pttl(holder), time.monotonic()
     assert 0 < ttl_before <= 60_000
 

@@ -12,8 +12,7 @@ from sentinel_platform.streams.idempotency import (
     queue_commit,
 )
 from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
+from sentinel_platform_tests.workers.conftest import publish
 
 
 def _commit(client: RedisClient, keys: StreamKeys, settings: Settings, message_id: str) -> str:
@@ -52,17 +51,3 @@ def test_a_settled_delivery_never_gets_an_effect_later(
     redis_client.xack(tx_keys.stream, tx_keys.group, message_id)  # e.g. dead-lettered meanwhile
     assert _commit(redis_client, tx_keys, settings, message_id) == "stale"
     assert not redis_client.exists(tx_keys.results, tx_keys.marker("txn-1"))
-
-
-def test_the_same_record_published_twice_has_one_effect(
-    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
-) -> None:
-    publish(redis_client, tx_keys, [{"key": "same"}, {"key": "other"}, {"key": "same"}])
-    worker = start_worker().wait_ready(redis_client)
-    wait_until(lambda: worker.events("duplicate_ack"))
-    wait_until(lambda: pending_of(redis_client, tx_keys, worker.consumer) == 0)
-    assert sorted(f["key"] for _id, f in redis_client.xrange(tx_keys.results)) == [
-        "other",
-        "same",
-    ]
-    assert redis_client.xpending(tx_keys.stream, tx_keys.group)["pending"] == 0

@@ -80,6 +80,7 @@ def test_first_worker_back_after_a_long_outage_leaves_live_workers_messages_alon
     wait_until(lambda: client.hget(CALLS_KEY, "slow-1") == "1", 15)
     assert pending_of(client, keys, "busy") == 2
     idle = start_worker(consumer="idle", env=env).wait_ready(client)
+    wait_until(lambda: idle.events("started"), 15)  # fully up before the outage begins
 
     # The busy worker is alive but its heartbeat comes back late; Redis is down for longer
     # than the lease TTL and comes back from its AOF with both leases expired.

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from sentinel_platform_tests.scale_out.suite_on_cluster import make_settings
-from sentinel_platform_tests.sensors.conftest import (
+from sentinel_platform_tests.domains.operations.conftest import (
     clock,
     make_resources,
     ops_overrides,
     txn_group,
     webhook_factory,
 )
+from sentinel_platform_tests.scale_out.suite_on_cluster import make_settings
 
 __all__ = [
     "clock",

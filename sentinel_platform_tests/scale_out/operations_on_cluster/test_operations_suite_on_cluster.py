@@ -12,29 +12,29 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.sensors.dead_letters import SENSOR_NAME, dead_letter_queue_sensor
+from sentinel_platform.domains.operations.dead_letters import SENSOR_NAME, dead_letter_queue_sensor
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.sensors.conftest import read_alerts, tick
-from sentinel_platform_tests.sensors.test_alerting import (
+from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
+from sentinel_platform_tests.domains.operations.test_alerting import (
     test_alert_stream_is_capped,
     test_cooldown_suppresses_repeats_across_restarts_unless_severity_worsens,
     test_webhook_receives_slack_text_payload,
 )
-from sentinel_platform_tests.sensors.test_checks import (
+from sentinel_platform_tests.domains.operations.test_checks import (
     test_delivery_check_fails_with_figures_when_messages_are_orphaned,
     test_lag_check_passes_warns_and_fails_at_thresholds,
 )
-from sentinel_platform_tests.sensors.test_dead_letters import dead_letter
-from sentinel_platform_tests.sensors.test_delivery import (
+from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
+from sentinel_platform_tests.domains.operations.test_delivery import (
     test_consumer_whose_pending_only_grows_is_reported_stalled_after_a_window,
     test_healthy_pipeline_raises_no_anomaly_alert,
     test_message_held_by_consumer_without_lease_raises_orphan_alert,
     test_message_idle_past_reclaim_raises_alert,
     test_message_one_delivery_from_limit_raises_alert,
 )
-from sentinel_platform_tests.sensors.test_lag_gate import (
+from sentinel_platform_tests.domains.operations.test_lag_gate import (
     test_expired_lag_key_with_a_live_lease_is_judged_on_the_group_not_worker_off,
     test_lag_check_evaluated_every_tick_with_severity_by_zone,
     test_lag_through_warn_and_pause_pauses_then_resumes_held_partition_once,
@@ -43,7 +43,7 @@ from sentinel_platform_tests.sensors.test_lag_gate import (
     test_pause_flag_set_by_the_sensor_is_cleared_even_after_a_lost_cursor,
     test_publish_run_that_failed_during_a_pause_is_relaunched_once_on_resume,
 )
-from sentinel_platform_tests.sensors.test_run_failures import (
+from sentinel_platform_tests.domains.operations.test_run_failures import (
     test_failed_publish_run_raises_alert,
 )
 

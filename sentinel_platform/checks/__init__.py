@@ -1,1 +1,0 @@
-"""Asset checks: stream health (operations) and data quality (Spark data)."""

@@ -1,0 +1,130 @@
+"""The demo flow: a small generated batch every few minutes, so a fresh install looks alive.
+
+A new user who runs ``make run`` should see runs, lag plots and verdicts without learning
+the partition model first. Each tick publishes a small sample of transactions and
+telemetry for the current day (the newest daily partition), so the catalog's "latest
+materialization" is today's; each tick of a day uses a new seed, so it brings new
+transaction ids (a day's telemetry readings repeat, and the axiom workers, correctly,
+skip those already processed). It respects the lag gate: while producers are paused or
+lag is not nominal it skips the tick instead of adding to the backlog.
+
+Switched on by default only when ``SENTINEL_DEMO`` is set (``sentinel up`` does so with
+the embedded Redis); in any other deployment it is off until turned on in the UI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime, timezone
+from typing import Any
+
+import dagster as dg
+import redis
+
+from sentinel_platform.domains.axioms.assets import axiom_stream
+from sentinel_platform.domains.shared.common import DAILY, publish_selection
+from sentinel_platform.domains.transactions.assets import transaction_stream
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.settings import SettingsError
+from sentinel_platform.streams.connection import RedisConnectError, connect
+from sentinel_platform.streams.keys import all_stream_keys
+from sentinel_platform.streams.lag import measure_lag, zone
+
+SCHEDULE_NAME = "demo_publish_schedule"
+JOB_NAME = "demo_publish"
+EVERY_MINUTES = 5
+TRANSACTIONS_PER_TICK = 200
+SOURCES = 6
+READINGS_PER_SOURCE = 48
+ANOMALY_RATE = 0.1
+
+demo_publish = dg.define_asset_job(
+    JOB_NAME,
+    selection=publish_selection("transactions", transaction_stream)
+    | publish_selection("axioms", axiom_stream),
+    partitions_def=DAILY,
+    description="A small generated batch of transactions and telemetry (the demo schedule).",
+)
+
+
+def demo_run_config(seed: int) -> dict[str, Any]:
+    """Small volumes, two Spark partitions, every step in one process (one Spark session
+    instead of one JVM per step): a tick should take seconds, not minutes."""
+    return {
+        "execution": {"config": {"in_process": {}}},
+        "ops": {
+            "raw_transactions": {
+                "config": {"rows": TRANSACTIONS_PER_TICK, "seed": seed, "spark_partitions": 2}
+            },
+            "telemetry_readings": {
+                "config": {
+                    "sources": SOURCES,
+                    "readings_per_source": READINGS_PER_SOURCE,
+                    "seed": seed,
+                    "anomaly_rate": ANOMALY_RATE,
+                    "spark_partitions": 2,
+                }
+            },
+        },
+    }
+
+
+def demo_partition(tick: datetime) -> tuple[str, int]:
+    """(partition key, seed) of a tick: the tick's own day, a new seed per tick."""
+    keys = DAILY.get_partition_keys(current_time=tick)
+    number = int(tick.timestamp()) // (EVERY_MINUTES * 60)
+    return keys[-1], 1000 + number
+
+
+def lag_blocks_publishing(settings: SettingsResource) -> str | None:
+    """Why publishing should wait (producers paused, lag not nominal), or None."""
+    try:
+        current = settings.load()
+        client = connect(current)
+    except (SettingsError, RedisConnectError) as exc:
+        return f"Redis unavailable: {exc}"
+    try:
+        for keys in all_stream_keys(current):
+            if client.exists(keys.paused):
+                return f"producers of {keys.stream} are paused"
+            lag_zone = zone(measure_lag(client, keys).lag, current.lag_warn, current.lag_pause)
+            if lag_zone != "nominal":
+                return f"lag of {keys.stream} is {lag_zone}"
+    except redis.RedisError as exc:
+        return f"Redis error: {exc}"
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+    return None
+
+
+def build_demo_schedule(running: bool) -> dg.ScheduleDefinition:
+    """The demo schedule, running by default when ``running`` (the ``demo`` setting)."""
+
+    @dg.schedule(
+        name=SCHEDULE_NAME,
+        job=demo_publish,
+        cron_schedule=f"*/{EVERY_MINUTES} * * * *",
+        execution_timezone="UTC",
+        default_status=(
+            dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
+        ),
+        description=f"Demo: {TRANSACTIONS_PER_TICK} transactions and a few axioms every "
+        f"{EVERY_MINUTES} minutes (on by default under `sentinel up` with the embedded Redis).",
+    )
+    def demo_publish_schedule(
+        context: dg.ScheduleEvaluationContext, settings: SettingsResource
+    ) -> dg.RunRequest | dg.SkipReason:
+        tick = context.scheduled_execution_time or datetime.now(timezone.utc)
+        reason = lag_blocks_publishing(settings)
+        if reason:
+            return dg.SkipReason(f"demo batch skipped: {reason}")
+        partition, seed = demo_partition(tick)
+        return dg.RunRequest(
+            run_key=f"demo:{tick:%Y%m%dT%H%M}",
+            partition_key=partition,
+            run_config=demo_run_config(seed),
+            tags={"sentinel/launched_by": SCHEDULE_NAME},
+        )
+
+    return demo_publish_schedule

@@ -1,0 +1,152 @@
+"""The delivery-count anomaly sensor: near-limit, idle, orphaned and stalled messages.
+
+Each tick scans at most ``PENDING_SCAN_CAP`` pending entries per stream (oldest first)
+and keeps, in its cursor, a short window of pending counts per consumer to judge
+stalls over several ticks. One alert per stream and kind (per consumer for orphaned
+and stalled), de-duplicated across ticks by the alert cool-down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.anomalies import (
+    STALL_WINDOW_TICKS,
+    Anomalies,
+    find_anomalies,
+    slide_windows,
+    stalled,
+    summarise,
+)
+from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
+from sentinel_platform.domains.operations.stream_health import (
+    DELIVERY_CHECK,
+    evaluate_delivery,
+    latest_materialization,
+)
+from sentinel_platform.domains.operations.targets import STREAM_TARGETS, StreamTarget
+from sentinel_platform.resources.alerts import AlertSink
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.resources.stream_inspector import StreamInspector
+
+SENSOR_NAME = "delivery_anomaly_sensor"
+INTERVAL_S = 30
+
+
+def anomaly_alerts(
+    anomalies: Anomalies, stalls: dict[str, list[int]], idle_limit_ms: int
+) -> list[Alert]:
+    stream = anomalies.stream
+    out: list[Alert] = []
+    if anomalies.near_limit:
+        facts = summarise(anomalies.near_limit)
+        out.append(
+            Alert(
+                severity="error" if anomalies.over_limit else "warning",
+                source=SENSOR_NAME,
+                stream=stream,
+                condition="near_limit",
+                summary=f"{facts['count']} pending message(s) one delivery from the limit "
+                f"{anomalies.limit} (max {facts['max_deliveries']} deliveries), "
+                f"ids {', '.join(facts['ids'][:3])}",
+                details={**facts, "kind": "near_limit", "delivery_limit": anomalies.limit},
+            )
+        )
+    if anomalies.idle:
+        facts = summarise(anomalies.idle)
+        out.append(
+            Alert(
+                severity="warning",
+                source=SENSOR_NAME,
+                stream=stream,
+                condition="idle",
+                summary=f"{facts['count']} pending message(s) idle over {idle_limit_ms} ms "
+                f"(max {facts['max_idle_ms']} ms), ids {', '.join(facts['ids'][:3])}",
+                details={**facts, "kind": "idle", "reclaim_idle_ms": idle_limit_ms},
+            )
+        )
+    for consumer, count in sorted(anomalies.orphaned.items()):
+        ids = anomalies.orphaned_ids.get(consumer, [])
+        out.append(
+            Alert(
+                severity="warning" if anomalies.live else "error",
+                source=SENSOR_NAME,
+                stream=stream,
+                condition=f"orphaned:{consumer}",
+                summary=f"consumer {consumer} holds {count} pending message(s) without a live "
+                f"lease ({anomalies.live} live consumer(s) to recover them)",
+                details={
+                    "kind": "orphaned",
+                    "consumer": consumer,
+                    "count": count,
+                    "ids": ids,
+                    "live_consumers": anomalies.live,
+                },
+            )
+        )
+    for consumer, counts in sorted(stalls.items()):
+        out.append(
+            Alert(
+                severity="error",
+                source=SENSOR_NAME,
+                stream=stream,
+                condition=f"stalled:{consumer}",
+                summary=f"consumer {consumer} stalled: pending only grew over {len(counts)} "
+                f"ticks ({counts[0]} -> {counts[-1]})",
+                details={"kind": "stalled", "consumer": consumer, "window": counts},
+            )
+        )
+    return out
+
+
+def build_delivery_sensor(
+    streams: Sequence[StreamTarget] = STREAM_TARGETS,
+    window_ticks: int = STALL_WINDOW_TICKS,
+    name: str = SENSOR_NAME,
+    interval_s: int = INTERVAL_S,
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=name,
+        minimum_interval_seconds=interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Alerts on pending messages near the delivery limit, idle past reclaim, "
+        "held by dead consumers, and on consumers whose pending count only grows.",
+    )
+    def _sensor(
+        context: dg.SensorEvaluationContext,
+        settings: SettingsResource,
+        stream_inspector: StreamInspector,
+        alerts: AlertSink,
+    ) -> dg.SensorResult:
+        cursor = load_cursor(context.cursor)
+        windows: dict[str, Any] = cursor.get("windows", {})
+        current = settings.load()
+        notes: list[str] = []
+        events: list[dg.AssetCheckEvaluation] = []
+        with stream_inspector.client(current) as client:
+            for stream in streams:
+                anomalies = find_anomalies(client, stream.keys_of(current), current)
+                windows[stream.name] = slide_windows(
+                    windows.get(stream.name, {}), anomalies.pending_per_consumer, window_ticks
+                )
+                stalls = stalled(windows[stream.name], window_ticks)
+                verdict = evaluate_delivery(anomalies)
+                target = latest_materialization(context.instance, stream.asset_key)
+                events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK, target=target))
+                raised = anomaly_alerts(anomalies, stalls, current.reclaim_idle_ms)
+                sent = sum(alerts.send(alert).sent for alert in raised)
+                notes.append(
+                    f"{stream.name}: {anomalies.pending_total} pending, {len(raised)} anomaly "
+                    f"kind(s), {sent} alert(s) sent"
+                )
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(notes)),
+            cursor=dump_cursor({"windows": windows}),
+            asset_events=events,
+        )
+
+    return _sensor

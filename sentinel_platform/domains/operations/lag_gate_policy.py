@@ -1,0 +1,395 @@
+"""The lag gate's decisions, apart from any I/O: ``step(state, observation) -> (state, actions)``.
+
+The sensor (``lag_gate.py``) reads one stream's lag card, pause flag, due and materialised
+partitions and failed publish runs into an :class:`Observation`, calls :func:`step` with the
+:class:`GateState` it kept in its cursor, applies the returned actions (flag, run requests,
+observation, alerts) and stores the new state. Everything that decides lives here, so every
+rule is tested from a table of cases without Redis or Dagster:
+
+- a pause zone (backpressure, worker off) starts a *pause episode*: the producer-pause flag
+  is set (and refreshed every tick, it carries a TTL so a stopped sensor cannot pause
+  producers forever) and no publish run is launched;
+- partitions that come due during the episode are held back, and so are those whose
+  publish run failed during it (a run waiting on the flag gives up after a while);
+- only back at nominal, not merely elevated, does the episode end (hysteresis against the
+  on/off sawtooth): the flag is cleared and each held partition not yet materialised is
+  launched once, run key ``resume:<stream>:<partition>:<episode>``;
+- outside a pause each newly due partition is launched once, run key
+  ``publish:<stream>:<partition>``, unless it is already materialised.
+
+The episode id is the pause start in wall-clock ms, strictly above the previous episode's,
+so two episodes never share a run key and a replayed tick (same state, same observation)
+asks for the same run keys, which Dagster launches once. A flag this sensor set survives a
+lost cursor: its episode is adopted rather than orphaned. An operator's own flag (any value
+without the ``sensor:`` prefix) is never cleared.
+
+Cursor format (one JSON object per stream, :meth:`GateState.to_json`)::
+
+    {"format": 2, "zone": "nominal", "paused": false, "episode": "1767960000000",
+     "held": ["2026-01-10"], "relaunched": ["2026-01-09"], "last_due": "2026-01-10",
+     "observed": "<figures last recorded>", "observed_at": 1767960000.0}
+
+``relaunched`` names the partitions launched when ``episode`` ended. A cursor without
+``format`` (the first version, same fields but ``relaunched``) is migrated; anything else
+unreadable starts fresh, as the flag adoption makes a lost cursor safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar, cast, get_args
+
+from sentinel_platform.streams.lag import Zone
+
+CURSOR_FORMAT = 2
+#: The pause flag outlives many ticks but not a dead sensor by long.
+PAUSE_FLAG_TTL_S = 3600
+#: What marks a pause flag as this sensor's (an operator's flag is left alone).
+FLAG_PREFIX = "sensor:"
+PAUSE_ZONES: frozenset[Zone] = frozenset({"backpressure", "worker_off"})
+ZONE_SEVERITY: Mapping[Zone, Literal["info", "warning", "error"]] = {
+    "nominal": "info",
+    "elevated": "warning",
+    "backpressure": "error",
+    "worker_off": "error",
+}
+ZONES: frozenset[str] = frozenset(get_args(Zone))
+
+PauseMove = Literal["start", "hold", "resume", "none"]
+PauseAction = Literal["pause", "resume"]
+#: The pause moves an operator is told about.
+PAUSE_ACTION: Mapping[PauseMove, PauseAction | None] = {
+    "start": "pause",
+    "hold": None,
+    "resume": "resume",
+    "none": None,
+}
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GateState:
+    """What the cursor remembers about one stream between two ticks."""
+
+    zone: Zone | None = None
+    paused: bool = False
+    #: The current or last pause episode (its start in ms, as text: it names run keys).
+    episode: str | None = None
+    #: Partitions held back during the current episode, in the order they were held.
+    held: tuple[str, ...] = ()
+    #: Partitions launched when ``episode`` ended.
+    relaunched: tuple[str, ...] = ()
+    #: The newest due partition already seen, so each comes due once.
+    last_due: str | None = None
+    #: The figures last recorded and when (seconds), to record only on change.
+    observed: str | None = None
+    observed_at: float | None = None
+
+    @classmethod
+    def from_json(cls, raw: object) -> GateState:
+        """The state stored by :meth:`to_json` or by the first cursor format; a value of
+        the wrong shape gives a fresh state rather than a sensor failing every tick."""
+        if not isinstance(raw, Mapping):
+            return cls()
+        try:
+            return cls(
+                zone=_zone_or_none(raw.get("zone")),
+                paused=_typed(raw.get("paused", False), bool),
+                episode=_optional(raw.get("episode"), str),
+                held=_partitions(raw.get("held", [])),
+                relaunched=_partitions(raw.get("relaunched", [])),
+                last_due=_optional(raw.get("last_due"), str),
+                observed=_optional(raw.get("observed"), str),
+                observed_at=_optional_number(raw.get("observed_at")),
+            )
+        except TypeError:
+            return cls()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": CURSOR_FORMAT,
+            "zone": self.zone,
+            "paused": self.paused,
+            "episode": self.episode,
+            "held": list(self.held),
+            "relaunched": list(self.relaunched),
+            "last_due": self.last_due,
+            "observed": self.observed,
+            "observed_at": self.observed_at,
+        }
+
+
+@dataclass(frozen=True)
+class LagCard:
+    """The lag check's verdict as the gate needs it."""
+
+    zone: Zone
+    lag: int
+    lag_peak: int
+    peak_zone: Zone
+    hard_episodes: int = 0
+    soft_episodes: int = 0
+    #: The blocking lag check fails at ERROR: no publish run may start.
+    blocks: bool = False
+    #: Every recorded figure and the materialisation they are about, as one canonical text.
+    figures: str = ""
+
+    @property
+    def spiked(self) -> bool:
+        """A peak above the current lag, or a backpressure episode, since the last tick."""
+        return self.lag_peak > self.lag or bool(self.hard_episodes or self.soft_episodes)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one tick read about one stream."""
+
+    #: The stream's name in run keys (``transactions``, ``axioms``).
+    stream: str
+    card: LagCard
+    #: The sensor's clock, in seconds (drives the recording interval).
+    now_s: float
+    #: The real wall clock in ms: names a new pause episode (runs are stamped in real time).
+    wall_ms: int
+    #: Record the figures at least this often even when nothing changed.
+    record_every_s: int
+    #: The pause flag's value in Redis, if set (by this sensor or an operator).
+    flag: str | None = None
+    #: Whether the gate launches publish runs for this stream at all.
+    publishes: bool = False
+    #: The newest partition whose window has closed, if the gate launches new partitions.
+    due: str | None = None
+    materialised: frozenset[str] = frozenset()
+    #: Partitions whose publish run failed during the episode :func:`episode_to_resume` named.
+    failed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordObservation:
+    """Record the lag observation and the lag check evaluation."""
+
+
+@dataclass(frozen=True)
+class SetPauseFlag:
+    value: str
+    ttl_s: int = PAUSE_FLAG_TTL_S
+
+
+@dataclass(frozen=True)
+class ClearPauseFlag:
+    """Delete the flag if it still holds ``expected`` (this sensor's value)."""
+
+    expected: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    partition: str
+    run_key: str
+    reason: Literal["due", "resume"]
+
+
+@dataclass(frozen=True)
+class SpikeAlert:
+    """A hard backpressure episode or a peak at the pause limit since the last tick; the
+    condition is fixed per stream so the alert cool-down silences repeats."""
+
+    severity: Literal["error"] = "error"
+    condition: str = "hard_backpressure"
+
+
+@dataclass(frozen=True)
+class ZoneAlert:
+    """A zone change or a pause action; a pause or resume names its episode in the
+    condition, so each episode passes the alert cool-down once."""
+
+    severity: Literal["info", "warning", "error"]
+    condition: str
+    previous: Zone | None
+    zone: Zone
+    action: PauseAction | None
+    episode: str | None
+    relaunched: tuple[str, ...] = field(default=())
+
+
+Action = RecordObservation | SetPauseFlag | ClearPauseFlag | Launch | SpikeAlert | ZoneAlert
+
+
+def step(state: GateState, observation: Observation) -> tuple[GateState, list[Action]]:
+    """One stream's tick: what to record, alert, flag and launch, and the state after it."""
+    actions: list[Action] = []
+    card = observation.card
+    if should_record(state, observation):
+        state = replace(state, observed=card.figures, observed_at=observation.now_s)
+        actions.append(RecordObservation())
+    if spike_alerted(card):
+        actions.append(SpikeAlert())
+    previous = state.zone
+    state = adopt_flag(state, observation.flag)
+    move = pause_move(state.paused, card.zone)
+    state, flag_action, resumed = _move(state, observation, move)
+    if flag_action is not None:
+        actions.append(flag_action)
+    state, launches = _launches(state, observation, resumed)
+    actions.extend(launches)
+    relaunched = tuple(launch.partition for launch in launches if launch.reason == "resume")
+    alert = zone_alert(previous, card.zone, PAUSE_ACTION[move], state.episode, relaunched)
+    if alert is not None:
+        actions.append(alert)
+    return replace(state, zone=card.zone), actions
+
+
+def should_record(state: GateState, observation: Observation) -> bool:
+    """Record on change, on a spike, and at least every ``record_every_s``."""
+    card = observation.card
+    if card.spiked or state.observed != card.figures or state.observed_at is None:
+        return True
+    return observation.now_s - state.observed_at >= observation.record_every_s
+
+
+def spike_alerted(card: LagCard) -> bool:
+    """A spike alerts when it was a hard episode or reached the pause limit."""
+    return card.spiked and (card.hard_episodes > 0 or card.peak_zone == "backpressure")
+
+
+def pause_move(paused: bool, zone: Zone) -> PauseMove:
+    """The pause episode's next move: start in a pause zone, end only at nominal."""
+    if not paused:
+        return "start" if zone in PAUSE_ZONES else "none"
+    return "resume" if zone == "nominal" else "hold"
+
+
+def adopt_flag(state: GateState, flag: str | None) -> GateState:
+    """Continue the episode of a flag this sensor set, if the cursor forgot it."""
+    if state.paused or flag is None or not flag.startswith(FLAG_PREFIX):
+        return state
+    episode = flag.rsplit(":", 1)[-1]
+    if episode == state.episode:  # the flag of an episode this cursor already ended
+        return replace(state, paused=True)
+    return replace(state, paused=True, episode=episode, held=(), relaunched=())
+
+
+def episode_to_resume(state: GateState, flag: str | None, zone: Zone) -> str | None:
+    """The episode this tick ends, if any: the one whose failed publish runs are needed."""
+    state = adopt_flag(state, flag)
+    return state.episode if pause_move(state.paused, zone) == "resume" else None
+
+
+def episode_start_ms(episode: str | None) -> int | None:
+    """The episode's start in ms, or None for an id that is not one (a hand-set flag)."""
+    if episode is None or not episode.isdigit():
+        return None
+    return int(episode)
+
+
+def new_episode(previous: str | None, wall_ms: int) -> str:
+    """A fresh episode id: the start in ms, strictly after the previous episode's."""
+    last = episode_start_ms(previous)
+    return str(wall_ms if last is None else max(wall_ms, last + 1))
+
+
+def flag_value(zone: Zone, episode: str) -> str:
+    return f"{FLAG_PREFIX}{zone}:{episode}"
+
+
+def zone_alert(
+    previous: Zone | None,
+    zone: Zone,
+    action: PauseAction | None,
+    episode: str | None,
+    relaunched: Sequence[str] = (),
+) -> ZoneAlert | None:
+    """An alert for a zone change (not the first nominal reading) or a pause action."""
+    changed = previous != zone and not (previous is None and zone == "nominal")
+    if not (changed or action):
+        return None
+    condition = f"{action}:{episode}" if action else f"zone:{previous}->{zone}"
+    return ZoneAlert(
+        severity=ZONE_SEVERITY[zone],
+        condition=condition,
+        previous=previous,
+        zone=zone,
+        action=action,
+        episode=episode,
+        relaunched=tuple(relaunched) if action == "resume" else (),
+    )
+
+
+def _move(
+    state: GateState, observation: Observation, move: PauseMove
+) -> tuple[GateState, SetPauseFlag | ClearPauseFlag | None, tuple[str, ...] | None]:
+    """Apply the pause move; return the flag action and, when the episode ends, the
+    partitions to resume."""
+    zone = observation.card.zone
+    if move == "none":
+        return state, None, None
+    if move == "start":
+        episode = new_episode(state.episode, observation.wall_ms)
+        state = replace(state, paused=True, episode=episode, held=(), relaunched=())
+    if move in ("start", "hold"):
+        return state, SetPauseFlag(flag_value(zone, state.episode or "0")), None
+    flag = observation.flag
+    clear = ClearPauseFlag(flag) if flag is not None and flag.startswith(FLAG_PREFIX) else None
+    candidates = tuple(sorted({*state.held, *observation.failed}))
+    return replace(state, paused=False, held=()), clear, candidates
+
+
+def _launches(
+    state: GateState, observation: Observation, resumed: tuple[str, ...] | None
+) -> tuple[GateState, list[Launch]]:
+    """Resumed partitions and a newly due one, never a materialised one, never twice."""
+    if not observation.publishes:
+        return state, []
+    done, stream = observation.materialised, observation.stream
+    candidates = resumed or ()
+    launches = [
+        Launch(p, f"resume:{stream}:{p}:{state.episode}", "resume")
+        for p in candidates
+        if p not in done and p not in state.relaunched
+    ]
+    if resumed is not None:
+        relaunched = (*state.relaunched, *(launch.partition for launch in launches))
+        state = replace(state, relaunched=relaunched)
+    due = observation.due
+    if due is None or due == state.last_due:
+        return state, launches
+    state = replace(state, last_due=due)
+    if state.paused or observation.card.blocks:
+        if due not in state.held:
+            state = replace(state, held=(*state.held, due))
+    elif due not in done and due not in candidates:
+        launches.append(Launch(due, f"publish:{stream}:{due}", "due"))
+    return state, launches
+
+
+def _zone_or_none(value: object) -> Zone | None:
+    if value is None:
+        return None
+    if value not in ZONES:
+        raise TypeError(f"unknown zone {value!r}")
+    return cast("Zone", value)  # one of ZONES, checked above
+
+
+def _typed(value: object, kind: type[T]) -> T:
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _optional(value: object, kind: type[T]) -> T | None:
+    return None if value is None else _typed(value, kind)
+
+
+def _optional_number(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("expected a number")
+    return float(value)
+
+
+def _partitions(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise TypeError("expected a list of partition keys")
+    return tuple(value)

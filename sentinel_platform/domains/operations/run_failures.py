@@ -1,0 +1,127 @@
+"""Alert on every failed run of the code location, whatever job launched it.
+
+A "Materialize" click in the UI launches the implicit asset job (``__ASSET_JOB``), a
+schedule or the lag gate launches a publish job, an operator a checks job: all of them
+touch the platform's assets, so the sensor watches every job of its code location
+(``monitored_jobs`` left unset), not a hand-kept list that misses the UI's runs.
+
+The alert names the failing step(s) and the first line of the error the step's code
+raised (e.g. Spark's ``[PATH_NOT_FOUND] Path does not exist: ...``), not Dagster's wrapper
+("Error occurred while executing op ...") or a stack trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import dagster as dg
+
+from sentinel_platform.alerting.model import Alert
+from sentinel_platform.resources.alerts import AlertSink
+
+SENSOR_NAME = "run_failure_sensor"
+#: Longest error line carried in an alert summary.
+ERROR_LINE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """One failed step and the first line of the error that failed it."""
+
+    step: str
+    error: str
+
+
+def first_line(text: str | None) -> str:
+    """The first non-empty line of ``text`` (a message or a rendered exception)."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()[:ERROR_LINE_CHARS]
+    return ""
+
+
+class ErrorInfo(Protocol):
+    """What Dagster records of a step's error (``step_failure_data.error``)."""
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def cls_name(self) -> str | None: ...
+
+    @property
+    def cause(self) -> ErrorInfo | None: ...
+
+
+def root_error(error: ErrorInfo | None) -> str:
+    """The first line of the error the step's code raised, under Dagster's own wrappers.
+
+    Only Dagster's wrappers are unwrapped: an error the code raised ``from`` another one
+    already says what went wrong in its own words.
+    """
+    if error is None:
+        return ""
+    while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
+        error = error.cause
+    line = first_line(error.message)
+    if error.cls_name and not line.startswith(error.cls_name):
+        return f"{error.cls_name}: {line}" if line else error.cls_name
+    return line
+
+
+def step_failures(events: Sequence[dg.DagsterEvent]) -> list[StepFailure]:
+    """Each failed step with its error line, in the order the steps failed."""
+    out: list[StepFailure] = []
+    for event in events:
+        data = event.step_failure_data
+        out.append(StepFailure(event.step_key or "?", root_error(data.error if data else None)))
+    return out
+
+
+def run_failure_alert(
+    run: dg.DagsterRun, run_message: str | None, failures: Sequence[StepFailure]
+) -> Alert:
+    partition = run.tags.get("dagster/partition")
+    where = f" partition {partition}" if partition else ""
+    if failures:
+        first = failures[0]
+        why = f"step {first.step} failed: {first.error or 'no error message'}"
+        if len(failures) > 1:
+            why += f" (+{len(failures) - 1} more failed step(s))"
+    else:  # failed before any step ran (e.g. the run worker could not start)
+        why = first_line(run_message) or "run failed"
+    assets = sorted(key.to_user_string() for key in run.asset_selection or ())
+    return Alert(
+        severity="error",
+        source=SENSOR_NAME,
+        stream=run.tags.get("sentinel/stream"),
+        condition=f"run:{run.run_id}",
+        summary=f"run {run.run_id[:8]} of {run.job_name}{where} failed: {why}",
+        details={
+            "run_id": run.run_id,
+            "job": run.job_name,
+            "partition": partition,
+            "assets": assets,
+            "failed_steps": [{"step": f.step, "error": f.error} for f in failures],
+            "message": (run_message or "")[:2000],
+            "launched_by": run.tags.get("sentinel/launched_by"),
+        },
+    )
+
+
+def build_run_failure_sensor(name: str = SENSOR_NAME) -> dg.SensorDefinition:
+    """The run-failure sensor for every job of the code location."""
+
+    @dg.run_failure_sensor(
+        name=name,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Alerts when any run of this code location fails (publish jobs, the UI's "
+        "`Materialize`, schedules), naming the failing step and the first line of its error.",
+    )
+    def _sensor(context: dg.RunFailureSensorContext, alerts: AlertSink) -> None:
+        failures = step_failures(context.get_step_failure_events())
+        alerts.send(run_failure_alert(context.dagster_run, context.failure_event.message, failures))
+
+    return _sensor

@@ -1,0 +1,304 @@
+"""Stream-health asset checks on each stream asset: lag, dead letters, delivery counts.
+
+The verdicts are plain functions (``evaluate_*``) shared by the checks, which run on a
+schedule or from the UI, and by the lag sensor, which evaluates the lag check before it
+launches any publish run and records the result as an ``AssetCheckEvaluation``. That is
+how a failing blocking check keeps the publish job from starting: the only automatic
+launcher of publish runs is the lag gate, and it launches nothing while
+``consumer_lag_within_limits`` fails with ERROR (see
+:mod:`~sentinel_platform.domains.operations.lag_gate`).
+Severity follows the lag card: WARN while elevated, ERROR under backpressure or with no
+live worker.
+"""
+
+from __future__ import annotations
+
+import time
+import typing
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from sentinel_platform.domains.operations.anomalies import Anomalies, find_anomalies, summarise
+from sentinel_platform.domains.operations.targets import STREAM_TARGETS, StreamTarget
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.inspect import (
+    LagSnapshot,
+    dlq_depth,
+    lag_snapshot,
+    recent_dead_letters,
+)
+from sentinel_platform.streams.lag import zone
+from sentinel_platform.streams.peaks import Peaks
+
+LAG_CHECK = "consumer_lag_within_limits"
+DLQ_CHECK = "dead_letter_queue_not_growing"
+DELIVERY_CHECK = "no_delivery_count_anomalies"
+#: Dead letters counted as "recent" by the DLQ check.
+DLQ_WINDOW_S = 900
+#: That many recent dead letters of one stream make the DLQ check an ERROR.
+DLQ_ERROR_COUNT = 10
+ZONE_LEVEL = {"nominal": 0, "elevated": 1, "backpressure": 2, "worker_off": 3}
+CHECKS_SCHEDULE_CRON = "*/5 * * * *"
+
+WARN = dg.AssetCheckSeverity.WARN
+ERROR = dg.AssetCheckSeverity.ERROR
+
+
+def _target_type() -> type:
+    """The type of ``dg.AssetCheckEvaluation``'s documented ``target_materialization_data``
+    field. Dagster exports it under no public name, so it is read off the public class's
+    field rather than imported from a private module that may move."""
+    hint = typing.get_type_hints(dg.AssetCheckEvaluation)["target_materialization_data"]
+    return next(arg for arg in typing.get_args(hint) if arg is not type(None))
+
+
+#: A check evaluation's target: one materialisation (storage id, run id, timestamp).
+MaterializationTarget = Any
+_TARGET = _target_type()
+
+
+def latest_materialization(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey
+) -> MaterializationTarget:
+    """The asset's latest materialisation (any partition), as a check evaluation's target."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key), limit=1
+    ).records
+    if not records:
+        return None
+    record = records[0]
+    return _TARGET(
+        storage_id=record.storage_id,
+        run_id=record.run_id,
+        timestamp=record.timestamp,
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A check outcome, convertible to a check result (in a run) or evaluation (in a sensor)."""
+
+    passed: bool
+    severity: dg.AssetCheckSeverity
+    description: str
+    metadata: dict[str, Any]
+
+    def result(self) -> dg.AssetCheckResult:
+        return dg.AssetCheckResult(
+            passed=self.passed,
+            severity=self.severity,
+            description=self.description,
+            metadata=self.metadata,
+        )
+
+    def evaluation(
+        self,
+        asset_key: dg.AssetKey,
+        check_name: str,
+        blocking: bool = False,
+        target: MaterializationTarget = None,
+    ) -> dg.AssetCheckEvaluation:
+        """The verdict as a sensor reports it, about the materialisation ``target``.
+
+        Without a target Dagster falls back to comparing timestamps, the evaluation's
+        stored with whole-second precision, and the UI's "latest execution" then reads
+        "Not evaluated" whenever the two land in the same second. Naming the target makes
+        the latest state exact: it is about the materialisation the sensor saw.
+        """
+        return dg.AssetCheckEvaluation(
+            asset_key=asset_key,
+            check_name=check_name,
+            passed=self.passed,
+            severity=self.severity,
+            description=self.description,
+            metadata=self.metadata,
+            blocking=blocking,
+            target_materialization_data=target,
+        )
+
+    @property
+    def blocks(self) -> bool:
+        """A failure at ERROR severity: what a blocking check stops on."""
+        return not self.passed and self.severity == ERROR
+
+
+def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None = None) -> Verdict:
+    """The lag card now; ``peaks`` (what workers and producers saw since the last tick) adds
+    the highest lag and the backpressure episodes in between, so a short spike is recorded
+    even when the current lag is back to normal. The verdict itself is about the present."""
+    current = zone(snapshot.zone_lag, settings.lag_warn, settings.lag_pause)
+    peaks = peaks or Peaks()
+    peak = max(snapshot.lag, peaks.lag_peak or 0)
+    peak_zone = zone(peak, settings.lag_warn, settings.lag_pause)
+    metadata = {
+        "lag": snapshot.lag,
+        "lag_peak": peak,
+        "peak_zone": peak_zone,
+        "peak_zone_level": max(ZONE_LEVEL[peak_zone], ZONE_LEVEL[current]),
+        "hard_backpressure_episodes": peaks.hard_episodes,
+        "soft_backpressure_episodes": peaks.soft_episodes,
+        "pending": snapshot.reading.pending,
+        "backlog": snapshot.reading.backlog,
+        "consumers_alive": snapshot.consumers_alive,
+        "worker_reported": snapshot.worker_lag is not None,
+        "zone": current,
+        "zone_level": ZONE_LEVEL[current],
+        "lag_warn": settings.lag_warn,
+        "lag_pause": settings.lag_pause,
+    }
+    if current == "nominal":
+        text = f"lag {snapshot.lag} below the warn limit {settings.lag_warn}"
+        return Verdict(True, WARN, text, metadata)
+    if current == "elevated":
+        text = f"lag {snapshot.lag} at or above warn {settings.lag_warn}: producers slow down"
+        return Verdict(False, WARN, text, metadata)
+    if current == "backpressure":
+        text = f"lag {snapshot.lag} at or above pause {settings.lag_pause}: publishing paused"
+        return Verdict(False, ERROR, text, metadata)
+    text = f"no live worker (lag key expired); backlog {snapshot.reading.lag} waits unconsumed"
+    return Verdict(False, ERROR, text, metadata)
+
+
+def evaluate_dead_letters(
+    stream: str,
+    recent_reasons: Sequence[str],
+    depth: int,
+    window_s: int = DLQ_WINDOW_S,
+    error_count: int = DLQ_ERROR_COUNT,
+) -> Verdict:
+    recent = len(recent_reasons)
+    metadata = {
+        "recent_dead_letters": recent,
+        "window_s": window_s,
+        "dlq_depth": depth,
+        "dlq_error_threshold": error_count,
+        "by_reason": dict(Counter(recent_reasons)),
+    }
+    if recent == 0:
+        return Verdict(True, WARN, f"no dead letters from {stream} in {window_s}s", metadata)
+    text = f"{recent} dead letter(s) from {stream} in the last {window_s}s"
+    return Verdict(False, ERROR if recent >= error_count else WARN, text, metadata)
+
+
+def evaluate_delivery(anomalies: Anomalies) -> Verdict:
+    metadata: dict[str, Any] = {
+        **anomalies.figures(),
+        "delivery_limit": anomalies.limit,
+        "near_limit_ids": summarise(anomalies.near_limit)["ids"],
+        "idle_ids": summarise(anomalies.idle)["ids"],
+        "orphaned": anomalies.orphaned,
+    }
+    if not anomalies.any:
+        return Verdict(True, WARN, f"{anomalies.pending_total} pending, none anomalous", metadata)
+    parts = [
+        f"{len(anomalies.near_limit)} near the delivery limit",
+        f"{len(anomalies.idle)} idle past reclaim",
+        f"{sum(anomalies.orphaned.values())} held by dead consumers",
+    ]
+    severe = bool(anomalies.over_limit) or (bool(anomalies.orphaned) and anomalies.live == 0)
+    return Verdict(False, ERROR if severe else WARN, ", ".join(parts), metadata)
+
+
+def dead_letter_verdict(
+    inspector: StreamInspector, settings: Settings, target: StreamTarget
+) -> Verdict:
+    keys = target.keys_of(settings)
+    since_ms = int((time.time() - DLQ_WINDOW_S) * 1000)
+    with inspector.client(settings) as client:
+        entries = recent_dead_letters(client, keys.dlq, since_ms)
+        depth = dlq_depth(client, keys.dlq)
+    reasons = [e.reason for e in entries if e.stream == keys.stream]
+    return evaluate_dead_letters(keys.stream, reasons, depth)
+
+
+def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=LAG_CHECK,
+        blocking=True,
+        description="Consumer lag (backlog + pending) below `SENTINEL_LAG_WARN`; ERROR at "
+        "`SENTINEL_LAG_PAUSE` or with no live worker. Blocking: the lag gate launches no "
+        "publish run while it fails with ERROR. Evaluated by `consumer_lag_sensor`.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            snapshot = lag_snapshot(client, target.keys_of(current))
+        return evaluate_lag(snapshot, current).result()
+
+    return _check
+
+
+def _dlq_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=DLQ_CHECK,
+        description=f"No new dead letters for this stream in the last {DLQ_WINDOW_S} s; "
+        f"ERROR from {DLQ_ERROR_COUNT} (`dlq_error_threshold`). Evaluated by "
+        "`dead_letter_queue_sensor`.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        return dead_letter_verdict(stream_inspector, settings.load(), target).result()
+
+    return _check
+
+
+def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=DELIVERY_CHECK,
+        description="No pending message near the delivery limit, idle past "
+        "`SENTINEL_RECLAIM_IDLE_MS`, or held by a consumer without a live lease. Evaluated "
+        "by `delivery_anomaly_sensor`.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            anomalies = find_anomalies(client, target.keys_of(current), current)
+        return evaluate_delivery(anomalies).result()
+
+    return _check
+
+
+def build_stream_health_checks(
+    targets: Sequence[StreamTarget] = STREAM_TARGETS,
+) -> list[dg.AssetChecksDefinition]:
+    """The three health checks for every stream asset."""
+    return [
+        factory(target)
+        for target in targets
+        for factory in (_lag_check, _dlq_check, _delivery_check)
+    ]
+
+
+def build_checks_schedule(
+    checks: Sequence[dg.AssetChecksDefinition],
+    name: str = "stream_health_checks",
+    cron: str = CHECKS_SCHEDULE_CRON,
+) -> dg.ScheduleDefinition:
+    """A schedule, running by default, of a job (``<name>_job``) that runs only the checks
+    (not the assets); the schedule brings the job into the definitions."""
+    job = dg.define_asset_job(
+        name=f"{name}_job",
+        selection=dg.AssetSelection.checks(*checks),
+        description="Evaluate the stream-health checks without publishing anything.",
+    )
+    schedule = dg.ScheduleDefinition(
+        name=f"{name}_schedule",
+        job=job,
+        cron_schedule=cron,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+    )
+    return schedule

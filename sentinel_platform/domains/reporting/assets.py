@@ -1,0 +1,232 @@
+"""Read-back: the workers' result streams into Spark, and a compliance report over them.
+
+The streams are read by the executors, each over a slice of the id range
+(:mod:`sentinel_platform.streams.range_read`), so a million verdicts never pass through
+the driver. The report's small summary tables are the only thing collected, to show them
+in the Dagster UI.
+
+Nobody has to materialise them by hand: declarative automation keeps them fresh. The two
+read-back assets run once per ``REFRESH_CRON`` tick (the workers write results
+continuously, so "upstream published" is not "results complete"; a periodic read-back is
+what the report needs), and the report runs once both read-backs are newer than that
+tick. ``reporting_automation_sensor`` (running by default) evaluates the conditions.
+"""
+
+import functools
+from typing import Any
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sentinel_platform.domains.axioms.assets import axiom_stream
+from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
+from sentinel_platform.domains.transactions.assets import transaction_stream
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.streams.keys import dlq_streams
+
+VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "driver_used", "processed_at")
+EVENT_FIELDS = (
+    "source_id",
+    "domain",
+    "status",
+    "emitted_at",
+    "routed_to_ai",
+    "risk_level",
+    "audit_narrative",
+    "driver_used",
+)
+TABLE_ROWS = 50
+#: How often the read-back and the report are refreshed.
+REFRESH_CRON = "*/15 * * * *"
+REFRESH_TIMEZONE = "UTC"
+#: Read the result streams back once per tick, never twice at once.
+READ_BACK_CONDITION = (
+    dg.AutomationCondition.cron_tick_passed(REFRESH_CRON, REFRESH_TIMEZONE)
+    & ~dg.AutomationCondition.in_progress()
+).with_label(f"refresh every tick of {REFRESH_CRON}")
+#: Summarise once both read-backs are newer than the tick.
+REPORT_CONDITION = dg.AutomationCondition.on_cron(REFRESH_CRON, REFRESH_TIMEZONE)
+
+
+def _field(name: str, cast: str | None = None) -> Any:
+    column = F.col("fields").getItem(name)
+    return (column.try_cast(cast) if cast else column).alias(name)
+
+
+@dg.asset(
+    group_name="reporting",
+    deps=[transaction_stream],
+    io_manager_key=IO_MANAGER_KEY,
+    kinds={"spark", "redis", "parquet"},
+    automation_condition=READ_BACK_CONDITION,
+)
+def transaction_verdicts(
+    context: dg.AssetExecutionContext,
+    pyspark: PySparkResource,
+    redis_publisher: RedisPublisherResource,
+) -> DataFrame:
+    """Every verdict the transaction workers wrote to `sentinel:verdicts`."""
+    keys = redis_publisher.stream_keys("transactions")
+    raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
+    df = raw.select(
+        "stream_id",
+        *[_field(n) for n in VERDICT_FIELDS],
+        _field("amount", "double"),
+        (F.lower(F.col("fields").getItem("is_threat")) == "true").alias("is_threat"),
+        _field("source_message_id"),
+    )
+    context.add_output_metadata({"stream": keys.results})
+    return df
+
+
+@dg.asset(
+    group_name="reporting",
+    deps=[axiom_stream],
+    io_manager_key=IO_MANAGER_KEY,
+    kinds={"spark", "redis", "parquet"},
+    automation_condition=READ_BACK_CONDITION,
+)
+def compliance_events(
+    context: dg.AssetExecutionContext,
+    pyspark: PySparkResource,
+    redis_publisher: RedisPublisherResource,
+) -> DataFrame:
+    """Every compliance event the axiom workers wrote to `sentinel:compliance_events`."""
+    keys = redis_publisher.stream_keys("axioms")
+    raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
+    df = raw.select(
+        "stream_id",
+        *[_field(n) for n in EVENT_FIELDS],
+        _field("metric_value", "double"),
+        _field("anomaly_score", "double"),
+    )
+    context.add_output_metadata({"stream": keys.results})
+    return df
+
+
+def _table(df: DataFrame) -> dg.TableMetadataValue:
+    rows = [row.asDict() for row in df.limit(TABLE_ROWS).collect()]
+    types = {"bigint": "int", "int": "int", "double": "float", "boolean": "bool"}
+    schema = dg.TableSchema(
+        columns=[dg.TableColumn(name, types.get(kind, "string")) for name, kind in df.dtypes]
+    )
+    return dg.MetadataValue.table([dg.TableRecord(r) for r in rows], schema=schema)
+
+
+def _markdown(df: DataFrame) -> str:
+    rows = df.limit(TABLE_ROWS).collect()
+    header = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
+    body = "\n".join("| " + " | ".join(str(v) for v in row) + " |" for row in rows)
+    return f"{header}\n{body}" if rows else f"{header}\n| (none) |"
+
+
+def threats_by_merchant(verdicts: DataFrame, transactions: DataFrame) -> DataFrame:
+    """Threat counts per merchant and category (the category comes from the input stream)."""
+    categories = transactions.select(
+        F.get_json_object(F.col("fields").getItem("data"), "$.id").alias("txn_id"),
+        F.get_json_object(F.col("fields").getItem("data"), "$.category").alias("category"),
+    ).dropDuplicates(["txn_id"])
+    return (
+        verdicts.join(categories, "txn_id", "left")
+        .groupBy("merchant", F.coalesce("category", F.lit("unknown")).alias("category"))
+        .agg(
+            F.count("*").alias("verdicts"),
+            F.sum(F.col("is_threat").cast("int")).alias("threats"),
+        )
+        .orderBy(F.desc("threats"), "merchant")
+    )
+
+
+def risk_by_domain(events: DataFrame) -> DataFrame:
+    return (
+        events.groupBy(F.coalesce("domain", F.lit("unknown")).alias("domain"))
+        .pivot("risk_level", ["low", "medium", "high"])
+        .count()
+        .na.fill(0)
+        .orderBy("domain")
+    )
+
+
+def dead_letters(dlq: DataFrame) -> DataFrame:
+    return (
+        dlq.select(
+            F.col("fields").getItem("stream").alias("stream"),
+            F.col("fields").getItem("reason").alias("reason"),
+        )
+        .groupBy("stream", "reason")
+        .count()
+        .orderBy("stream", "reason")
+    )
+
+
+@dg.asset(
+    group_name="reporting",
+    io_manager_key=IO_MANAGER_KEY,
+    kinds={"spark", "parquet"},
+    automation_condition=REPORT_CONDITION,
+)
+def compliance_report(
+    context: dg.AssetExecutionContext,
+    transaction_verdicts: DataFrame,
+    compliance_events: DataFrame,
+    pyspark: PySparkResource,
+    redis_publisher: RedisPublisherResource,
+    settings: SettingsResource,
+) -> DataFrame:
+    """Threats by merchant and category, risk levels by domain, dead letters per stream."""
+    spark = pyspark.spark_session
+    transactions = redis_publisher.read_stream(
+        spark, redis_publisher.stream_keys("transactions").stream
+    )
+    dlq = functools.reduce(
+        DataFrame.unionByName,
+        [redis_publisher.read_stream(spark, name) for name in dlq_streams(settings.load())],
+    )
+    threats = threats_by_merchant(transaction_verdicts, transactions).cache()
+    risks = risk_by_domain(compliance_events).cache()
+    letters = dead_letters(dlq).cache()
+    context.add_output_metadata(
+        {
+            "threats_by_merchant": _table(threats),
+            "risk_by_domain": _table(risks),
+            "dead_letters": _table(letters),
+            "report": dg.MetadataValue.md(
+                "## Threats by merchant and category\n"
+                + _markdown(threats)
+                + "\n\n## Risk levels by domain\n"
+                + _markdown(risks)
+                + "\n\n## Dead letters\n"
+                + _markdown(letters)
+            ),
+            "verdicts": dg.MetadataValue.int(transaction_verdicts.count()),
+            "compliance_events": dg.MetadataValue.int(compliance_events.count()),
+        }
+    )
+    # One long table, so the three sections share one Parquet file.
+    return (
+        threats.select(
+            F.lit("threats_by_merchant").alias("section"),
+            F.col("merchant").alias("key"),
+            F.col("category").alias("detail"),
+            F.col("threats").cast("long").alias("value"),
+        )
+        .unionByName(
+            risks.select(
+                F.lit("risk_by_domain").alias("section"),
+                F.col("domain").alias("key"),
+                F.lit("high").alias("detail"),
+                F.col("high").cast("long").alias("value"),
+            )
+        )
+        .unionByName(
+            letters.select(
+                F.lit("dead_letters").alias("section"),
+                F.col("stream").alias("key"),
+                F.col("reason").alias("detail"),
+                F.col("count").cast("long").alias("value"),
+            )
+        )
+    )

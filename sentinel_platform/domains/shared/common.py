@@ -1,0 +1,57 @@
+"""What the data assets share: the daily partitions, the publish selection and metadata."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import dagster as dg
+from pyspark.sql import DataFrame
+
+from sentinel_platform.resources.io_manager import column_schema
+from sentinel_platform.resources.spark import session_metadata
+from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.publish import WIRE_COLUMNS, Kind, PublishStats
+
+#: One slice per day: the unit a user backfills or re-publishes.
+DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=1)
+IO_MANAGER_KEY = "parquet_io_manager"
+
+
+def partition_day(context: dg.AssetExecutionContext) -> date:
+    return date.fromisoformat(context.partition_key)
+
+
+def publish_selection(group: str, stream_asset: dg.AssetsDefinition) -> dg.AssetSelection:
+    """A group's assets and data-quality checks, without the stream-health checks.
+
+    Selecting a group also selects every check on its assets. The health checks on the
+    stream asset (lag, DLQ, delivery counts) judge the consumers, not this run: run right
+    after a publish they would see the backlog the run just created and, being blocking,
+    fail it. The sensors and the checks schedule run them instead.
+    """
+    return dg.AssetSelection.groups(group) - dg.AssetSelection.checks_for_assets(stream_asset)
+
+
+def publish_metadata(
+    stats: PublishStats, keys: StreamKeys, kind: Kind, published: DataFrame
+) -> dict[str, dg.MetadataValue]:
+    """A publish run's figures, the rows and wire columns it sent, and its Spark session."""
+    wire = published.select(*WIRE_COLUMNS[kind])
+    return {
+        "dagster/row_count": dg.MetadataValue.int(stats.rows),
+        "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(wire.schema)),
+        **session_metadata(published.sparkSession),
+        "stream": dg.MetadataValue.text(keys.stream),
+        "rows_published": dg.MetadataValue.int(stats.rows),
+        "duration_s": dg.MetadataValue.float(round(stats.wall_s, 3)),
+        "rows_per_s": dg.MetadataValue.float(round(stats.rows_per_s, 1)),
+        "paused_s": dg.MetadataValue.float(round(stats.paused_s, 3)),
+        "slowed_s": dg.MetadataValue.float(round(stats.slowed_s, 3)),
+        "soft_backpressure_events": dg.MetadataValue.int(stats.soft_events),
+        "hard_backpressure_events": dg.MetadataValue.int(stats.hard_events),
+        "max_lag_seen": dg.MetadataValue.int(stats.max_lag),
+        "first_id": dg.MetadataValue.text(stats.first_id or ""),
+        "last_id": dg.MetadataValue.text(stats.last_id or ""),
+        "spark_partitions": dg.MetadataValue.int(stats.partitions),
+        "executors": dg.MetadataValue.text(stats.executors),
+    }

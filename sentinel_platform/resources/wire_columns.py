@@ -1,0 +1,140 @@
+"""Stream entries built as Spark columns, so the executors' Python only pipelines strings.
+
+:func:`wire_frame` turns a DataFrame of wire columns into the exact field strings the
+workers parse: the transaction ``data`` JSON through ``to_json(struct(...))`` and the
+axioms' flat strings through casts, all evaluated in the JVM. The bytes equal those of
+the wire models (:meth:`Transaction.to_fields`, :meth:`Axiom.to_fields`) wherever the JVM
+and Python print values alike; for every other row the frame's
+:data:`~sentinel_platform.streams.publish.EXACT_COLUMN` is false and the executor
+re-serialises that row through the wire model, which also rejects it if it is invalid.
+
+The JVM and Python print a double alike in fixed notation only: Java's
+``Double.toString`` switches to ``1.0E7`` style outside ``[1e-3, 1e7)`` and, before
+JDK 19, does not always print the shortest digits there. Jackson (``to_json``) escapes
+control characters as upper-case ``\\u001F`` where the wire models write ``\\u001f``.
+Rows that are missing a required value, or break a rule that costs nothing to test in
+the JVM (category, currency, status, amount sign and cents, score range, lengths), are
+also routed to the wire model so that they fail on the producer with a
+:class:`~sentinel_platform.schemas.SchemaError` naming the field, not on the consumer.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, DataType, NumericType, StringType
+
+from sentinel_platform.schemas import CATEGORIES, CURRENCIES, STATUSES, SchemaError
+from sentinel_platform.streams.publish import (
+    AXIOM_COLUMNS,
+    EXACT_COLUMN,
+    TRANSACTION_COLUMNS,
+    Kind,
+)
+
+#: Where Java's ``Double.toString``, Python's ``repr`` and pydantic's JSON all print the
+#: same fixed-notation digits.
+FIXED_LOW = 1e-3
+FIXED_HIGH = 1e7
+MAX_TEXT = 1024
+MAX_MESSAGE = 4096
+
+
+def _expected_types(kind: Kind) -> dict[str, tuple[type[DataType], ...]]:
+    if kind == "transactions":
+        types: dict[str, tuple[type[DataType], ...]] = {
+            c: (StringType,) for c in TRANSACTION_COLUMNS
+        }
+        types["amount"] = (NumericType,)
+        types["is_threat"] = (BooleanType,)
+        return types
+    types = {c: (StringType,) for c in AXIOM_COLUMNS}
+    types["metric_value"] = types["anomaly_score"] = (NumericType,)
+    return types
+
+
+def check_schema(df: DataFrame, kind: Kind) -> None:
+    """Raise :class:`SchemaError` naming the first wire column missing or of the wrong type."""
+    model = "Transaction" if kind == "transactions" else "Axiom"
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for name, allowed in _expected_types(kind).items():
+        if name not in fields:
+            raise SchemaError(model, name, "column is missing from the DataFrame")
+        if not isinstance(fields[name], allowed):
+            wanted = " or ".join(t.__name__.removesuffix("Type").lower() for t in allowed)
+            raise SchemaError(
+                model, name, f"column is {fields[name].simpleString()}, expected {wanted}"
+            )
+
+
+def fixed_notation(value: Column) -> Column:
+    """True where the JVM prints ``value`` with the same characters as Python (never null)."""
+    magnitude = F.abs(value)
+    alike = (value == 0) | ((magnitude >= F.lit(FIXED_LOW)) & (magnitude < F.lit(FIXED_HIGH)))
+    return F.coalesce(alike, F.lit(False))
+
+
+def _all(conditions: list[Column]) -> Column:
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined & condition
+    return F.coalesce(combined, F.lit(False))
+
+
+def _text_ok(name: str, max_chars: int = MAX_TEXT, min_chars: int = 1) -> Column:
+    return F.col(name).isNotNull() & F.length(name).between(min_chars, max_chars)
+
+
+def transaction_frame(df: DataFrame) -> DataFrame:
+    """``(data, wire_exact)``: the ``{"data": json}`` entry of each transaction row."""
+    check_schema(df, "transactions")
+    amount = F.col("amount").cast("double")
+    values = [amount.alias(c) if c == "amount" else F.col(c) for c in TRANSACTION_COLUMNS]
+    data = F.to_json(F.struct(*values), {"ignoreNullFields": "true"})
+    exact = _all(
+        [
+            *(_text_ok(c) for c in ("id", "merchant", "source")),
+            F.col("category").isin(*CATEGORIES),
+            F.col("currency").isin(*sorted(CURRENCIES)),
+            amount > 0,
+            F.round(amount, 2) == amount,
+            fixed_notation(amount),
+            _text_ok("message", MAX_MESSAGE, 0),
+            F.col("timestamp").isNotNull(),
+        ]
+    )
+    # Jackson's upper-case \u00XX escapes differ from the model's lower-case ones.
+    escaped = data.contains("\\u00")
+    return df.select(data.alias("data"), (exact & ~escaped).alias(EXACT_COLUMN))
+
+
+def axiom_frame(df: DataFrame) -> DataFrame:
+    """The axioms' flat string fields plus ``wire_exact``, in :data:`AXIOM_COLUMNS` order."""
+    check_schema(df, "axioms")
+    metric = F.col("metric_value").cast("double")
+    score = F.col("anomaly_score").cast("double")
+    exact = _all(
+        [
+            F.col("status").isin(*STATUSES),
+            fixed_notation(metric),
+            fixed_notation(score),
+            score.between(0.0, 1.0),
+            _text_ok("source_id"),
+            F.col("emitted_at").isNotNull(),
+            F.col("domain").isNull() | _text_ok("domain"),
+        ]
+    )
+    return df.select(
+        "status",
+        metric.cast("string").alias("metric_value"),
+        score.cast("string").alias("anomaly_score"),
+        "source_id",
+        "emitted_at",
+        "domain",
+        exact.alias(EXACT_COLUMN),
+    )
+
+
+def wire_frame(df: DataFrame, kind: Kind) -> DataFrame:
+    """The columns :class:`~sentinel_platform.streams.publish.PartitionPublisher` sends."""
+    return transaction_frame(df) if kind == "transactions" else axiom_frame(df)

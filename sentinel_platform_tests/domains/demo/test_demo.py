@@ -1,0 +1,84 @@
+"""The demo schedule: a small, valid batch per tick, new data each tick, and it waits
+whenever the lag gate would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+import dagster as dg
+import pytest
+
+from sentinel_platform.domains.axioms.definitions import ASSETS as AXIOM_ASSETS
+from sentinel_platform.domains.demo import schedule as demo
+from sentinel_platform.domains.shared.common import DAILY
+from sentinel_platform.domains.shared.resources import data_resources
+from sentinel_platform.domains.transactions.definitions import ASSETS as TRANSACTION_ASSETS
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys
+
+TICK = datetime(2026, 3, 10, 12, 5, tzinfo=timezone.utc)
+
+
+def _evaluate(tick: datetime) -> dg.RunRequest | dg.SkipReason:
+    """One tick of the schedule, its settings read from the environment as when deployed."""
+    context = dg.build_schedule_context(
+        scheduled_execution_time=tick, resources={"settings": SettingsResource()}
+    )
+    result = demo.build_demo_schedule(running=True)(context)
+    assert isinstance(result, (dg.RunRequest, dg.SkipReason))
+    return result
+
+
+def test_demo_tick_requests_a_small_run_whose_config_the_job_accepts(
+    settings_env: dict[str, str], settings: Settings, redis_client: RedisClient
+) -> None:
+    request = _evaluate(TICK)
+    assert isinstance(request, dg.RunRequest)
+    assert request.partition_key in DAILY.get_partition_keys(current_time=TICK)
+    assert request.run_config["ops"]["raw_transactions"]["config"]["rows"] <= 1000
+    job = dg.Definitions(
+        assets=[*TRANSACTION_ASSETS, *AXIOM_ASSETS],
+        jobs=[demo.demo_publish],
+        resources=data_resources(SettingsResource()),
+    ).resolve_job_def(demo.JOB_NAME)
+    assert dg.validate_run_config(job, request.run_config)
+
+
+def test_consecutive_demo_ticks_publish_different_data() -> None:
+    ticks = [TICK + timedelta(minutes=demo.EVERY_MINUTES * n) for n in range(3)]
+    assert len({demo.demo_partition(t) for t in ticks}) == 3
+
+
+def test_demo_tick_is_skipped_while_producers_are_paused(
+    settings_env: dict[str, str], redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    redis_client.set(tx_keys.paused, "operator", ex=60)
+    result = _evaluate(TICK)
+    assert isinstance(result, dg.SkipReason)
+    assert "paused" in (result.skip_message or "")
+
+
+def test_demo_tick_is_skipped_while_lag_is_not_nominal(
+    settings_env: dict[str, str],
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
+    monkeypatch: pytest.MonkeyPatch,
+    live_worker: Callable[[StreamKeys, str], None],
+) -> None:
+    monkeypatch.setenv("SENTINEL_LAG_WARN", "2")
+    monkeypatch.setenv("SENTINEL_LAG_PAUSE", "4")
+    live_worker(tx_keys, "worker-a")
+    for n in range(3):
+        redis_client.xadd(tx_keys.stream, {"data": f'{{"id": "{n}"}}'})
+    result = _evaluate(TICK)
+    assert isinstance(result, dg.SkipReason)
+    assert "elevated" in (result.skip_message or "")
+
+
+def test_demo_publishes_the_current_day_so_the_latest_materialization_is_today() -> None:
+    ticks = [TICK + timedelta(minutes=demo.EVERY_MINUTES * n) for n in range(3)]
+    assert {demo.demo_partition(t)[0] for t in ticks} == {TICK.date().isoformat()}
+    assert len({demo.demo_partition(t)[1] for t in ticks}) == 3  # a new seed, new data

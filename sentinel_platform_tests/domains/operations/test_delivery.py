@@ -1,0 +1,124 @@
+"""Delivery-count anomalies each raise their alert; a healthy pipeline raises none."""
+
+from __future__ import annotations
+
+from sentinel_platform.domains.operations.delivery import SENSOR_NAME, build_delivery_sensor
+from sentinel_platform.domains.operations.targets import TRANSACTIONS
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.inspect import scan_pending
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
+
+WINDOW = 3
+
+
+def group(client: RedisClient, settings: Settings) -> StreamKeys:
+    keys = transaction_keys(settings)
+    client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
+    return keys
+
+
+def live(client: RedisClient, keys: StreamKeys, consumer: str) -> None:
+    """What a worker does at start: register and hold a lease."""
+    client.hset(keys.consumers, consumer, "pid")
+    client.set(keys.lease(consumer), "1", px=60_000)
+
+
+def deliver(client: RedisClient, keys: StreamKeys, consumer: str, count: int = 1) -> list[str]:
+    for i in range(count):
+        client.xadd(keys.stream, {"data": f'{{"i": {i}}}'})
+    read = client.xreadgroup(keys.group, consumer, {keys.stream: ">"}, count=count)
+    return [entry_id for _, entries in read for entry_id, _ in entries]
+
+
+def kinds(client: RedisClient, settings: Settings) -> list[str]:
+    return [a.details["kind"] for a in read_alerts(client, settings, SENSOR_NAME)]
+
+
+def test_message_held_by_consumer_without_lease_raises_orphan_alert(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    ids = deliver(redis_client, keys, "dead-1", 2)  # a worker that died without its lease
+    wait_until(lambda: all(e.idle_ms >= 200 for e in scan_pending(redis_client, keys)), 5)
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+
+    data = tick(sensor, dagster_instance, make_resources(lease_ttl_ms=200), None)
+
+    (evaluation,) = data.asset_events
+    assert not evaluation.passed and evaluation.metadata["orphaned_messages"].value == 2
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.details["kind"] == "orphaned" and alert.details["consumer"] == "dead-1"
+    assert alert.details["count"] == 2 and alert.details["ids"] == ids
+    assert alert.severity == "warning" and alert.stream == keys.stream  # a live peer exists
+
+
+def test_message_one_delivery_from_limit_raises_alert(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    (message_id,) = deliver(redis_client, keys, "live-1")
+    redis_client.xclaim(
+        keys.stream, keys.group, "live-1", min_idle_time=0, message_ids=[message_id]
+    )
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+
+    tick(sensor, dagster_instance, make_resources(reclaim_delivery_limit=3), None)
+
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.details["kind"] == "near_limit" and alert.details["ids"] == [message_id]
+    assert alert.details["max_deliveries"] == 2 and alert.details["by_consumer"] == {"live-1": 1}
+
+
+def test_message_idle_past_reclaim_raises_alert(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    deliver(redis_client, keys, "live-1")
+    wait_until(lambda: all(e.idle_ms > 150 for e in scan_pending(redis_client, keys)), 5)
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+    tick(sensor, dagster_instance, make_resources(reclaim_idle_ms=100), None)
+    assert kinds(redis_client, settings) == ["idle"]
+
+
+def test_consumer_whose_pending_only_grows_is_reported_stalled_after_a_window(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+    resources = make_resources()
+    cursor = None
+    seen = []
+    for _ in range(WINDOW):
+        deliver(redis_client, keys, "live-1")  # reads, never acks
+        cursor = tick(sensor, dagster_instance, resources, cursor).cursor
+        seen.append(kinds(redis_client, settings))
+    assert seen[: WINDOW - 1] == [[]] * (WINDOW - 1)  # one sample is not a verdict
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.details["kind"] == "stalled" and alert.details["window"] == [1, 2, 3]
+    assert alert.details["consumer"] == "live-1" and alert.severity == "error"
+
+
+def test_healthy_pipeline_raises_no_anomaly_alert(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+    resources = make_resources()
+    cursor = None
+    for _ in range(WINDOW + 1):
+        ids = deliver(redis_client, keys, "live-1", 5)
+        redis_client.xack(keys.stream, keys.group, *ids[:-1])  # one in flight, as usual
+        data = tick(sensor, dagster_instance, resources, cursor)
+        cursor = data.cursor
+        redis_client.xack(keys.stream, keys.group, ids[-1])
+        assert "0 anomaly kind(s)" in data.skip_message
+        assert [e.passed for e in data.asset_events] == [True]
+    assert read_alerts(redis_client, settings) == []

@@ -1,0 +1,122 @@
+"""Every failed run of the code location alerts, with the failing step and its error line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from sentinel_platform.domains.operations.run_failures import (
+    SENSOR_NAME,
+    build_run_failure_sensor,
+    root_error,
+)
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform_tests.domains.operations.conftest import DAILY, read_alerts
+
+SPARK_LIKE_ERROR = (
+    "[PATH_NOT_FOUND] Path does not exist: file:/data/axioms/2026-01-05.parquet. SQLSTATE: 42K03"
+)
+
+
+@dg.asset(partitions_def=DAILY)
+def broken_stream() -> None:
+    raise RuntimeError(f"{SPARK_LIKE_ERROR}\n\tat py4j.Protocol.getReturnValue(...)")
+
+
+broken_publish = dg.define_asset_job(
+    "publish_broken", selection=[broken_stream], partitions_def=DAILY
+)
+
+
+def _failure_tick(
+    sensor: dg.SensorDefinition, instance: dg.DagsterInstance, resources: dict[str, Any], cursor
+) -> Any:
+    """One real evaluation of the run-failure sensor against the instance's event log."""
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
+        return sensor.evaluate_tick(ctx)
+
+
+def test_failed_publish_run_raises_alert(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    sensor = build_run_failure_sensor()
+    resources = {"alerts": make_resources()["alerts"]}
+    cursor = _failure_tick(sensor, dagster_instance, resources, None).cursor
+    defs = dg.Definitions(assets=[broken_stream], jobs=[broken_publish])
+    result = defs.resolve_job_def("publish_broken").execute_in_process(
+        instance=dagster_instance,
+        partition_key="2026-01-05",
+        tags={"sentinel/stream": "transactions"},
+        raise_on_error=False,
+    )
+    assert not result.success
+    _failure_tick(sensor, dagster_instance, resources, cursor)
+
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.severity == "error" and alert.stream == "transactions"
+    assert alert.details["run_id"] == result.run_id
+    assert alert.details["job"] == "publish_broken" and alert.details["partition"] == "2026-01-05"
+    assert "publish_broken" in alert.summary
+
+
+def test_failed_ui_materialisation_alerts_with_failing_step_and_first_error_line(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """What the UI's Materialize launches is the implicit asset job: it must alert too."""
+    sensor = build_run_failure_sensor()
+    resources = {"alerts": make_resources()["alerts"]}
+    cursor = _failure_tick(sensor, dagster_instance, resources, None).cursor
+    defs = dg.Definitions(assets=[broken_stream])
+    asset_job = defs.resolve_implicit_global_asset_job_def()
+    assert asset_job.name == "__ASSET_JOB"
+    result = asset_job.execute_in_process(
+        instance=dagster_instance, partition_key="2026-01-05", raise_on_error=False
+    )
+    assert not result.success
+    _failure_tick(sensor, dagster_instance, resources, cursor)
+
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.details["run_id"] == result.run_id and alert.details["job"] == "__ASSET_JOB"
+    assert alert.details["failed_steps"] == [
+        {"step": "broken_stream", "error": f"RuntimeError: {SPARK_LIKE_ERROR}"}
+    ]
+    assert f"step broken_stream failed: RuntimeError: {SPARK_LIKE_ERROR}" in alert.summary
+    assert "py4j" not in alert.summary
+
+
+@dataclass(frozen=True)
+class RecordedError:
+    """The fields of an error as Dagster records it for a failed step."""
+
+    message: str
+    cls_name: str | None
+    cause: RecordedError | None = None
+
+
+def _error(cls_name: str, message: str, cause: RecordedError | None = None) -> RecordedError:
+    return RecordedError(message=message, cls_name=cls_name, cause=cause)
+
+
+SPARK = _error("AnalysisException", f"{SPARK_LIKE_ERROR}\n\nJVM stacktrace: ...")
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (_error("DagsterExecutionStepExecutionError", "Error occurred ...", SPARK),
+         f"AnalysisException: {SPARK_LIKE_ERROR}"),
+        (_error("DagsterExecutionStepExecutionError", "Error occurred ...",
+                _error("MissingInput", "MissingInput: no axioms for 2026-01-05", SPARK)),
+         "MissingInput: no axioms for 2026-01-05"),
+        (_error("RuntimeError", "\n\n  RuntimeError: boom\nmore"), "RuntimeError: boom"),
+        (None, ""),
+    ],
+)  # fmt: skip
+def test_alert_names_the_error_the_step_raised_not_dagsters_wrapper(
+    error: RecordedError | None, line: str
+) -> None:
+    assert root_error(error) == line

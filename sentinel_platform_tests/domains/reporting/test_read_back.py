@@ -1,0 +1,90 @@
+"""The result streams read back into Spark by the executors, and the compliance report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.range_read import id_slices
+
+pytestmark = pytest.mark.spark
+
+
+def _verdict(i: int, merchant: str, threat: bool) -> dict[str, str]:
+    return {
+        "txn_id": f"t-{i}",
+        "merchant": merchant,
+        "amount": "497.10" if threat else "12.00",
+        "currency": "USD",
+        "is_threat": "true" if threat else "false",
+        "risk_level": "high" if threat else "low",
+        "driver_used": "rules",
+        "processed_at": "2026-11-21T08:00:00.000Z",
+        "source_message_id": f"{1700000000000 + i}-0",
+    }
+
+
+def _transaction(i: int, category: str) -> dict[str, str]:
+    return {"data": f'{{"id":"t-{i}","category":"{category}"}}'}
+
+
+def test_stream_is_split_into_contiguous_id_slices(redis_client: RedisClient) -> None:
+    for ms in range(1_000, 1_100):
+        redis_client.xadd("s", {"n": str(ms)}, id=f"{ms}-0")
+    slices = id_slices(redis_client, "s", max_slices=4)
+    assert slices[0][1] == "1000-0" and slices[-1][2].startswith("1099-")
+    covered = sum(len(redis_client.xrange("s", start, end)) for _, start, end in slices)
+    assert covered == 100
+    assert id_slices(redis_client, "missing") == []
+
+
+def test_read_stream_returns_every_entry_once(
+    spark: Any, settings: Settings, redis_client: RedisClient
+) -> None:
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(3_000):
+        pipe.xadd("big", {"i": str(i)}, id=f"{10_000 + i // 7}-{i % 7}")
+    pipe.execute()
+    publisher = RedisPublisherResource(redis_url=settings.redis_url_value)
+    df = publisher.read_stream(spark, "big")
+    values = sorted(int(r["fields"]["i"]) for r in df.collect())
+    assert values == list(range(3_000))
+
+
+def test_compliance_report_summarises_verdicts_events_and_dead_letters(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    txn, axm = transaction_keys(settings), axiom_keys(settings)
+    merchants = [("RapidRemit", "suspicious", True)] * 3 + [("Costco", "retail", False)] * 4
+    for i, (merchant, category, threat) in enumerate(merchants):
+        redis_client.xadd(txn.stream, _transaction(i, category))
+        redis_client.xadd(txn.results, _verdict(i, merchant, threat))
+    for domain, risk in [("aml", "high"), ("aml", "high"), ("gdpr", "low")]:
+        redis_client.xadd(
+            axm.results, {"source_id": f"{domain}-1", "domain": domain, "risk_level": risk}
+        )
+    redis_client.xadd(txn.dlq, {"stream": txn.stream, "reason": "invalid_message"})
+
+    result = dg.materialize(REPORTING_ASSETS, resources=data_resources, instance=dagster_instance)
+    assert result.success
+    (report,) = result.asset_materializations_for_node("compliance_report")
+    threats = {
+        (r.data["merchant"], r.data["category"]): r.data["threats"]
+        for r in report.metadata["threats_by_merchant"].value.records
+    }
+    assert threats == {("RapidRemit", "suspicious"): 3, ("Costco", "retail"): 0}
+    risks = {r.data["domain"]: r.data for r in report.metadata["risk_by_domain"].value.records}
+    assert risks["aml"]["high"] == 2 and risks["gdpr"]["low"] == 1
+    (letters,) = report.metadata["dead_letters"].value.records
+    assert (letters.data["stream"], letters.data["count"]) == (txn.stream, 1)
+    assert report.metadata["verdicts"].value == 7

@@ -1,0 +1,238 @@
+"""Imports go one way: cli -> domains -> resources -> streams -> foundation.
+
+The rule is read off the source, not trusted to review: every module of
+``sentinel_platform`` and ``workers`` is parsed with :mod:`ast`, each import (at any depth,
+``TYPE_CHECKING`` blocks included) becomes an edge, and an edge may only point to the
+same or a lower layer. ``workers`` sits beside ``cli``: both are entry points, and the
+workers need nothing above the streams. On top of the layers, no two packages may import
+each other, even indirectly, and no code imports Dagster's private modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE_PACKAGES = ("sentinel_platform", "workers")
+
+#: Layer of each module, by its longest matching name prefix; higher may import lower.
+LAYERS: dict[str, int] = {
+    "sentinel_platform.cli": 4,
+    "workers": 4,
+    "sentinel_platform.definitions": 3,
+    "sentinel_platform.domains": 3,
+    "sentinel_platform.resources": 2,
+    "sentinel_platform.alerting": 2,
+    "sentinel_platform.streams": 1,
+    "sentinel_platform.settings": 0,
+    "sentinel_platform.schemas": 0,
+    "sentinel_platform.redaction": 0,
+    "sentinel_platform.storage_uri": 0,
+    "sentinel_platform.logs": 0,
+    "sentinel_platform.redis_server": 0,
+    "sentinel_platform.aml_rules": 0,
+    "sentinel_platform": 0,
+}
+#: What the workers may import besides themselves: they share no code with cli or Dagster.
+WORKER_LAYERS = {0, 1}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Every module of the code packages under ``root``, by dotted name."""
+    found: dict[str, Path] = {}
+    for package in CODE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            found[module_name(path, root)] = path
+    return found
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
+    """Every module name an import statement names (``from a import b`` names ``a`` and,
+    when ``b`` is a submodule, ``a.b``), with its line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, module, is_package)
+            yield base, node.lineno
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+
+
+def internal_edges(root: Path) -> list[Edge]:
+    """Imports from one module of the code packages to another (itself excluded)."""
+    known = modules(root)
+    edges = []
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        is_package = path.name == "__init__.py"
+        for name, line in imported_names(tree, module, is_package):
+            if name in known and name != module:
+                edges.append(Edge(module, name, line))
+    return edges
+
+
+def layer_of(module: str) -> int:
+    prefixes = [p for p in LAYERS if module == p or module.startswith(p + ".")]
+    if not prefixes:
+        raise LookupError(f"{module} has no layer: add it to LAYERS")
+    return LAYERS[max(prefixes, key=len)]
+
+
+def package_of(module: str, root: Path) -> str:
+    """The unit a cycle is judged between: a sub-package for the modules inside it, the
+    module itself for one directly in a top-level package (``sentinel_platform.settings``)."""
+    if root.joinpath(*module.split(".")).is_dir():
+        return module
+    parent = module.rpartition(".")[0]
+    return module if parent in CODE_PACKAGES else parent
+
+
+def upward_edges(root: Path) -> list[str]:
+    bad = []
+    for edge in internal_edges(root):
+        source, target = layer_of(edge.source), layer_of(edge.target)
+        is_worker = edge.source.split(".")[0] == "workers"
+        if is_worker and not edge.target.startswith("workers"):
+            if target not in WORKER_LAYERS:
+                bad.append(f"{edge} (workers may import only streams and foundation)")
+        elif target > source:
+            bad.append(f"{edge} (layer {source} -> {target})")
+    return bad
+
+
+def package_cycle(root: Path) -> list[str]:
+    """A cycle of packages importing each other, or an empty list."""
+    graph: dict[str, set[str]] = {}
+    for edge in internal_edges(root):
+        source, target = package_of(edge.source, root), package_of(edge.target, root)
+        if source != target:
+            graph.setdefault(source, set()).add(target)
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        return list(error.args[1])
+    return []
+
+
+def private_dagster_imports(root: Path) -> list[str]:
+    found = []
+    for folder in (*CODE_PACKAGES, "sentinel_platform_tests", "bench"):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for name, line in imported_names(tree, "", False):
+                if name.startswith("dagster._") or name.startswith("dagster_pyspark._"):
+                    found.append(f"{path.relative_to(root)}:{line} imports {name}")
+    return found
+
+
+def module_getattr(root: Path) -> list[str]:
+    found = []
+    for module, path in modules(root).items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                found.append(f"{module}:{node.lineno} defines a module __getattr__")
+    return found
+
+
+#: The Dagster code: it reads settings only through the settings resource.
+DAGSTER_CODE = (
+    "sentinel_platform.definitions",
+    "sentinel_platform.domains",
+    "sentinel_platform.resources",
+    "sentinel_platform.alerting",
+)
+SETTINGS_RESOURCE = "sentinel_platform.resources.settings"
+LOADERS = {"sentinel_platform.settings.load_settings", "sentinel_platform.settings.get_settings"}
+
+
+def settings_loaders(root: Path) -> list[str]:
+    """Dagster-code modules other than the settings resource that load settings themselves."""
+    found = []
+    for module, path in modules(root).items():
+        if module == SETTINGS_RESOURCE or not module.startswith(DAGSTER_CODE):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for name, line in imported_names(tree, module, path.name == "__init__.py"):
+            if name in LOADERS:
+                found.append(f"{module}:{line} imports {name}")
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = []
+    for module in modules(ROOT):
+        try:
+            layer_of(module)
+        except LookupError as error:
+            unplaced.append(str(error))
+    assert not unplaced
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    assert internal_edges(ROOT), "no imports found: the parser is looking at the wrong tree"
+    assert upward_edges(ROOT) == []
+
+
+def test_no_two_packages_import_each_other() -> None:
+    assert package_cycle(ROOT) == []
+
+
+def test_dagster_code_reads_settings_only_through_the_settings_resource() -> None:
+    assert settings_loaders(ROOT) == []
+
+
+def test_no_private_dagster_imports() -> None:
+    assert private_dagster_imports(ROOT) == []
+
+
+def test_no_module_hides_names_behind_a_module_getattr() -> None:
+    assert module_getattr(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from . import b", "pkg.b"),
+        ("from .b import c", "pkg.b.c"),
+        ("from ..x import y", "x.y"),
+    ],
+)
+def test_relative_imports_are_resolved_against_the_importing_module(
+    source: str, expected: str
+) -> None:
+    names = {n for n, _ in imported_names(ast.parse(source), "pkg.a", is_package=False)}
+    assert expected in names
