@@ -67,7 +67,7 @@ bench: $(VENV)/.installed-bench
 		echo "== bench/$$script.py --quick"; \
 		{ $(PY) bench/$$script.py --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
 		[ "$$(cat bench/out/rc)" = 0 ] || exit 1; \
-		grep -E '\b(PASS|MISS)\b' bench/out/$$script.log | sed "s|^|$$script: |" >> bench/out/goals.txt; \
+		grep -E '\b(PASS|MISS)\b' bench/out/$$script.log | grep -v '^{' | sed "s|^|$$script: |" >> bench/out/goals.txt; \
 	done
 	@echo "== goals"; cat bench/out/goals.txt
 
