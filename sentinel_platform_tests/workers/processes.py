@@ -69,12 +69,15 @@ class WorkerProcess:
         return bool(client.exists(self.keys.lease(self.consumer)))
 
     def wait_ready(self, client: RedisClient, timeout_s: float = 15.0) -> WorkerProcess:
-        """Wait until the worker holds its lease (it is then in the group and reading)."""
+        """Wait until the worker holds its lease and has logged ``started`` (in the group,
+        lease taken, heartbeat running: what follows is its read loop). The lease alone
+        is taken half way through start-up, so a test that froze or starved the server
+        right then would meet start-up's retries instead of the loop it means to test."""
 
         def ready() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.text()}")
-            return self.lease_alive(client)
+            return self.lease_alive(client) and bool(self.events("started"))
 
         wait_until(ready, timeout_s)
         return self
