@@ -8,7 +8,9 @@ A bench clears the database it is given between phases, so ``REDIS_URL`` must na
 scratch database. The JSON line names the server and its version. Processes under
 test (workers, baseline loops) are real child processes; a :class:`Fleet` owns them and
 SIGKILLs whatever is still running when the script ends, so an interrupted bench never
-leaves strays behind.
+leaves strays behind: :func:`base_parser` turns SIGTERM and SIGHUP into ``SystemExit``
+(SIGINT already raises ``KeyboardInterrupt``), so the ``with`` blocks that own the
+server and the children run their clean-up as they do at a normal end.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,11 +98,9 @@ def redis_server(
         if data_dir is None:
             data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-redis-")))
         binary = find_redis_server(load_settings())
-        server = RedisServer(binary, data_dir, config=dict(config or {})).start()
-        try:
-            yield server
-        finally:
-            server.stop()
+        server = RedisServer(binary, data_dir, config=dict(config or {}))
+        stack.callback(server.stop)  # also when interrupted while it starts
+        yield server.start()
 
 
 def raw_client(url: str, **kwargs: Any) -> redis.Redis:
@@ -396,11 +397,37 @@ def _ram_gb() -> float | None:
 
 
 def emit_json(bench: str, payload: Mapping[str, Any]) -> None:
-    """The one machine-readable line a bench ends with."""
+    """The one machine-readable line of a bench, printed as soon as its figures are known
+    (only the line naming its chart may follow)."""
     print(json.dumps({"bench": bench, **payload}, sort_keys=False, default=str), flush=True)
 
 
+def exit_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Make ``signums`` raise ``SystemExit(128 + signum)`` in the main thread, once.
+
+    By default SIGTERM ends Python at once, skipping every ``finally``: the bench's
+    ``redis-server`` and worker processes (children, not signalled) would keep running.
+    Raised as ``SystemExit``, the signal unwinds the ``with`` blocks that stop them. A
+    repeated signal is ignored while that clean-up runs (SIGKILL still ends it). Only
+    default handlers are replaced, and only in a bench's main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def leave(signum: int, _frame: object) -> None:
+        for number in signums:
+            signal.signal(number, signal.SIG_IGN)  # one clean-up, not one per signal
+        raise SystemExit(128 + signum)
+
+    for signum in signums:
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, leave)
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
+    """The bench's argument parser (``--quick``); a bench calls it first, so it also
+    installs :func:`exit_on_signals`."""
+    exit_on_signals()
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--quick", action="store_true", help="smaller run that finishes in under 2 minutes"

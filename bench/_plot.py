@@ -3,7 +3,9 @@
 The benches need one kind of picture: a few series over time with threshold lines. The
 API here (:class:`Series`, :class:`HLine`, :func:`line_chart`) keeps the bench scripts
 free of plotting details; matplotlib runs with its file-only ``Agg`` backend, so no
-display is needed. Without the extra, plotting fails with the command that installs it.
+display is needed. matplotlib is imported only to draw: without the extra, a bench asks
+:func:`chart_skipped` first, prints its figures and JSON line, and skips the chart with
+the note (the figures are the result; the chart only illustrates them).
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ class HLine:
     y: float
     label: str
     color: Color = GREY
+
+
+def chart_skipped() -> str | None:
+    """None when charts can be drawn; otherwise the note a bench prints instead of one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "chart skipped: matplotlib not installed (pip install -e '.[bench]')"
+    return None
 
 
 def _rgb(color: Color) -> tuple[float, float, float]:

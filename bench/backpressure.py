@@ -60,7 +60,7 @@ from bench._common import (
     wait_leases,
     wait_until,
 )
-from bench._plot import PALETTE, HLine, Series, line_chart
+from bench._plot import PALETTE, HLine, Series, chart_skipped, line_chart
 from bench.guards import GUARDS
 from bench.processors import NoopProcessor
 from sentinel_platform.settings import Settings
@@ -383,8 +383,8 @@ def main() -> int:
             for name, result in checks.items()
         ],
     )
-    png = plot(traces, settings, args.png)
-    print(f"\n  lag plot: {png}")
+    skipped = chart_skipped()  # the figures first: a missing chart never loses them
+    png = None if skipped else args.png
     emit_json(
         NAME,
         {
@@ -395,11 +395,19 @@ def main() -> int:
             "lag_pause": settings.lag_pause,
             "runs": figures,
             "targets": checks,
-            "png": str(png.relative_to(REPO_ROOT)) if png.is_relative_to(REPO_ROOT) else str(png),
+            "png": None if png is None else _shown(png),
             "machine": info,
         },
     )
+    if skipped:
+        print(f"\n  {skipped}", flush=True)
+    else:
+        print(f"\n  lag plot: {plot(traces, settings, args.png)}", flush=True)
     return 0
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,22 @@
 """Cost of one lag measurement at a large backlog, against the bounded client-side count.
 
-One throw-away server, one stream with ``--backlog`` undelivered entries behind a group
-that read 100 of them. Three ways to measure the lag are timed side by side in the same
-run (median of ``--repeat`` calls each):
+One throw-away server, one stream of ``--backlog`` entries, measured side by side in the
+same run (median of ``--repeat`` calls each, client wall time, and the server time of
+the scripts per call from ``INFO commandstats``):
 
 * ``bookkeeping``: :func:`measure_lag` when the server reports ``lag`` (the normal case);
-* ``counted``: :func:`measure_lag` after an ``XDEL`` in the backlog made ``lag`` nil, so
-  the backlog is counted inside the server;
-* ``worst``: the same with the group in the middle of the stream (half of it counted);
-* ``baseline``: the former approach for that case, an ``XRANGE`` after the group's
+* ``before``: the nil-``lag`` path as it was, an exact count inside the server on every
+  measurement: :func:`measure_lag` with the remembered count deleted before each call.
+  The group was created behind the head, so its read counter is unknown (as after
+  reading past a tombstone) and the whole backlog is counted;
+* ``now``: :func:`measure_lag` with the count remembered, the group reading
+  ``--read-per-write`` entries between two measurements (a worker between lag writes);
+* ``worst``: a group mid-stream, counted exactly every time: either side of it is half
+  the stream;
+* ``baseline``: the approach before the in-server count, an ``XRANGE`` after the group's
   last-delivered id capped at 10,000 entries, read into the client (and wrong above it).
+
+The line ``per-write cost, before / now`` is the ratio of the ``before`` and ``now`` rows.
 """
 
 from __future__ import annotations
@@ -22,7 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
+
+import redis
 
 from bench._common import (
     base_parser,
@@ -30,78 +40,139 @@ from bench._common import (
     fill_stream,
     machine_info,
     print_table,
+    ratio,
     raw_client,
     redis_server,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import transaction_keys
-from sentinel_platform.streams.lag import measure_lag
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.lag import baseline_key, measure_lag
 
 NAME = "lag_cost"
 BASELINE_CAP = 10_000
 
 
-def _median_ms(call: Callable[[], object], repeat: int) -> float:
-    times = []
+def _script_usec(client: redis.Redis) -> int:
+    """Server time spent in scripts so far (``EVALSHA``), in microseconds."""
+    stats: dict[str, Any] = client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+
+
+@dataclass
+class Timing:
+    """Median client wall time and mean server script time of one way to measure."""
+
+    ms: float
+    server_ms: float
+    lag: int
+
+
+def _time(
+    client: redis.Redis,
+    measure: Callable[[], int],
+    repeat: int,
+    between: Callable[[], object] = lambda: None,
+) -> Timing:
+    """``measure`` ``repeat`` times, ``between`` (untimed) before each call."""
+    times, server_usec, lag = [], 0, 0
     for _ in range(repeat):
+        between()
+        before = _script_usec(client)
         started = time.perf_counter()
-        call()
+        lag = measure()
         times.append((time.perf_counter() - started) * 1000)
-    return round(statistics.median(times), 3)
+        server_usec += _script_usec(client) - before
+    return Timing(round(statistics.median(times), 3), round(server_usec / repeat / 1000, 3), lag)
 
 
 def main() -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--backlog", type=int, default=15_000)
-    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--backlog", type=int, default=None, help="15,000 quick, 100,000 full")
+    parser.add_argument("--repeat", type=int, default=None, help="50 quick, 300 full")
+    parser.add_argument("--read-per-write", type=int, default=100)
     args = parser.parse_args()
     repeat = args.repeat or (50 if args.quick else 300)
+    size = args.backlog or (15_000 if args.quick else 100_000)
+    size = max(size, 2 * repeat * args.read_per_write + 200)  # never read the group dry
     with redis_server() as server:
         client = raw_client(server.url)
         keys = transaction_keys(load_settings(redis_url=server.url))
         client.xgroup_create(keys.stream, keys.group, "0", mkstream=True)
-        ids = fill_stream(client, keys.stream, ({"k": str(n)} for n in range(args.backlog)))
+        ids = fill_stream(client, keys.stream, ({"k": str(n)} for n in range(size)))
         client.xreadgroup(keys.group, "reader", {keys.stream: ">"}, count=100)
-        last = ids[99]
-        bookkeeping = _median_ms(lambda: measure_lag(client, keys), repeat)
-        exact = measure_lag(client, keys).lag
-        client.xdel(keys.stream, ids[len(ids) // 2])
-        counted = _median_ms(lambda: measure_lag(client, keys), repeat)
-        counted_lag = measure_lag(client, keys).lag
-        # Worst case: the group sits mid-stream, so either side holds half the entries.
+
+        def lag_of(of: StreamKeys) -> Callable[[], int]:
+            return lambda: measure_lag(client, of).lag
+
+        bookkeeping = _time(client, lag_of(keys), repeat)
+        # A group behind the head with an unknown read counter, an entry deleted ahead.
+        behind = replace(keys, group="behind")
+        client.xgroup_create(keys.stream, behind.group, ids[99])
+        client.xdel(keys.stream, ids[-100])
+
+        def read() -> None:
+            client.xreadgroup(behind.group, "r", {behind.stream: ">"}, count=args.read_per_write)
+
+        def read_and_forget() -> None:  # the former path: nothing remembered, count it all
+            read()
+            client.delete(baseline_key(behind))
+
+        before = _time(client, lag_of(behind), repeat, read_and_forget)
+        now = _time(client, lag_of(behind), repeat, read)
+        client.delete(baseline_key(behind))
+        exact_now = measure_lag(client, behind).lag
+        # Worst case of one count: the group mid-stream, either side half the stream.
         middle = replace(keys, group="middle")
         client.xgroup_create(keys.stream, middle.group, ids[len(ids) // 2 - 1])
-        worst = _median_ms(lambda: measure_lag(client, middle), repeat)
-        worst_lag = measure_lag(client, middle).lag
+        worst = _time(client, lag_of(middle), repeat, lambda: client.delete(baseline_key(middle)))
+        last = ids[99]
 
         def baseline() -> int:
-            return len(client.xrange(keys.stream, min=f"({last}", max="+", count=BASELINE_CAP))
+            entries = client.xrange(keys.stream, min=f"({last}", max="+", count=BASELINE_CAP)
+            return len(entries or [])
 
-        baseline_ms = _median_ms(baseline, repeat)
-        baseline_lag = baseline() + 100
+        capped = _time(client, lambda: baseline() + 100, repeat)
         info = machine_info(client)
     rows = [
-        ("bookkeeping (lag reported)", bookkeeping, exact),
-        ("counted in server (lag nil)", counted, counted_lag),
-        ("counted, group mid-stream (worst)", worst, worst_lag),
-        ("baseline: capped XRANGE", baseline_ms, baseline_lag),
+        ("bookkeeping (lag reported)", bookkeeping),
+        ("before: counted every write (lag nil)", before),
+        ("now: remembered count, derived (lag nil)", now),
+        ("counted, group mid-stream (worst count)", worst),
+        ("baseline: capped XRANGE", capped),
     ]
     print_table(
-        f"lag measurement at a backlog of {args.backlog} (median of {repeat})",
-        ["method", "ms", "lag reported", "vs baseline"],
-        [(name, ms, lag, round(ms / baseline_ms, 3)) for name, ms, lag in rows],
+        f"lag measurement, stream of {size:,} entries (median of {repeat})",
+        ["method", "ms", "server ms", "lag reported", "vs baseline"],
+        [
+            (name, t.ms, t.server_ms if t is not capped else None, t.lag, ratio(t.ms, capped.ms))
+            for name, t in rows
+        ],
+    )
+    per_write = ratio(before.ms, now.ms, 1)
+    per_write_server = ratio(before.server_ms, now.server_ms, 1)
+    print(
+        f"\nper-write cost, before / now: {per_write}x client time, {per_write_server}x server"
+        f" script time; exact lag at the end {exact_now:,}, derived {now.lag:,}",
+        flush=True,
     )
     emit_json(
         NAME,
         {
-            "backlog": args.backlog,
-            "bookkeeping_ms": bookkeeping,
-            "counted_ms": counted,
-            "counted_worst_ms": worst,
-            "baseline_ms": baseline_ms,
-            "lag_exact": exact,
-            "lag_counted": counted_lag,
-            "lag_baseline": baseline_lag,
+            "stream_length": size,
+            "repeat": repeat,
+            "read_per_write": args.read_per_write,
+            "bookkeeping_ms": bookkeeping.ms,
+            "before_ms": before.ms,
+            "before_server_ms": before.server_ms,
+            "now_ms": now.ms,
+            "now_server_ms": now.server_ms,
+            "per_write_ratio": per_write,
+            "per_write_server_ratio": per_write_server,
+            "counted_worst_ms": worst.ms,
+            "baseline_ms": capped.ms,
+            "lag_exact": exact_now,
+            "lag_derived": now.lag,
+            "lag_baseline": capped.lag,
             "machine": info,
         },
     )

@@ -43,7 +43,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import redis
 
-from bench._common import emit_json, machine_info, raw_client, redis_server
+from bench._common import emit_json, exit_on_signals, machine_info, raw_client, redis_server
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
@@ -151,6 +151,7 @@ def timed(
 
 
 def main(argv: list[str] | None = None) -> int:
+    exit_on_signals()  # a SIGTERM still stops the server
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300,000 rows instead of 1,000,000")
     parser.add_argument("--rows", type=int, help="rows for the Spark and raw runs")

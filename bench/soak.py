@@ -9,7 +9,12 @@ planted among the valid ones. Retention trims the stream as the run goes. On a s
 * the current primary is SIGKILLed and restarted on its port and data, several times;
 * the replica is promoted (``FAILOVER``: the primary hands over and becomes its replica)
   and the relay sends new connections to it: kept connections now answer READONLY;
-* the current primary is SIGKILLed and stays down for ``--outage`` seconds (90).
+* the current primary is SIGKILLed and stays down for ``--outage`` seconds (90);
+* another client writes entries whose bytes are not UTF-8, three times (each must be
+  dead-lettered exactly once, its neighbours processed, no worker harmed);
+* the consumer group is deleted (``XGROUP DESTROY``): the workers re-create it at 0 and
+  read the retained entries again, which must neither apply an effect twice nor
+  dead-letter anything twice.
 
 The workers are never restarted by the drill. At the end it reports, for every message
 Redis acknowledged to the producer: lost, applied twice, dead-lettered (only the planted
@@ -51,7 +56,7 @@ from bench._relay import Relay
 from bench.processors import CALLS_KEY
 from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 
 NAME = "soak"
 PROCESSOR = "bench.processors:counting"
@@ -76,6 +81,8 @@ class Schedule:
     promote_at: float
     outage_at: float
     outage_s: float
+    undecodable_at: tuple[float, ...] = ()
+    destroy_group_at: float | None = None
 
     @classmethod
     def scaled(cls, duration_s: float, outage_s: float) -> Schedule:
@@ -87,6 +94,8 @@ class Schedule:
             promote_at=at(0.4),
             outage_at=at(0.55),
             outage_s=outage_s,
+            undecodable_at=(at(0.15), at(0.45), at(0.7)),
+            destroy_group_at=at(0.65),
         )
 
 
@@ -152,12 +161,50 @@ def _messages(count: int) -> tuple[list[dict[str, str]], list[str]]:
     return messages, poison
 
 
-def _run_schedule(schedule: Schedule, pair: Pair, relay: Relay, started: float) -> None:
+class ForeignWriter:
+    """Another client of the stream: writes entries whose bytes are not UTF-8, deletes the
+    group. Keys it got an id for are the undecodable entries Redis acknowledged."""
+
+    def __init__(self, pair: Pair, relay: Relay, keys: StreamKeys) -> None:
+        self.pair, self.relay, self.keys = pair, relay, keys
+        self.undecodable: list[str] = []  # as the DLQ shows them (``\\xNN`` escapes)
+        self._count = 0
+
+    def write_undecodable(self, entries: int = 3) -> None:
+        client = redis.Redis.from_url(self.relay.url, socket_timeout=10)  # bytes as they are
+        written = 0
+        for _ in range(entries):
+            raw_key = f"undecodable{self._count}".encode() + b"\xff\xfe"
+            self._count += 1
+            try:
+                client.xadd(self.keys.stream, {b"k": raw_key, b"data": b"\xc3(" * 8})
+            except redis.RedisError:
+                continue  # not acknowledged: not expected anywhere
+            self.undecodable.append(raw_key.decode("utf-8", "backslashreplace"))
+            written += 1
+        client.close()
+        self.pair.incidents.append(f"{written} undecodable entries")
+
+    def destroy_group(self) -> None:
+        client = raw_client(self.relay.url)
+        try:
+            client.xgroup_destroy(self.keys.stream, self.keys.group)
+        finally:
+            client.close()
+        self.pair.incidents.append("consumer group deleted")
+
+
+def _run_schedule(
+    schedule: Schedule, pair: Pair, relay: Relay, writer: ForeignWriter, started: float
+) -> None:
     events: list[tuple[float, Callable[[], None]]] = [
         *[(at, pair.restart_primary) for at in schedule.restarts_at],
         (schedule.promote_at, lambda: pair.promote(relay)),
         (schedule.outage_at, lambda: pair.restart_primary(schedule.outage_s)),
+        *[(at, writer.write_undecodable) for at in schedule.undecodable_at],
     ]
+    if schedule.destroy_group_at is not None:
+        events.append((schedule.destroy_group_at, writer.destroy_group))
     for at, action in sorted(events, key=lambda event: event[0]):
         time.sleep(max(0.0, started + at - time.monotonic()))
         action()
@@ -188,6 +235,7 @@ def run_soak(
         deadline_s=schedule.duration_s + 300,
     )
     env = child_env(relay.url, home, **WORKER_SETTINGS)
+    writer = ForeignWriter(pair, relay, keys)
     started = time.monotonic()
     try:
         with Fleet(tmp) as fleet:
@@ -196,7 +244,7 @@ def run_soak(
             ]
             wait_leases(raw_client(relay.url), keys, pool)
             producer.start()
-            _run_schedule(schedule, pair, relay, started)
+            _run_schedule(schedule, pair, relay, writer, started)
             producer.join(schedule.duration_s + 300)
             if producer.is_alive() or producer.error:
                 raise BenchTimeout(f"producer did not finish: {producer.error!r}")
@@ -220,11 +268,14 @@ def run_soak(
         pair.stop()
     acked = producer.acknowledged
     valid = [k for k in acked if k not in set(poison)]
-    summary = result.summary(valid, poison=[k for k in poison if k in set(acked)])
+    summary = result.summary(
+        valid, poison=[k for k in poison if k in set(acked)], invalid=writer.undecodable
+    )
     return {
         **summary,
         "acknowledged": len(acked),
         "poison_planted": len(poison),
+        "undecodable_planted": len(writer.undecodable),
         "batches_resent": producer.batches_retried,
         "incidents": pair.incidents,
         "workers_saw_outage": saw_outage,
@@ -242,6 +293,7 @@ def verdict(figures: dict[str, Any]) -> bool:
         and figures["duplicated"] == 0
         and figures["dead_lettered_valid"] == 0
         and figures["bad_not_dead_lettered_once"] == 0
+        and figures["wrong_reason"] == 0
         and figures["pending"] == 0
         and figures["worker_deaths"] == 0
     )
@@ -268,7 +320,16 @@ def main() -> int:
     ok = verdict(figures)
     print_table(
         f"soak: {WORKERS} workers, {duration:.0f}s, incidents: {', '.join(figures['incidents'])}",
-        ["acknowledged", "lost", "duplicated", "dead-lettered", "poison", "pending", "deaths"],
+        [
+            "acknowledged",
+            "lost",
+            "duplicated",
+            "dead-lettered",
+            "poison",
+            "undecodable",
+            "pending",
+            "deaths",
+        ],
         [
             (
                 figures["acknowledged"],
@@ -276,6 +337,7 @@ def main() -> int:
                 figures["duplicated"],
                 figures["dead_lettered"],
                 figures["poison_planted"],
+                figures["undecodable_planted"],
                 figures["pending"],
                 figures["worker_deaths"],
             )

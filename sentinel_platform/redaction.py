@@ -22,6 +22,8 @@ SECRET_PARAMS = frozenset(
         "passwd",
         "pwd",
         "pass",
+        # redis-py's passphrase of an encrypted TLS client key (rediss://...?ssl_password=).
+        "ssl_password",
         "secret",
         "client_secret",
         "token",

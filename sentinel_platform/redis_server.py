@@ -25,7 +25,9 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -143,8 +145,45 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """PEM files for a server that listens on TLS only (the tests' TLS server; the embedded
+    server is plain TCP on 127.0.0.1).
+
+    ``auth_clients`` is redis-server's ``tls-auth-clients``: ``yes`` demands a client
+    certificate signed by ``ca_file``, ``optional`` checks one if a client sends it.
+    ``client_cert_file``/``client_key_file`` are what the readiness PING presents.
+    """
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+    auth_clients: str = "optional"
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+
+    def config_lines(self, port: int) -> list[str]:
+        return [
+            "port 0",
+            f"tls-port {port}",
+            f'tls-cert-file "{self.cert_file}"',
+            f'tls-key-file "{self.key_file}"',
+            f'tls-ca-cert-file "{self.ca_file}"',
+            f"tls-auth-clients {self.auth_clients}",
+        ]
+
+    def client_options(self) -> dict[str, Any]:
+        """redis-py keyword arguments of a client that trusts ``ca_file``."""
+        options: dict[str, Any] = {"ssl": True, "ssl_ca_certs": str(self.ca_file)}
+        if self.client_cert_file and self.client_key_file:
+            options["ssl_certfile"] = str(self.client_cert_file)
+            options["ssl_keyfile"] = str(self.client_key_file)
+        return options
+
+
 class RedisServer:
-    """One redis-server process on 127.0.0.1 with its data in ``data_dir``."""
+    """One redis-server process on 127.0.0.1 with its data in ``data_dir``; with ``tls``,
+    ``port`` is its TLS port and it has no plain TCP port."""
 
     def __init__(
         self,
@@ -152,8 +191,10 @@ class RedisServer:
         data_dir: Path,
         port: int = 0,
         config: Mapping[str, str] | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.binary = binary
+        self.tls = tls
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.config = {
@@ -169,7 +210,7 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/0"
 
     @property
     def config_path(self) -> Path:
@@ -177,7 +218,8 @@ class RedisServer:
 
     def _write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        lines = [f"port {self.port}", f'dir "{self.data_dir}"', 'logfile "redis.log"']
+        listen = self.tls.config_lines(self.port) if self.tls else [f"port {self.port}"]
+        lines = [*listen, f'dir "{self.data_dir}"', 'logfile "redis.log"']
         lines += [f"{key} {value}" for key, value in self.config.items()]
         self.config_path.write_text("\n".join(lines) + "\n")
 
@@ -208,7 +250,8 @@ class RedisServer:
     def wait_ready(self, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         password = self.config.get("requirepass")
-        client = redis.Redis(port=self.port, socket_timeout=1, password=password)
+        tls = self.tls.client_options() if self.tls else {}
+        client = redis.Redis(port=self.port, socket_timeout=1, password=password, **tls)
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:

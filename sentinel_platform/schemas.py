@@ -8,6 +8,7 @@ is processed.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -27,7 +28,7 @@ from pydantic import (
 Category = Literal["grocery", "forex", "retail", "suspicious", "other"]
 AxiomStatus = Literal["nominal", "degraded", "critical"]
 RiskLevel = Literal["low", "medium", "high"]
-DeadLetterReason = Literal["invalid_message", "max_deliveries_exceeded"]
+DeadLetterReason = Literal["invalid_message", "max_deliveries_exceeded", "expired_marker"]
 
 #: ISO-4217 codes the platform knows. Unknown codes are rejected rather than guessed.
 CURRENCIES = frozenset(
@@ -195,12 +196,16 @@ class DeadLetter(_Wire):
     stream: NonEmptyStr
     group: NonEmptyStr
     message_id: NonEmptyStr
-    payload: StrictStr  # JSON object of the original fields
+    #: A JSON object of the original fields: ``{name: value}`` as text when
+    #: ``payload_encoding`` is absent (Sentinel-L7's format) or ``json``; with ``base64``
+    #: (an entry whose bytes are not UTF-8) ``{base64(name): base64(value)}``, exact bytes.
+    payload: StrictStr
     reason: DeadLetterReason
     error: StrictStr = Field(max_length=ERROR_MAX_CHARS)
     deliveries: int = Field(ge=0)
     consumer: NonEmptyStr
     dead_lettered_at: StrictStr
+    payload_encoding: Literal["json", "base64"] | None = None
 
     @field_validator("deliveries", mode="before")
     @classmethod
@@ -209,7 +214,22 @@ class DeadLetter(_Wire):
 
     @property
     def original_fields(self) -> dict[str, str]:
-        return json.loads(self.payload)
+        """The original fields as text (undecodable bytes shown as ``\\xNN`` escapes)."""
+        return {
+            name.decode("utf-8", "backslashreplace"): value.decode("utf-8", "backslashreplace")
+            for name, value in self.original_bytes().items()
+        }
+
+    def original_bytes(self) -> dict[bytes, bytes]:
+        """The original fields as the exact bytes the producer wrote."""
+        pairs: dict[str, Any] = json.loads(self.payload)
+        if self.payload_encoding == "base64":
+            return {base64.b64decode(k): base64.b64decode(v) for k, v in pairs.items()}
+        # Sentinel-L7 wrote some values as JSON numbers or objects: they were sent as text.
+        return {
+            str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode()
+            for k, v in pairs.items()
+        }
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> DeadLetter:
@@ -219,7 +239,8 @@ class DeadLetter(_Wire):
             raise _schema_error(cls, exc) from None
 
     def to_fields(self) -> dict[str, str]:
-        return {k: str(v) for k, v in self.model_dump().items()}
+        """The DLQ entry's fields; ``payload_encoding`` only when set (L7's format stays)."""
+        return {k: str(v) for k, v in self.model_dump(exclude_none=True).items()}
 
 
 def describe_error(exc: BaseException) -> str:

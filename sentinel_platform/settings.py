@@ -10,9 +10,10 @@ odd behaviour.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -31,6 +32,9 @@ from sentinel_platform.storage_uri import as_uri, registered_schemes, storage_pr
 
 ENV_PREFIX = "SENTINEL_"
 REDIS_URL_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix")
+#: The Dagster instance's PostgreSQL URL is a SQLAlchemy URL naming psycopg2: SQLAlchemy
+#: 2.1 reads a bare ``postgresql://`` as psycopg 3, which dagster-postgres does not support.
+POSTGRES_URL_SCHEMES = ("postgresql+psycopg2",)
 
 
 class SettingsError(ValueError):
@@ -61,6 +65,11 @@ class Settings(BaseSettings):
         0, ge=0, le=65535, description="embedded server port; 0 picks a free one"
     )
     redis_socket_timeout_s: float = Field(10.0, gt=0, le=300)
+    allow_evicting_server: bool = Field(
+        False,
+        description="run on a server whose maxmemory-policy is allkeys-* (it may evict the "
+        "streams, markers and leases: messages lost or applied twice); refused otherwise",
+    )
 
     # --- streams and groups (wire-compatible with Sentinel-L7) --------------------------
     transactions_stream: str = Field("transactions", min_length=1)
@@ -85,10 +94,20 @@ class Settings(BaseSettings):
     #: worker's messages when its socket closes (off: the lease TTL alone, e.g. behind a proxy)
     connection_liveness: bool = True
     hang_timeout_ms: int = Field(300_000, ge=1_000, le=86_400_000)
+    #: on stop, how long a worker keeps retrying commits Redis refuses before it gives them
+    #: up (they stay pending for the others) and exits with status 3
+    shutdown_timeout_s: float = Field(10.0, gt=0, le=600)
     retry_backoff_ms: int = Field(1_000, ge=0, le=600_000)
     idempotency_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     lag_key_ttl_s: int = Field(10, ge=1, le=3600)
     read_count: int = Field(100, ge=1, le=10_000)
+    worker_concurrency: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="messages one worker process handles at once (threads); raise it for "
+        "I/O-bound processors such as an analyzer call, keep 1 for CPU-bound ones",
+    )
     block_ms: int = Field(1_000, ge=0, le=60_000)
     simulate_latency_ms: int = Field(0, ge=0, le=600_000)
     metrics_host: str = Field(
@@ -152,6 +171,20 @@ class Settings(BaseSettings):
         None, description="http(s):// URL of the analyzer; user:password@ becomes Basic auth"
     )
     analyzer_timeout_s: float = Field(5.0, gt=0, le=120)
+    analyzer_breaker_failures: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="consecutive analyzer failures or timeouts that open its circuit "
+        "breaker: calls then fail at once and the rules decide (docs/analyzer.md)",
+    )
+    analyzer_breaker_cooldown_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="how long an open analyzer breaker refuses calls before one probe "
+        "call may try again (a Retry-After from the analyzer overrides it)",
+    )
 
     # --- alerting ------------------------------------------------------------------------
     alert_webhook_url: SecretStr | None = None
@@ -185,12 +218,29 @@ class Settings(BaseSettings):
         "switched on; `sentinel up` sets it with the embedded Redis",
     )
 
+    # --- the Dagster instance (see cli/dagster_home.py) ----------------------------------
+    dagster_postgres_url: SecretStr | None = Field(
+        None,
+        description="postgresql:// URL of the Dagster instance's run, event and schedule "
+        "storage (read from the environment by dagster.yaml, never written into it); unset: "
+        "SQLite under $SENTINEL_HOME/dagster",
+    )
+    dagster_max_concurrent_runs: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="most Dagster runs (each a Spark driver JVM) in progress at once; unset: "
+        "half the CPU cores, at least 2",
+    )
+
     @field_validator("redis_url")
     @classmethod
     def _known_scheme(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None or not value.get_secret_value():
             return None
-        problem = url_problem(value.get_secret_value(), REDIS_URL_SCHEMES)
+        problem = url_problem(value.get_secret_value(), REDIS_URL_SCHEMES) or tls_problem(
+            value.get_secret_value()
+        )
         if problem:
             raise ValueError(problem)
         return value
@@ -201,6 +251,16 @@ class Settings(BaseSettings):
         if value is None or not value.get_secret_value():
             return None
         problem = url_problem(value.get_secret_value(), ("http", "https"), needs_host=True)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("dagster_postgres_url")
+    @classmethod
+    def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        problem = url_problem(value.get_secret_value(), POSTGRES_URL_SCHEMES)
         if problem:
             raise ValueError(problem)
         return value
@@ -263,6 +323,18 @@ class Settings(BaseSettings):
         return self.home_dir / "dagster"
 
     @property
+    def dagster_postgres_url_value(self) -> str:
+        return self.dagster_postgres_url.get_secret_value() if self.dagster_postgres_url else ""
+
+    @property
+    def max_concurrent_runs(self) -> int:
+        """The run queue's total: the setting, else half the cores (each run is a Spark JVM
+        using every core it is given), at least 2."""
+        if self.dagster_max_concurrent_runs is not None:
+            return self.dagster_max_concurrent_runs
+        return max(2, (os.cpu_count() or 2) // 2)
+
+    @property
     def data_uri(self) -> str:
         """URI of the Parquet assets' root (``SENTINEL_DATA_DIR``, else under the home)."""
         return as_uri(self.data_dir or self.home_dir / "data")
@@ -310,6 +382,20 @@ def url_problem(url: str, schemes: tuple[str, ...], needs_host: bool = False) ->
         return f"scheme {parts.scheme or '(none)'!r} is not one of {allowed}"
     if needs_host and not parts.hostname:
         return f"has no host; expected {allowed}host[:port]/path"
+    return None
+
+
+def tls_problem(url: str) -> str | None:
+    """Why a Redis URL's TLS options cannot work, or None: redis-py's ``ssl_*`` options
+    on a plain ``redis://`` (or ``unix://``) URL fail at connect with a ``TypeError``.
+    Names the options, never their values."""
+    parts = urlsplit(url)
+    names = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if "ssl" in k})
+    if names and not parts.scheme.startswith("rediss"):
+        return (
+            f"has TLS options ({', '.join(names)}) but scheme {parts.scheme!r} does not use "
+            "TLS: use rediss:// (or rediss+cluster://)"
+        )
     return None
 
 

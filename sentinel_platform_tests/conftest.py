@@ -105,6 +105,39 @@ def settings_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> dict[st
     return {**os.environ, **env}
 
 
+@pytest.fixture
+def eviction_policy(settings: Settings) -> Iterator[Callable[[str], None]]:
+    """``eviction_policy("allkeys-lru")`` sets the session server's ``maxmemory-policy``.
+
+    The session server is shared by every test of this process, so the policy goes back to
+    ``noeviction`` (the server's default) after the test, whether it passed or not.
+    """
+    client = connect(settings)
+
+    def set_policy(policy: str) -> None:
+        client.config_set("maxmemory-policy", policy)
+
+    yield set_policy
+    client.config_set("maxmemory-policy", "noeviction")
+    client.close()
+
+
+@pytest.fixture
+def policy_hidden_url(settings: Settings) -> Iterator[str]:
+    """The session server's URL as an ACL user that may run every command but ``INFO
+    memory``: ``INFO server`` (the version check) stays allowed, so it connects, and the
+    eviction policy is hidden from it. The user is deleted after the test."""
+    user, password = f"policy-hidden-{os.getpid()}", "hidden-policy-pw"
+    client = connect(settings)
+    client.execute_command(
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", "~*", "&*", "+@all", "-info"
+    )
+    client.execute_command("ACL", "SETUSER", user, "+info|server")
+    yield settings.redis_url_value.replace("redis://", f"redis://{user}:{password}@", 1)
+    client.execute_command("ACL", "DELUSER", user)
+    client.close()
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A real local SparkSession shared by the session's Spark tests."""

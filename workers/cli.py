@@ -55,6 +55,13 @@ def build_parser(
         "--count", type=positive, default=None, help="batch size of each read (SENTINEL_READ_COUNT)"
     )
     parser.add_argument(
+        "--concurrency",
+        type=positive,
+        default=None,
+        help="messages processed at once by this process, each on its own thread "
+        "(SENTINEL_WORKER_CONCURRENCY; default 1)",
+    )
+    parser.add_argument(
         "--block-ms",
         type=non_negative,
         default=None,
@@ -98,6 +105,7 @@ def run_worker(
         consumer=args.consumer or default_consumer_name(),
         processor=args.processor,
         count=args.count,
+        concurrency=args.concurrency,
         block_ms=args.block_ms,
         simulate_latency_ms=args.simulate_latency_ms,
         metrics_port=args.metrics_port,

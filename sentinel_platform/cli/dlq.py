@@ -1,4 +1,4 @@
-"""``sentinel dlq list|show|replay|purge``: the operator's hands on dead letters.
+"""``sentinel dlq list|show|replay|purge|export``: the operator's hands on dead letters.
 
 The safety rules live in :mod:`sentinel_platform.streams.dlq_admin` (atomic, idempotent
 replay); this module only turns command lines into filters, asks for confirmation where
@@ -8,8 +8,9 @@ data would be destroyed, and prints results for people (or JSON for scripts).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any
+from typing import Any, get_args
 
 from sentinel_platform.cli.common import (
     EXIT_ERROR,
@@ -21,10 +22,13 @@ from sentinel_platform.cli.common import (
     settings_from_env,
 )
 from sentinel_platform.cli.progress import Progress
-from sentinel_platform.streams import dlq_admin
+from sentinel_platform.schemas import DeadLetterReason
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams import dlq_admin, dlq_export
+from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.dlq_admin import DlqEntry, DlqError, DlqFilter
 
-REASONS = ("invalid_message", "max_deliveries_exceeded")
+REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 
 
 def _positive(value: str) -> int:
@@ -46,7 +50,7 @@ def _add_filters(parser: argparse.ArgumentParser, limit_default: int | None) -> 
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    dlq = subparsers.add_parser("dlq", help="list, show, replay or purge dead letters")
+    dlq = subparsers.add_parser("dlq", help="list, show, replay, purge or export dead letters")
     actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="dead letters, oldest first")
@@ -78,6 +82,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     purge.add_argument("--yes", action="store_true", help="confirm the deletion")
     purge.add_argument("--json", action="store_true")
     purge.set_defaults(handler=run_purge)
+
+    export = actions.add_parser(
+        "export",
+        help="write every dead letter (all fields, verbatim) as JSON Lines",
+        description="One line per DLQ entry, oldest first: {dlq, id, fields}. Run it before "
+        "the DLQ reaches SENTINEL_DLQ_MAXLEN, past which its oldest entries are trimmed.",
+    )
+    export.add_argument(
+        "--output", "-o", default="-", help="a new file (never overwritten); default stdout"
+    )
+    export.add_argument(
+        "--since", metavar="ID", help="only entries after this id (the last one exported before)"
+    )
+    export.add_argument(
+        "--delete-exported",
+        action="store_true",
+        help="make room: delete each exported entry once its line is written and flushed",
+    )
+    export.set_defaults(handler=run_export)
 
 
 def _filter(args: argparse.Namespace) -> DlqFilter:
@@ -194,4 +217,46 @@ def run_purge(args: argparse.Namespace) -> int:
         print_json({"purged": deleted})
     else:
         print(f"purged {deleted} dead letter(s)")
+    return EXIT_OK
+
+
+def _export_to(
+    output: str, client: RedisClient, settings: Settings, since: str | None, delete: bool
+) -> dlq_export.ExportSummary:
+    """Export to stdout (``-``) or to a new file, fsynced before each page is deleted."""
+    if output == "-":
+        return dlq_export.export(client, settings, sys.stdout, since, delete)
+    try:
+        target = open(output, "x", encoding="utf-8", newline="\n")  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"cannot create {output}: {exc.strerror or exc}") from None
+    with target:
+        return dlq_export.export(
+            client, settings, target, since, delete, sync=lambda: os.fsync(target.fileno())
+        )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    try:
+        since = dlq_export.check_since(args.since) if args.since else None
+    except dlq_export.ExportError as exc:
+        raise CliError(str(exc), code=EXIT_USAGE) from None
+    client = open_client(settings)
+    where = "stdout" if args.output == "-" else args.output
+    try:
+        summary = _export_to(args.output, client, settings, since, args.delete_exported)
+    except OSError as exc:  # disk full, a closed pipe: what was not written stays in the DLQ
+        raise CliError(
+            f"writing to {where} failed ({exc.strerror or exc}); every entry not yet written "
+            "is still in the DLQ"
+        ) from None
+    last = ", ".join(f"{dlq} {entry_id}" for dlq, entry_id in summary.last_ids.items())
+    deleted = f"; deleted {summary.deleted} from the DLQ" if args.delete_exported else ""
+    print(
+        f"exported {summary.exported} dead letter(s) to {where}"
+        + (f" (last id: {last}; next time --since it)" if last else "")
+        + deleted,
+        file=sys.stderr,
+    )
     return EXIT_OK

@@ -37,6 +37,8 @@ from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams import dlq_admin
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.dlq_capacity import fill_level, percent
+from sentinel_platform.streams.eviction_policy import server_verdict
 from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
 from sentinel_platform.streams.lag import measure_lag, read_lag_key, zone
 from sentinel_platform.streams.progress import last_publish, progress
@@ -45,6 +47,13 @@ from sentinel_platform.streams.retention import describe as describe_retention
 from sentinel_platform.streams.retention import retention_summary
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
+#: The colour of each eviction verdict, borrowed from the zone of the same gravity.
+EVICTION_COLOUR_ZONE = {
+    "ok": "nominal",
+    "unknown": "elevated",
+    "warn": "elevated",
+    "refuse": "backpressure",
+}
 
 
 @dataclass
@@ -150,16 +159,39 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
     dlq_counts = dlq_admin.depth_by_stream(client, settings)
     streams = [stream_state(client, settings, k, dlq_counts) for k in all_stream_keys(settings)]
     worst = worst_zone([s.zone for s in streams])
+    depths = dlq_admin.depth(client, settings)
     return {
         "zone": worst,
         "exit_code": ZONE_EXIT[worst],
         "redis": redact_url(settings.redis_url_value)
         or f"{running_embedded_url(settings) or '?'} (embedded)",
         "limits": {"lag_warn": settings.lag_warn, "lag_pause": settings.lag_pause},
+        "redis_eviction": eviction_state(client, settings),
         "streams": [asdict(s) for s in streams],
-        "dlq": dlq_admin.depth(client, settings),
+        "dlq": depths,
+        "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
     }
+
+
+def dlq_fill(depths: dict[str, int], cap: int) -> dict[str, dict[str, Any]]:
+    """Each DLQ stream against SENTINEL_DLQ_MAXLEN (past it the oldest entries are trimmed)."""
+    return {
+        dlq: {"entries": n, "cap": cap, "percent": percent(n, cap), "level": fill_level(n, cap)}
+        for dlq, n in depths.items()
+    }
+
+
+def _dlq_line(doc: dict[str, Any]) -> str:
+    """``dlq: sentinel:dlq 85 (85% of SENTINEL_DLQ_MAXLEN 100; run ...)``."""
+    parts = []
+    for dlq, fill in doc.get("dlq_fill", {}).items():
+        advice = "" if fill["level"] == "ok" else "; run `sentinel dlq export` before it trims"
+        parts.append(
+            f"{dlq} {fill['entries']} ({fill['percent']}% of SENTINEL_DLQ_MAXLEN {fill['cap']}"
+            f"{advice})"
+        )
+    return "dlq: " + ", ".join(parts)
 
 
 def _alert_line(alert: dict[str, Any]) -> str:
@@ -204,11 +236,32 @@ def _registration(raw: str | None) -> str:
     return f"pid {info['pid']} on {info.get('host', '?')}"
 
 
+def eviction_state(client: RedisClient, settings: Settings) -> dict[str, Any]:
+    """The server's ``maxmemory-policy`` (the worst primary's on a cluster; ``None`` when
+    the server hides it) and the verdict workers and ``sentinel up`` act on."""
+    verdict = server_verdict(client, settings.allow_evicting_server)
+    return {
+        "policy": verdict.policy,
+        "verdict": verdict.level,
+        "accepted": verdict.accepted,
+        "message": verdict.message,
+    }
+
+
+def _eviction_line(state: dict[str, Any], out: TextIO) -> str:
+    """``redis maxmemory-policy noeviction (ok)``, with the reason unless it is ok."""
+    policy = state["policy"] or "not reported"
+    verdict = paint(state["verdict"], EVICTION_COLOUR_ZONE[state["verdict"]], out)
+    reason = "" if state["verdict"] == "ok" else f": {state['message']}"
+    return f"redis maxmemory-policy {policy} ({verdict}){reason}"
+
+
 def render(doc: dict[str, Any], out: TextIO) -> None:
     """Human-readable status; zones coloured only on a terminal."""
     lines = [
         f"redis: {doc['redis']}   limits: warn {doc['limits']['lag_warn']}, "
-        f"pause {doc['limits']['lag_pause']}"
+        f"pause {doc['limits']['lag_pause']}",
+        _eviction_line(doc["redis_eviction"], out),
     ]
     for s in doc["streams"]:
         zone_text = paint(s["zone"].replace("_", " "), s["zone"], out)
@@ -234,7 +287,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
                 f"idle {human_ms(c['idle_ms']):<7} {_registration(c['registered'])}"
             )
     lines.append("")
-    lines.append("dlq: " + ", ".join(f"{k} {v}" for k, v in doc["dlq"].items()))
+    lines.append(_dlq_line(doc))
     lines.append(f"alerts (last {len(doc['alerts'])}):" if doc["alerts"] else "alerts: none")
     lines.extend(_alert_line(a) for a in doc["alerts"])
     overall = paint(doc["zone"].replace("_", " "), doc["zone"], out)

@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+import redis
+
 import sentinel_platform
 from sentinel_platform.cli import proctree
 from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, CliError, settings_from_env
-from sentinel_platform.cli.dagster_home import ensure_dagster_home
+from sentinel_platform.cli.dagster_home import DagsterHomeError, ensure_dagster_home
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
+from sentinel_platform.redaction import scrub
 from sentinel_platform.redis_server import (
     RedisServerError,
     ensure_embedded,
@@ -37,7 +40,12 @@ from sentinel_platform.redis_server import (
     stop_embedded,
 )
 from sentinel_platform.settings import Settings, redact_url
-from sentinel_platform.streams.connection import RedisConnectError, connect
+from sentinel_platform.streams.connection import (
+    RedisClient,
+    RedisConnectError,
+    connect,
+)
+from sentinel_platform.streams.eviction_policy import server_verdict
 
 log = logging.getLogger("sentinel.up")
 
@@ -56,6 +64,17 @@ class UpOptions:
     dagster: bool
     demo: bool | None
     stop_timeout_s: float
+    production: bool = False
+    code_port: int = 4000
+    #: --worker-concurrency; None keeps SENTINEL_WORKER_CONCURRENCY (default 1)
+    worker_concurrency: int | None = None
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return number
 
 
 def _count(value: str) -> int:
@@ -74,9 +93,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--transaction-workers", type=_count, default=1, metavar="N")
     parser.add_argument("--axiom-workers", type=_count, default=1, metavar="N")
+    parser.add_argument(
+        "--worker-concurrency",
+        type=_positive,
+        default=None,
+        metavar="C",
+        help="messages each worker processes at once (SENTINEL_WORKER_CONCURRENCY; default 1)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="Dagster webserver host")
     parser.add_argument("--port", type=int, default=3000, help="Dagster webserver port")
     parser.add_argument("--no-dagster", action="store_true", help="workers (and Redis) only")
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="Dagster as separate processes (a gRPC code server, the webserver, the daemon), "
+        "each restarted alone, instead of `dagster dev`; see docs/deploy.md",
+    )
+    parser.add_argument(
+        "--code-port",
+        type=int,
+        default=4000,
+        metavar="PORT",
+        help="port of the code server (127.0.0.1) with --production",
+    )
     demo = parser.add_mutually_exclusive_group()
     demo.add_argument(
         "--demo",
@@ -116,6 +155,155 @@ def dagster_argv(options: UpOptions) -> list[str]:
         "-p",
         str(options.port),
     ]
+
+
+#: The Dagster children, in the order they are stopped (``dagster`` is ``dagster dev``).
+DAGSTER_CHILDREN = ("dagster", "dagster-daemon", "dagster-webserver", "dagster-code-server")
+CODE_HOST = "127.0.0.1"
+CODE_LOCATION = "sentinel_platform"
+CODE_MODULE = "sentinel_platform.definitions"
+#: Loading the code location imports Spark and Great Expectations: give it time.
+CODE_SERVER_START_TIMEOUT_S = 180.0
+POSTGRES_CONNECT_TIMEOUT_S = 10
+
+
+def _venv_script(name: str) -> str:
+    """A console script of this environment (``dagster-webserver``, ``dagster-daemon``)."""
+    return str(Path(sys.executable).parent / name)
+
+
+def production_workspace(settings: Settings, options: UpOptions) -> Path:
+    """The workspace of the webserver and the daemon: the code server, over gRPC."""
+    path = settings.home_dir / "run" / "workspace.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "# Written by `sentinel up --production`: the code location is a separate gRPC server.\n"
+        "load_from:\n"
+        "  - grpc_server:\n"
+        f"      host: {CODE_HOST}\n"
+        f"      port: {options.code_port}\n"
+        f"      location_name: {CODE_LOCATION}\n"
+    )
+    return path
+
+
+def production_argvs(workspace: Path, options: UpOptions) -> dict[str, list[str]]:
+    """The three Dagster processes of the production layout, by child name, in start order."""
+    return {
+        "dagster-code-server": [
+            sys.executable,
+            "-m",
+            "dagster",
+            "code-server",
+            "start",
+            "-m",
+            CODE_MODULE,
+            "--location-name",
+            CODE_LOCATION,
+            "-h",
+            CODE_HOST,
+            "-p",
+            str(options.code_port),
+            # Runs are launched with this interpreter (`python -m dagster`), not whatever
+            # `dagster` is first on PATH.
+            "--use-python-environment-entry-point",
+        ],
+        "dagster-webserver": [
+            _venv_script("dagster-webserver"),
+            "-w",
+            str(workspace),
+            "-h",
+            options.host,
+            "-p",
+            str(options.port),
+        ],
+        "dagster-daemon": [_venv_script("dagster-daemon"), "run", "-w", str(workspace)],
+    }
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _start_production(
+    supervisor: Supervisor,
+    settings: Settings,
+    options: UpOptions,
+    env: dict[str, str],
+    stop: _StopFlag,
+) -> None:
+    """The code server first; once it listens (its code is loaded by then), the webserver
+    and the daemon. Each is supervised on its own: one that crashes is restarted alone."""
+    argvs = production_argvs(production_workspace(settings, options), options)
+    logs = settings.home_dir / "logs"
+    for name, argv in argvs.items():
+        log.info("%s: %s", name, " ".join(argv))
+        spec = ChildSpec(name, argv, env, logs / f"{name}.log", repo_root())
+        child = supervisor.add(spec)
+        if name != "dagster-code-server":
+            continue
+        deadline = time.monotonic() + CODE_SERVER_START_TIMEOUT_S
+        while not _port_open(CODE_HOST, options.code_port):
+            process = child.process
+            if process is not None and process.poll() is not None:
+                raise CliError(
+                    f"the code server exited with code {process.returncode} while loading; "
+                    f"last lines of {spec.log_path}:\n{_tail(spec.log_path)}"
+                )
+            if stop.signal is not None or time.monotonic() > deadline:
+                raise CliError(
+                    f"the code server did not listen on {CODE_HOST}:{options.code_port} within "
+                    f"{CODE_SERVER_START_TIMEOUT_S:.0f}s; see {spec.log_path}"
+                )
+            time.sleep(POLL_S)
+        log.info("code server ready on %s:%s", CODE_HOST, options.code_port)
+    log.info(
+        "Dagster starting (DAGSTER_HOME=%s, production layout, logs in %s)",
+        settings.dagster_home,
+        logs,
+    )
+
+
+def check_postgres(settings: Settings) -> str | None:
+    """Why the Dagster instance's PostgreSQL cannot be used, or None (also when unset). The
+    reason names the setting and shows the URL redacted."""
+    url = settings.dagster_postgres_url_value
+    if not url:
+        return None
+    import psycopg2
+
+    libpq_url = "postgresql://" + url.split("://", 1)[1]  # the driver's name is SQLAlchemy's
+    try:
+        connection = psycopg2.connect(libpq_url, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S)
+    except psycopg2.Error as exc:
+        reason = " ".join(str(exc).split())
+        return scrub(
+            f"SENTINEL_DAGSTER_POSTGRES_URL={redact_url(url)}: cannot connect to PostgreSQL "
+            f"({reason or type(exc).__name__})"
+        )
+    connection.close()
+    return None
+
+
+def _prepare_dagster(settings: Settings, options: UpOptions) -> None:
+    """Check the instance's PostgreSQL (if any) and write or check ``dagster.yaml``."""
+    if not options.dagster:
+        return
+    problem = check_postgres(settings)
+    if problem:
+        raise CliError(problem)
+    try:
+        ensure_dagster_home(settings.dagster_home, settings)
+    except DagsterHomeError as exc:
+        raise CliError(str(exc)) from None
+    where = "PostgreSQL" if settings.dagster_postgres_url_value else "SQLite"
+    log.info(
+        "Dagster instance: %s storage, at most %d runs at once, one publish run per stream",
+        where,
+        settings.max_concurrent_runs,
+    )
 
 
 def child_env(settings: Settings, demo: bool) -> dict[str, str]:
@@ -158,10 +346,13 @@ def worker_specs(
         for slot in range(1, counts[kind] + 1):
             name = f"{kind}-{slot}"
             consumer = consumer_name(host, run_id, name)
+            argv = [sys.executable, "-m", module, "--consumer", consumer]
+            if options.worker_concurrency is not None:
+                argv += ["--concurrency", str(options.worker_concurrency)]
             specs.append(
                 ChildSpec(
                     name=name,
-                    argv=[sys.executable, "-m", module, "--consumer", consumer],
+                    argv=argv,
                     env=env,
                     log_path=settings.home_dir / "logs" / f"worker-{name}.log",
                     cwd=repo_root(),
@@ -244,14 +435,31 @@ def _start_redis(settings: Settings) -> bool:
             where = f"embedded, data in {settings.home_dir / 'redis'}"
             log.info("redis %s (%s%s)", url, where, "" if started else ", already running")
         else:
-            log.info("redis %s (REDIS_URL)", redact_url(settings.redis_url_value))
+            url = settings.redis_url_value
+            log.info("redis %s (REDIS_URL)", redact_url(url))
         with connect(settings) as client:
             log.info("redis server: %s", server_identity(client.info("server")))
-    except (RedisServerError, RedisConnectError) as exc:
+            _check_eviction_policy(client, settings, redact_url(url))
+    except (RedisServerError, RedisConnectError, redis.RedisError, CliError) as exc:
         if started:
             stop_embedded(settings)
         raise CliError(str(exc)) from None
     return started
+
+
+def _check_eviction_policy(client: RedisClient, settings: Settings, where: str) -> None:
+    """Refuse, before any worker or Dagster starts, a server that may evict any key
+    (unless ``SENTINEL_ALLOW_EVICTING_SERVER`` accepts it): the workers would refuse it
+    one by one. A warning for a server that may evict keys with a TTL."""
+    verdict = server_verdict(client, settings.allow_evicting_server)
+    if verdict.refused:
+        raise CliError(f"Redis at {where}: {verdict.message}")
+    if verdict.level == "ok":
+        log.info("redis maxmemory-policy: %s", verdict.policy)
+    elif verdict.level == "unknown":
+        log.info("note: %s", verdict.message)
+    else:
+        log.warning("warning: %s", verdict.message)
 
 
 def options_from(args: argparse.Namespace) -> UpOptions:
@@ -263,6 +471,9 @@ def options_from(args: argparse.Namespace) -> UpOptions:
         dagster=not args.no_dagster,
         demo=args.demo,
         stop_timeout_s=args.stop_timeout,
+        production=args.production,
+        code_port=args.code_port,
+        worker_concurrency=args.worker_concurrency,
     )
 
 
@@ -279,6 +490,12 @@ def run(args: argparse.Namespace) -> int:
             f"port {options.port} on {options.host} is taken (another `dagster dev`?); "
             "stop it or pass --port"
         )
+    if options.dagster and options.production and not _port_free(CODE_HOST, options.code_port):
+        raise CliError(
+            f"port {options.code_port} on {CODE_HOST} (the code server) is taken; stop what "
+            "listens there or pass --code-port"
+        )
+    _prepare_dagster(settings, options)  # a bad instance config fails before anything starts
     embedded = not settings.redis_url_value
     demo = options.demo if options.demo is not None else embedded
     stop = _StopFlag()
@@ -288,7 +505,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         redis_started = _start_redis(settings)
         supervisor.extra_state = {"running": True, "redis_started": redis_started}
-        ensure_dagster_home(settings.dagster_home)
         env = child_env(settings, demo)
         return _supervise(supervisor, settings, options, env, stop)
     finally:
@@ -310,7 +526,9 @@ def _supervise(
         supervisor.add(spec)
     ui = _ui_url(options)
     dagster_log = settings.home_dir / "logs" / "dagster.log"
-    if options.dagster:
+    if options.dagster and options.production:
+        _start_production(supervisor, settings, options, env, stop)
+    elif options.dagster:
         supervisor.add(
             ChildSpec("dagster", dagster_argv(options), env, dagster_log, repo_root(), False)
         )
@@ -346,13 +564,17 @@ def _supervise(
 def _shutdown(
     supervisor: Supervisor, settings: Settings, options: UpOptions, redis_started: bool
 ) -> None:
-    workers = [name for name in supervisor.children if name != "dagster"]
+    workers = [name for name in supervisor.children if name not in DAGSTER_CHILDREN]
     if workers:
         log.info("stopping workers (they drain first)")
         supervisor.stop(workers, options.stop_timeout_s)
-    if "dagster" in supervisor.children:
+    dagster = [name for name in DAGSTER_CHILDREN if name in supervisor.children]
+    if dagster:
         log.info("stopping Dagster")
-        supervisor.stop(["dagster"], DAGSTER_STOP_TIMEOUT_S, group=True)
+        # In order: nothing new is launched (daemon), then the UI, then the code server
+        # with the runs it started.
+        for name in dagster:
+            supervisor.stop([name], DAGSTER_STOP_TIMEOUT_S, group=True)
     if redis_started:
         log.info("stopping the embedded Redis")
         with contextlib.suppress(RedisServerError, OSError):

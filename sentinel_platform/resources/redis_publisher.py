@@ -39,6 +39,7 @@ from sentinel_platform.resources.wire_columns import wire_frame
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backpressure import BackpressureConfig
 from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
+from sentinel_platform.streams.eviction_policy import server_verdict
 from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform.streams.progress import record_publish
 from sentinel_platform.streams.publish import (
@@ -112,6 +113,29 @@ class RedisPublisherResource(dg.ConfigurableResource):
     def connect(self, settings: Settings | None = None) -> RedisClient:
         return connect(settings or self._settings())
 
+    def publish_client(self, kind: Kind, settings: Settings | None = None) -> RedisClient:
+        """A client to publish ``kind`` through, on a server that keeps what is published.
+
+        A server whose ``maxmemory-policy`` may evict any key (the stream, with entries no
+        worker has read yet) is refused with a :class:`PublishError` naming the policy and
+        ``SENTINEL_ALLOW_EVICTING_SERVER``, before anything is published; one that may evict
+        keys with a TTL (or an accepted one) is published to with a warning in the run log.
+        """
+        settings = settings or self._settings()
+        client = connect(settings)
+        try:
+            verdict = server_verdict(client, settings.allow_evicting_server)
+        except BaseException:
+            client.close()
+            raise
+        stream = self.stream_keys(kind, settings).stream
+        if verdict.refused:
+            client.close()
+            raise PublishError(f"publish to {stream!r} refused: {verdict.message}")
+        if verdict.level in ("warn", "unknown"):
+            dg.get_dagster_logger().warning("publish to %r: %s", stream, verdict.message)
+        return client
+
     # --- publish --------------------------------------------------------------------------
     def publish_dataframe(self, df: Any, kind: Kind, run_id: str | None = None) -> PublishStats:
         """Publish ``df``'s wire columns from the executors; return the summed stats.
@@ -122,7 +146,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         """
         settings = self._settings()
         keys = self.stream_keys(kind, settings)
-        client = connect(settings)
+        client = self.publish_client(kind, settings)
         run_id = run_id or uuid.uuid4().hex
         stop = stop_key(keys, run_id)
         client.delete(stop)

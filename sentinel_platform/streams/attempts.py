@@ -67,11 +67,21 @@ def read_attempts(
     if not ids:
         return {}
     pipe = client.pipeline(transaction=False)
+    queue_read_attempts(pipe, keys, ids)
+    return attempt_records(ids, pipe.execute())
+
+
+def queue_read_attempts(pipe: Any, keys: StreamKeys, ids: Sequence[str]) -> None:
+    """Queue the reads of the records of ``ids``, one command each, on ``pipe``."""
     for message_id in ids:
         pipe.hmget(attempt_key(keys, message_id), ["calls", "err"])
+
+
+def attempt_records(ids: Sequence[str], replies: Sequence[Any]) -> dict[str, AttemptRecord]:
+    """The records of ``ids`` from the replies of :func:`queue_read_attempts`."""
     return {
         message_id: AttemptRecord(int(calls or 0), error)
-        for message_id, (calls, error) in zip(ids, pipe.execute(), strict=True)
+        for message_id, (calls, error) in zip(ids, replies, strict=True)
     }
 
 

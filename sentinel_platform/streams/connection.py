@@ -24,6 +24,7 @@ from redis.exceptions import (
     AskError,
     ClusterDownError,
     ClusterError,
+    MovedError,
     ReadOnlyError,
     RedisClusterException,
     TryAgainError,
@@ -38,6 +39,7 @@ from sentinel_platform.redis_server import (
     require_version,
 )
 from sentinel_platform.settings import Settings, redact_url
+from sentinel_platform.streams.undecodable import ENCODING_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +69,12 @@ RedisClient = redis.Redis | RedisCluster
 TRANSIENT_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 #: The server behind the address or the cluster's shape changed: a replica promoted behind
 #: the same address (the old primary answers READONLY), slots moving or not covered, the
-#: cluster down during a failover. Kept connections and the slot map are then stale.
+#: cluster down during a failover (MOVED: a command sent once, outside the client's own
+#: redirection, to a node that no longer owns the slot). Kept connections and the slot
+#: map are then stale.
 FAILOVER_ERRORS = (
     ReadOnlyError,
+    MovedError,
     ClusterError,
     RedisClusterException,
     AskError,
@@ -114,6 +119,8 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
     socket_timeout = max(settings.redis_socket_timeout_s, settings.block_ms / 1000 + 5)
     common = {
         "decode_responses": True,
+        # A foreign entry's bytes that are not UTF-8 must not fail a read: see undecodable.py.
+        "encoding_errors": ENCODING_ERRORS,
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": 5,
         "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=3),

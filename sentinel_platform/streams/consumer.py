@@ -33,7 +33,12 @@ message promptly. Each outcome's replies come back to it by structure
 (connection loss) keeps the outcomes in memory and retries them with backoff; since every
 commit is idempotent, nothing is lost or doubled. Other Redis errors (OOM, a key of the
 wrong type) are logged and retried the same way: a worker never crash-loops. A group
-deleted under the worker (NOGROUP) is recreated at id 0 (:meth:`Consumer._heal`).
+deleted under the worker (NOGROUP) is recreated at id 0 (:meth:`Consumer._heal`); if
+that fails too (a full server), healing waits like an outage and is tried again. Start-up
+(scripts, group, lease) waits the same way, still stoppable; only a refusal no wait can
+change (an ACL denying a command, an unknown command) stops it (:class:`RedisRefusedError`,
+exit status 2). The lag key and the peaks record are side writes: their failure is
+logged (``side_write_failed``) and never holds up the loop or the lease heartbeat.
 
 On stop (SIGTERM/SIGINT) the message in hand is finished, the outcomes are committed,
 and the unprocessed rest of the batch is handed back: moved to the lease-less consumer
@@ -41,6 +46,17 @@ and the unprocessed rest of the batch is handed back: moved to the lease-less co
 count restored, so any live worker (or the next one to start) claims it on its next
 recovery step. Stopping therefore takes block time + one message, not a whole batch,
 and leaves nothing pending on the stopped consumer, which then leaves the group.
+
+Outcomes Redis will not take while stopping (down, full, a key of the wrong type) are
+retried until ``SENTINEL_SHUTDOWN_TIMEOUT_S`` (default 10 s) has passed; then the worker
+gives them up with one ``stopped_uncommitted`` line, releases its lease if it can and
+exits with :data:`EXIT_UNCOMMITTED`. Their messages stay pending on the stopped consumer,
+which has no lease any more, so the survivors recover them; commits are idempotent.
+
+Exit status of :meth:`Consumer.run` (the worker process): 0 stopped cleanly;
+:data:`EXIT_NAME_IN_USE` (2) another live process uses the consumer name;
+:data:`EXIT_UNCOMMITTED` (3) stopped with outcomes it could not commit. The hang watchdog
+exits with ``EXIT_HUNG`` (70, ``watchdog.py``) and start-up errors with 2 (``runtime.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +67,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis
 
@@ -60,7 +76,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.attempts import (
     RECORD_CALL,
     AttemptRecord,
+    attempt_records,
     queue_error,
+    queue_read_attempts,
     read_attempts,
     record_call,
 )
@@ -72,27 +90,34 @@ from sentinel_platform.streams.connection import (
     reset_connections,
 )
 from sentinel_platform.streams.dead_letter import (
+    ALREADY_DEAD_LETTERED,
     DEAD_LETTER,
     NO_ERROR_RECORDED,
+    already_dead_lettered,
     build_dead_letter,
+    queue_dead_check,
     queue_dead_letter,
     was_dead_lettered,
 )
+from sentinel_platform.streams.entry_age import EXPIRED_MARKER_ERROR, entry_too_old
 from sentinel_platform.streams.group import ensure_group
+from sentinel_platform.streams.group_read import GroupReader
 from sentinel_platform.streams.idempotency import (
     COMMIT_EFFECTS,
     CommitItem,
     CommitLimits,
     check_effect,
+    check_natural_key,
     commit_statuses,
     queue_commits,
 )
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.lag import measure_lag, queue_lag_key
 from sentinel_platform.streams.lease import (
     EXIT_NAME_IN_USE,
     Heartbeat,
     Lease,
+    LeaseHeldError,
     heartbeat_interval_s,
 )
 from sentinel_platform.streams.metrics import Metrics
@@ -102,7 +127,9 @@ from sentinel_platform.streams.recovery import CLAIM, PRUNE, Delivery, Recovery,
 from sentinel_platform.streams.retention import Retention
 from sentinel_platform.streams.scripts import with_scripts
 from sentinel_platform.streams.tagged_pipeline import TaggedPipeline
+from sentinel_platform.streams.undecodable import undecodable_error
 from sentinel_platform.streams.watchdog import HangWatchdog, InHand
+from sentinel_platform.streams.work_pool import WorkPool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -117,11 +144,28 @@ LAG_WRITE_INTERVAL_S = 0.1
 HANDBACK_IDLE_MS = 10**10
 #: Holder of handed-back messages; it never has a lease, so every worker may claim them.
 HANDBACK_CONSUMER = "sentinel-handback"
+#: After a lost read, how many batches' worth of our pending entries are looked through.
+LOST_READ_SCAN = 10
 #: In burst mode, how long an idle pass waits while our own failures await their retry.
 BURST_POLL_S = 0.02
 BACKOFF_START_S = 0.1
 BACKOFF_CAP_S = 5.0
 ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE, RECORD_CALL)
+#: Exit status of a worker that stopped with outcomes Redis would not take before
+#: ``SENTINEL_SHUTDOWN_TIMEOUT_S``: their messages stay pending for the survivors.
+EXIT_UNCOMMITTED = 3
+
+
+class RedisRefusedError(RuntimeError):
+    """Redis refuses a command the worker needs, and no wait can change it (ACL, a command
+    the server does not know): start-up stops (exit status 2)."""
+
+
+def is_configuration_error(exc: redis.ResponseError) -> bool:
+    """A refusal of the command itself, not of its data or the server's state right now."""
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return True
+    return "unknown command" in str(exc).lower()
 
 
 @dataclass(slots=True)
@@ -144,7 +188,28 @@ class Failure:
     error: str
 
 
-Outcome = Commit | DeadLetterOp | Failure
+@dataclass(slots=True)
+class Acknowledge:
+    """Acknowledged without a processor call: its natural key was committed already
+    (``duplicate``) or the message was dead-lettered before (``already_dead_lettered``)."""
+
+    delivery: Delivery
+    why: Literal["duplicate", "already_dead_lettered"]
+    natural_key: str = ""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A message parsed and due for a processor call (no outcome decided yet)."""
+
+    delivery: Delivery
+    message: Any
+    natural_key: str
+    #: seconds spent parsing, counted in the message's processing time
+    parse_s: float = 0.0
+
+
+Outcome = Commit | DeadLetterOp | Failure | Acknowledge
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +295,11 @@ class Consumer:
         )
         self.retention = Retention(client, keys, settings, self.log_fields)
         self.recovery.lease_value = self.lease.value  # claim only while the lease is ours
+        self.recovery.in_hand = self._in_hand_ids  # our calls in flight are not retries
+        self.reader = GroupReader(client, keys, consumer, self.log_fields)
+        self.recovery.watch.on_death = self.reader.wake  # a death cuts our blocked read short
         self._name_taken = False
+        self._lease_taken = False  # by start(): what a start-up cut short gives back
         self.in_hand = InHand()
         self.watchdog = HangWatchdog(
             self.in_hand, settings.hang_timeout_ms, self._give_up, self.log_fields
@@ -241,12 +310,20 @@ class Consumer:
             self._on_beat,
             self.log_fields,
             on_taken=self._lose_name,
+            side_writes=self.write_lag,  # beside the refresh, never before it
+            on_unreachable=self.recovery.grace.outage,  # see recovery_grace.py
         )
+        self.concurrency = settings.worker_concurrency
+        #: the threads of processor calls (None with a concurrency of 1: calls run inline)
+        self.pool: WorkPool[Prepared, Outcome] | None = None
+        self._in_flight: dict[str, Prepared] = {}  # submitted calls by message id
+        self._followers: dict[str, list[Prepared]] = {}  # per key in flight: its copies
         self._outbox: list[Outcome] = []
         self._last_flush = time.monotonic()
         self._next_lag_write = 0.0
         self._backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)
         self._burst = False
+        self._uncertain_read = False
         self._started = False
         self._tally: Counter[str] = Counter()
         #: everything handled since this consumer was made (the sum of every pass)
@@ -254,17 +331,29 @@ class Consumer:
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Join the group: scripts loaded, group ensured, lease taken, heartbeat running."""
+        """Join the group: scripts loaded, group ensured, lease taken, heartbeat running.
+
+        Safe to call again after it raised (:meth:`run` retries it): every step is
+        idempotent, and the lease is taken again only if it is free or already ours.
+        """
         for script in ALL_SCRIPTS:
             script.load(self.client)
         ensure_group(self.client, self.keys)
         self.lease.acquire()
-        self.write_lag()  # a worker that is up says so at once, even before its first read
+        self._lease_taken = True
+        self._side_write_lag()  # a worker that is up says so at once, before its first read
         self.heartbeat.start()
+        if self.concurrency > 1 and self.pool is None:
+            self.pool = WorkPool(self.concurrency, self._call, name="processor")
         self._started = True
         log.info(
             "started",
-            extra={**self.log_fields, "count": self.count, "block_ms": self.block_ms},
+            extra={
+                **self.log_fields,
+                "count": self.count,
+                "block_ms": self.block_ms,
+                "concurrency": self.concurrency,
+            },
         )
 
     def run(self, burst: bool = False) -> int:
@@ -279,7 +368,8 @@ class Consumer:
         self._burst = burst
         if not self._started:
             self._retrying(self.start)
-        if self.stop.is_set():
+        if not self._started:  # stopped while waiting for Redis at start-up
+            self._abandon_start()
             return 0
         while not self.stop.is_set():
             report = self._guarded(self.iteration)
@@ -302,6 +392,8 @@ class Consumer:
         except redis.ResponseError as exc:
             if not self._heal(exc):
                 self._outage(exc)  # e.g. OOM or a wrong key type: wait, never crash-loop
+        except Exception as exc:  # a bug met on one message must not end the process
+            self._unexpected(exc)
         else:
             self._reached()
             return result
@@ -309,27 +401,113 @@ class Consumer:
 
     def iteration(self) -> IterationReport:
         """One pass: flush leftovers, recover, read a batch, process and commit it."""
+        if self.pool is not None:
+            return self._pool_iteration()
         if self._outbox:
             self.flush()
+        if self._uncertain_read:  # before recovery, which would count another delivery
+            self._take_back_lost_read()
         recovered = self.recovery.step(self.count)
         self._tally["recovered"] += len(recovered)
         if recovered:
             self.handle(recovered)
         if self.stop.is_set():
             return self._report()
-        block = self._block(bool(recovered))
-        reply = self.client.xreadgroup(
-            self.keys.group, self.consumer, {self.keys.stream: ">"}, count=self.count, block=block
-        )
-        batch = _deliveries(reply)
+        batch = self._read(self._block(bool(recovered)))
         self._tally["read"] += len(batch)
         if batch:
             self.handle(batch)
-        elif block is None and not recovered and not self._burst:
+        elif self._block(bool(recovered)) is None and not recovered and not self._burst:
             self.stop.wait(0.05)  # --block-ms 0: poll, but do not spin
         self._maybe_write_lag()
         self.retention.maybe_trim()  # at most once per SENTINEL_STREAM_RETENTION_INTERVAL_S
         return self._report()
+
+    def _pool_iteration(self) -> IterationReport:
+        """One pass with calls on the pool's threads: collect finished calls, commit,
+        recover and read only as many messages as there are free threads, then wait a
+        little for a call to finish when nothing else is to be done."""
+        self._collect()
+        if self._outbox:
+            self.flush()
+        if self._uncertain_read:
+            self._take_back_lost_read()
+        recovered = self.recovery.step(min(self.count, self._free())) if self._free() else []
+        self._tally["recovered"] += len(recovered)
+        if recovered:
+            self.handle(recovered)
+        batch: list[Delivery] = []
+        if self._free() and not self.stop.is_set():
+            busy = bool(recovered) or bool(self._in_flight)
+            batch = self._read(self._block(busy), min(self.count, self._free()))
+            self._tally["read"] += len(batch)
+            if batch:
+                self.handle(batch)
+        if self._in_flight and not batch:
+            self._collect(FLUSH_INTERVAL_S)  # wait for a call rather than spin
+        elif not batch and not recovered and self._block(False) is None and not self._burst:
+            self.stop.wait(0.05)  # --block-ms 0: poll, but do not spin
+        if self._outbox:
+            self.flush()
+        self._maybe_write_lag()
+        self.retention.maybe_trim()
+        return self._report()
+
+    def _in_hand_ids(self) -> set[str]:
+        """Messages we hold that are being handled: in flight, waiting on a copy's call,
+        or decided and not yet committed."""
+        ids = set(self._in_flight) | {outcome.delivery.id for outcome in self._outbox}
+        ids |= {p.delivery.id for copies in self._followers.values() for p in copies}
+        return ids
+
+    def _free(self) -> int:
+        """Threads of the pool with no call to run."""
+        return self.concurrency - len(self._in_flight)
+
+    def _read(self, block: int | None, count: int | None = None) -> list[Delivery]:
+        """New messages (``XREADGROUP ... >``), sent once: a lost reply is never re-sent.
+
+        Until the reply is in hand the read is uncertain: it may have delivered a batch
+        that only the PEL knows of (:meth:`_take_back_lost_read` processes it).
+        """
+        self._uncertain_read = True
+        reply = self.reader.read(count or self.count, block)
+        self._uncertain_read = False
+        return _deliveries(reply)
+
+    def _take_back_lost_read(self) -> None:
+        """Process what a read whose reply was lost delivered, as the first delivery it is.
+
+        Our pending messages that are first deliveries, not in hand and not failures
+        waiting out their retry backoff (those have an error record) can only come from
+        that read. Their bodies are fetched with XRANGE: re-reading them with
+        ``XREADGROUP ... 0`` would count a delivery the processor never saw.
+        """
+        held = self.client.xpending_range(
+            self.keys.stream,
+            self.keys.group,
+            "-",
+            "+",
+            LOST_READ_SCAN * self.count,
+            consumername=self.consumer,
+        )
+        in_hand = self._in_hand_ids()
+        candidates = [
+            str(entry["message_id"])
+            for entry in held
+            if entry["times_delivered"] == 1 and entry["message_id"] not in in_hand
+        ]
+        failed = read_attempts(self.client, self.keys, candidates)
+        lost = [m for m in candidates if not (failed.get(m) and failed[m].last_error)]
+        pipe = self.client.pipeline(transaction=False)
+        for message_id in lost:
+            pipe.xrange(self.keys.stream, message_id, message_id)
+        bodies = [Delivery(i, f or {}, 1) for rows in pipe.execute() for i, f in rows]
+        self._uncertain_read = False
+        log.warning("uncertain_read", extra={**self.log_fields, "taken_back": len(bodies)})
+        if bodies:
+            self._tally["read"] += len(bodies)
+            self.handle(bodies)
 
     def _report(self) -> IterationReport:
         """The tally since the last report, as a report (added to ``totals``)."""
@@ -345,7 +523,7 @@ class Consumer:
 
     def _drained(self) -> bool:
         """Nothing uncommitted and no message pending on us (burst mode may end)."""
-        if self._outbox:
+        if self._outbox or self._in_flight:
             return False
         mine = self.client.xpending_range(
             self.keys.stream, self.keys.group, "-", "+", 1, consumername=self.consumer
@@ -354,62 +532,175 @@ class Consumer:
 
     # --- processing ------------------------------------------------------------------------
     def handle(self, batch: Sequence[Delivery]) -> None:
-        """Decide every message of the batch and commit the outcomes in pipelines."""
-        redelivered = [d.id for d in batch if d.deliveries > 1]
-        records = read_attempts(self.client, self.keys, redelivered)
-        for index, delivery in enumerate(batch):
-            if self.stop.is_set():
-                self.flush()
-                self.hand_back(batch[index:])
-                self._tally["handed_back"] += len(batch) - index
-                return
-            self._outbox.append(self._decide(delivery, records.get(delivery.id)))
-            if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
-                self.flush()
-        self.flush()
+        """Decide every message of the batch and commit the outcomes in pipelines.
 
-    def _decide(self, delivery: Delivery, record: AttemptRecord | None) -> Outcome:
+        No processor is called for what is settled already: one round trip finds the
+        messages dead-lettered before (and the attempt records of redeliveries); after
+        parsing, one more finds the natural keys committed before. Those are acknowledged
+        without a call. The rest are processed here, one by one, or with a concurrency
+        above 1 handed to the pool's threads; copies of one key make one call.
+        """
+        records, dead = self._look_up(batch)
+        due: list[Prepared] = []
+        for delivery in batch:
+            if delivery.id in dead:  # read again (group re-created): never processed twice
+                self._outbox.append(Acknowledge(delivery, "already_dead_lettered"))
+                continue
+            prepared = self._prepare(delivery, records.get(delivery.id))
+            if isinstance(prepared, Prepared):
+                due.append(prepared)
+            else:
+                self._outbox.append(prepared)
+        committed = self._committed_keys(due)
+        fresh = []
+        for prepared in due:
+            if prepared.natural_key in committed:
+                ack = Acknowledge(prepared.delivery, "duplicate", prepared.natural_key)
+                self._outbox.append(ack)
+            else:
+                fresh.append(prepared)
+        if self.pool is None:
+            self._process_here(fresh)
+        else:
+            self._submit(fresh)
+
+    def _look_up(self, batch: Sequence[Delivery]) -> tuple[dict[str, AttemptRecord], set[str]]:
+        """One round trip: the attempt records of the redeliveries, and which messages of
+        the batch were dead-lettered already."""
+        ids = [d.id for d in batch]
+        redelivered = [d.id for d in batch if d.deliveries > 1]
+        pipe = self.client.pipeline(transaction=False)
+        queue_dead_check(pipe, self.keys, ids)
+        queue_read_attempts(pipe, self.keys, redelivered)
+        dead_reply, *attempt_replies = pipe.execute()
+        return attempt_records(redelivered, attempt_replies), already_dead_lettered(ids, dead_reply)
+
+    def _committed_keys(self, due: Sequence[Prepared]) -> set[str]:
+        """The natural keys of ``due`` whose marker exists: one MGET (every marker of a
+        stream shares its hash slot on a cluster)."""
+        if not due:
+            return set()
+        names = list(dict.fromkeys(p.natural_key for p in due))
+        found = self.client.mget([self.keys.marker(name) for name in names])
+        return {name for name, marker in zip(names, found, strict=True) if marker is not None}
+
+    def _prepare(self, delivery: Delivery, record: AttemptRecord | None) -> Prepared | Outcome:
+        """Everything decided before a processor call: undecodable, too old, past the
+        delivery limit, invalid; else the parsed message and its natural key."""
+        undecodable = undecodable_error(delivery.fields)
+        if undecodable is not None:  # its bytes are kept exactly, as base64, in the DLQ
+            return DeadLetterOp(delivery, "invalid_message", undecodable)
+        if entry_too_old(delivery.id, self.settings):  # retention off: see entry_age.py
+            return DeadLetterOp(delivery, "expired_marker", EXPIRED_MARKER_ERROR)
         if delivery.deliveries > 1:
-            record = record or AttemptRecord()
             # The first delivery counts as one call: it is never recorded (hot path).
-            if record.calls + 1 >= self.settings.reclaim_delivery_limit:
-                error = record.last_error or NO_ERROR_RECORDED
+            calls = (record or AttemptRecord()).calls
+            if calls + 1 >= self.settings.reclaim_delivery_limit:
+                error = (record.last_error if record else None) or NO_ERROR_RECORDED
                 return DeadLetterOp(delivery, "max_deliveries_exceeded", error)
-            # Recorded before the call, so a call that kills the worker still counts.
-            record_call(
-                self.client,
-                self.keys,
-                delivery.id,
-                delivery.deliveries,
-                self.settings.idempotency_ttl_s,
-            )
-            if delivery.claimed_from == self.consumer:
-                log.info(
-                    "retrying",
-                    extra={
-                        **self.log_fields,
-                        "message_id": delivery.id,
-                        "deliveries": delivery.deliveries,
-                        "call": record.calls + 2,
-                    },
-                )
-        self.in_hand.take(delivery.id)
+            # Recorded before parsing and the call: a call that kills the worker counts.
+            self._record_call(delivery, calls)
         started = time.perf_counter()
         try:
             message = self.processor.parse(delivery.fields)
             natural_key = self.processor.natural_key(message)
+            check_natural_key(natural_key)  # a plug-in's bug: retried, never sent as a key
+        except SchemaError as exc:
+            self._observe_processing(time.perf_counter() - started)
+            return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
+        except Exception as exc:  # a parser error never kills the worker
+            self._observe_processing(time.perf_counter() - started)
+            return self._failed(delivery, exc)
+        return Prepared(delivery, message, natural_key, time.perf_counter() - started)
+
+    def _process_here(self, due: Sequence[Prepared]) -> None:
+        """Concurrency 1: call the processor for each message in turn on this thread."""
+        effects: dict[str, Effect] = {}  # copies of one key in the batch: one call
+        for index, prepared in enumerate(due):
+            if self.stop.is_set():
+                self.flush()
+                self.hand_back([p.delivery for p in due[index:]])
+                self._tally["handed_back"] += len(due) - index
+                return
+            effect = effects.get(prepared.natural_key)
+            if effect is not None:
+                self._outbox.append(Commit(prepared.delivery, prepared.natural_key, effect))
+                continue
+            outcome = self._call(prepared)
+            if isinstance(outcome, Commit):
+                effects[prepared.natural_key] = outcome.effect
+            self._outbox.append(outcome)
+            if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+                self.flush()
+        self.flush()
+
+    def _submit(self, due: Sequence[Prepared]) -> None:
+        """Concurrency above 1: hand each message to the pool; a copy of a key already
+        in flight waits for that call (:meth:`_collect`) instead of making its own."""
+        assert self.pool is not None
+        for prepared in due:
+            key = prepared.natural_key
+            if key in self._followers:
+                self._followers[key].append(prepared)
+                continue
+            self._followers[key] = []
+            self._in_flight[prepared.delivery.id] = prepared
+            self.pool.submit(prepared)
+
+    def _collect(self, wait_s: float = 0.0) -> None:
+        """Move finished calls to the outbox; a call's copies share its committed effect
+        (the commit acknowledges them as duplicates) or, if it did not commit, are
+        processed on their own."""
+        if self.pool is None:
+            return
+        for prepared, outcome in self.pool.results(wait_s):
+            if self._in_flight.pop(prepared.delivery.id, None) is None:
+                continue  # handed back while stopping: its outcome is not ours to commit
+            self._outbox.append(outcome)
+            copies = self._followers.pop(prepared.natural_key, [])
+            if isinstance(outcome, Commit):
+                for copy in copies:
+                    self._outbox.append(Commit(copy.delivery, copy.natural_key, outcome.effect))
+            elif copies:
+                self._submit(copies)
+        self.metrics.set_gauge("in_flight", len(self._in_flight))
+
+    def _call(self, prepared: Prepared) -> Outcome:
+        """One processor call and its outcome; never raises (the pool's threads run it)."""
+        delivery = prepared.delivery
+        self.in_hand.take(delivery.id)
+        started = time.perf_counter()
+        try:
             if self.settings.simulate_latency_ms:
                 time.sleep(self.settings.simulate_latency_ms / 1000)
-            effect = self.processor.process(message)
+            effect = self.processor.process(prepared.message)
             check_effect(effect.result, effect.recent)  # unsendable: a processor failure
         except SchemaError as exc:
             return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
-        except Exception as exc:  # a processor (or parser) error never kills the worker
+        except Exception as exc:  # a processor error never kills the worker
             return self._failed(delivery, exc)
         finally:
             self.in_hand.drop()
-            self._observe_processing(time.perf_counter() - started)
-        return Commit(delivery, natural_key, effect)
+            self._observe_processing(prepared.parse_s + time.perf_counter() - started)
+        return Commit(delivery, prepared.natural_key, effect)
+
+    def _record_call(self, delivery: Delivery, calls: int) -> None:
+        """Count a redelivery's call before it is made (safe to send twice: see
+        ``attempts.py``); ``calls``: the calls recorded before this one."""
+        settings = self.settings
+        record_call(
+            self.client, self.keys, delivery.id, delivery.deliveries, settings.idempotency_ttl_s
+        )
+        if delivery.claimed_from == self.consumer:
+            log.info(
+                "retrying",
+                extra={
+                    **self.log_fields,
+                    "message_id": delivery.id,
+                    "deliveries": delivery.deliveries,
+                    "call": calls + 2,
+                },
+            )
 
     def _failed(self, delivery: Delivery, exc: Exception) -> Failure:
         error = describe_error(exc)
@@ -469,6 +760,8 @@ class Consumer:
                 pipe.queue([outcome], self._letter_queuer(outcome))
             elif isinstance(outcome, Failure):
                 pipe.queue([outcome], self._error_queuer(outcome))
+            elif isinstance(outcome, Acknowledge):
+                pipe.queue([outcome], self._ack_queuer(outcome))
         settled: list[tuple[Outcome, Any]] = []
         for queued, replies in pipe.execute():
             settled.extend(zip(queued, _settled_replies(queued, replies), strict=True))
@@ -487,7 +780,17 @@ class Consumer:
         )
 
         def enqueue(pipe: Any) -> None:
-            queue_dead_letter(pipe, self.keys, letter, self.settings.dlq_maxlen)
+            settings = self.settings
+            queue_dead_letter(
+                pipe, self.keys, letter, settings.dlq_maxlen, settings.idempotency_ttl_s
+            )
+
+        return enqueue
+
+    def _ack_queuer(self, outcome: Acknowledge) -> Callable[[Any], None]:
+        def enqueue(pipe: Any) -> None:
+            pipe.xack(self.keys.stream, self.keys.group, outcome.delivery.id)
+            pipe.delete(attempt_key(self.keys, outcome.delivery.id))
 
         return enqueue
 
@@ -504,6 +807,13 @@ class Consumer:
         log_fields = {**self.log_fields, "message_id": delivery.id}
         if isinstance(outcome, Failure):
             return "failed"
+        if isinstance(outcome, Acknowledge) and outcome.why == "duplicate":
+            self.metrics.inc("duplicate_acks")
+            log.info("duplicate_ack", extra={**log_fields, "natural_key": outcome.natural_key})
+            return "duplicates"
+        if isinstance(outcome, Acknowledge) or reply == ALREADY_DEAD_LETTERED:
+            log.info("already_dead_lettered", extra=log_fields)
+            return "duplicates"
         if isinstance(outcome, Commit):
             if reply == "duplicate":
                 self.metrics.inc("duplicate_acks")
@@ -570,15 +880,25 @@ class Consumer:
         now = time.monotonic()
         if now >= self._next_lag_write:
             self._next_lag_write = now + LAG_WRITE_INTERVAL_S
-            self.write_lag()
+            self._side_write_lag()
 
-    def _on_beat(self) -> None:
-        self.watchdog.check()
+    def _side_write_lag(self) -> None:
+        """:meth:`write_lag` as the side write it is: a refusal (a peaks key of the wrong
+        type, a full server) is logged, never raised, so it holds nothing up. Redis
+        unreachable or failing over is raised: the caller's outage handling applies."""
         try:
             self.write_lag()
-        except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS):
-            self.recovery.grace.outage()  # leases may expire meanwhile: see recovery_grace.py
-            raise
+        except redis.ResponseError as exc:
+            if isinstance(exc, FAILOVER_ERRORS):
+                raise
+            self.heartbeat.failures.failed("lag", exc)
+        else:
+            self.heartbeat.failures.succeeded("lag")
+
+    def _on_beat(self) -> None:
+        """Before each lease refresh (heartbeat thread): the hang watchdog, nothing else.
+        The lag write runs beside the refresh (``Heartbeat(side_writes=...)``)."""
+        self.watchdog.check()
 
     def _give_up(self) -> None:
         self.heartbeat.stop()
@@ -607,16 +927,41 @@ class Consumer:
         )
         self.stop.wait(delay)
 
+    def _unexpected(self, exc: Exception) -> None:
+        """An error no branch expects (a bug, here or in a plug-in): log it with its
+        traceback and back off. The messages of the pass stay pending on us, so recovery
+        retries them after ``SENTINEL_RETRY_BACKOFF_MS`` and the delivery limit ends a
+        message that keeps failing. Buffered outcomes are dropped, not retried: one of
+        them may be what fails, and their messages, still pending, are decided again
+        (effects are idempotent)."""
+        delay = self._backoff.next_delay()
+        log.error(
+            "iteration_failed",
+            exc_info=exc,
+            extra={
+                **self.log_fields,
+                "error": describe_error(exc),
+                "retry_in_s": delay,
+                "uncommitted": len(self._outbox),
+            },
+        )
+        self._outbox.clear()
+        self.stop.wait(delay)
+
     def _failover(self, exc: Exception) -> None:
         """A failover or resharding: drop kept connections (and the slot map), then back off.
 
         Buffered outcomes stay in the outbox and are committed once a primary answers.
         """
+        self._reset_connections()
+        self._outage(exc)
+
+    def _reset_connections(self) -> None:
+        self.reader.reset()  # it may be bound to a node that no longer serves the stream
         try:
             reset_connections(self.client)
         except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as reset_exc:
             log.warning("reconnect_failed", extra={**self.log_fields, "error": str(reset_exc)})
-        self._outage(exc)
 
     def _reached(self) -> None:
         """Redis answered a whole iteration: log the end of an outage once."""
@@ -628,44 +973,137 @@ class Consumer:
         self._backoff.reset()
 
     def _heal(self, exc: redis.ResponseError) -> bool:
-        """Recreate a group deleted under us (stream deleted, FLUSHALL); False if not that."""
+        """Recreate a group deleted under us (stream deleted, FLUSHALL); False if not that.
+
+        Healing meets Redis as it is: a group it cannot recreate yet (a full server, Redis
+        gone again) is waited out like any outage, and the next pass, meeting NOGROUP
+        again, heals once more. It never raises a Redis error.
+        """
         if "NOGROUP" not in str(exc):
             return False
         log.warning("group_missing", extra={**self.log_fields, "error": str(exc)})
         self._outbox.clear()  # their deliveries vanished with the group
-        ensure_group(self.client, self.keys)
-        self.lease.acquire()
-        self._tally["healed"] += 1
+        try:
+            ensure_group(self.client, self.keys)
+            self.lease.acquire()
+        except FAILOVER_ERRORS as heal_exc:
+            self._failover(heal_exc)
+        except (*TRANSIENT_ERRORS, redis.ResponseError) as heal_exc:
+            self._outage(heal_exc)
+        except LeaseHeldError as held:  # our lease lapsed meanwhile and the name was taken
+            log.error("lease_taken", extra={**self.log_fields, "error": str(held)})
+            self._lose_name()
+        else:
+            self._tally["healed"] += 1
         return True
 
     def _retrying(self, action: Callable[[], None]) -> None:
+        """``action()`` until it succeeds or we are asked to stop (the wait is cut short).
+
+        Redis down, failing over or refusing for now (OOM, a key of the wrong type, a busy
+        script) is waited out with backoff, logged as ``redis_unavailable`` or
+        ``redis_error``. A refusal no wait can change raises :class:`RedisRefusedError`.
+        """
         while not self.stop.is_set():
             try:
                 action()
-                self._backoff.reset()
-                return
             except FAILOVER_ERRORS as exc:
                 self._failover(exc)
             except TRANSIENT_ERRORS as exc:
                 self._outage(exc)
+            except redis.ResponseError as exc:
+                if is_configuration_error(exc):
+                    raise RedisRefusedError(
+                        f"Redis refuses a command the worker needs: {exc} (see README 'Redis ACL')"
+                    ) from None
+                self._outage(exc)
+            else:
+                self._reached()
+                return
+
+    def _abandon_start(self) -> None:
+        """Stopped before start-up finished: give back the lease if it was taken."""
+        if self._lease_taken:
+            self.heartbeat.stop()
+            self._release_lease()
+        log.info("stopped", extra={**self.log_fields, "started": False})
+
+    def _release_lease(self) -> None:
+        """Delete our lease if we can, so survivors recover our messages at once."""
+        try:
+            self.lease.release()
+        except (redis.RedisError, *FAILOVER_ERRORS) as exc:
+            log.warning("release_failed", extra={**self.log_fields, "error": str(exc)})
+
+    def _finish_in_flight(self, deadline: float) -> None:
+        """On stop, with a pool: calls not started and copies waiting on a call are handed
+        back at once; calls in progress may finish until ``deadline`` (their outcomes are
+        committed), the rest are handed back and their outcomes, if any, ignored."""
+        if self.pool is None:
+            return
+        waiting = self.pool.take_back_queued()
+        for prepared in waiting:
+            self._in_flight.pop(prepared.delivery.id, None)
+        waiting += [p for copies in self._followers.values() for p in copies]
+        self._followers = {key: [] for key in self._followers}
+        while self._in_flight and time.monotonic() < deadline:
+            self._collect(min(FLUSH_INTERVAL_S, max(deadline - time.monotonic(), 0.001)))
+        waiting += list(self._in_flight.values())
+        self._in_flight.clear()
+        self.pool.close()
+        if not waiting:
+            return
+        try:
+            self.hand_back([p.delivery for p in waiting])
+            self._tally["handed_back"] += len(waiting)
+        except (redis.RedisError, *FAILOVER_ERRORS) as exc:  # they stay pending on us
+            log.warning("hand_back_failed", extra={**self.log_fields, "error": str(exc)})
 
     def shutdown(self) -> int:
-        """Commit what is done, release the lease, leave the group if we hold nothing."""
-        log.info("stopping", extra={**self.log_fields, "uncommitted": len(self._outbox)})
+        """Commit what is done, release the lease, leave the group if we hold nothing.
+
+        Outcomes Redis will not take (down, failing over, full, a key of the wrong type)
+        are retried with backoff until ``SENTINEL_SHUTDOWN_TIMEOUT_S`` has passed, then
+        given up with one ``stopped_uncommitted`` line and :data:`EXIT_UNCOMMITTED`: their
+        messages stay pending on this consumer, whose lease is gone, so the survivors
+        recover them. Never raises a Redis error.
+        """
+        log.info(
+            "stopping",
+            extra={
+                **self.log_fields,
+                "uncommitted": len(self._outbox),
+                "in_flight": len(self._in_flight),
+            },
+        )
         status = 0
-        deadline = time.monotonic() + 10
+        timeout_s = self.settings.shutdown_timeout_s
+        deadline = time.monotonic() + timeout_s
+        self._finish_in_flight(deadline)
         while self._outbox:
             try:
                 self.flush()
-            except TRANSIENT_ERRORS as exc:
-                if time.monotonic() > deadline:
+            except (redis.RedisError, *FAILOVER_ERRORS) as exc:
+                if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
+                    log.warning("group_missing", extra={**self.log_fields, "error": str(exc)})
+                    self._outbox.clear()  # their deliveries vanished with the group
+                    break
+                if isinstance(exc, FAILOVER_ERRORS):
+                    self._reset_connections()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     log.error(
                         "stopped_uncommitted",
-                        extra={**self.log_fields, "error": str(exc), "left": len(self._outbox)},
+                        extra={
+                            **self.log_fields,
+                            "error": str(exc),
+                            "left": len(self._outbox),
+                            "timeout_s": timeout_s,
+                        },
                     )
-                    status = 1  # still pending: survivors recover them; effects are idempotent
+                    status = EXIT_UNCOMMITTED  # survivors recover them; commits are idempotent
                     break
-                time.sleep(self._backoff.next_delay())
+                time.sleep(min(self._backoff.next_delay(), remaining))
         self.heartbeat.stop()
         try:
             left = self.lease.leave()  # atomic: never drops entries another process holds
@@ -673,8 +1111,10 @@ class Consumer:
                 "left_group" if left == "left" else "kept_in_group",
                 extra={**self.log_fields, "outcome": left},
             )
-        except TRANSIENT_ERRORS as exc:
-            log.warning("release_failed", extra={**self.log_fields, "error": str(exc)})
+        except (redis.RedisError, *FAILOVER_ERRORS) as exc:
+            log.warning("leave_failed", extra={**self.log_fields, "error": str(exc)})
+            self._release_lease()  # at least the lease, if Redis takes that
+        self.reader.reset()
         self._report()  # outcomes committed while stopping count in ``totals`` too
         log.info("stopped", extra={**self.log_fields, **self.metrics.snapshot()})
         return EXIT_NAME_IN_USE if self._name_taken else status
@@ -712,7 +1152,14 @@ def _settled_replies(queued: Sequence[Outcome], replies: Sequence[Any]) -> list[
     if isinstance(first, DeadLetterOp):
         [reply] = replies  # one atomic script call (dead_letter.py)
         return [reply]
-    return [None]
+    return [None]  # a failure's error record, an acknowledgement: nothing to read
 
 
-__all__ = ["Consumer", "Delivery", "IterationReport", "pairs_to_dict"]
+__all__ = [
+    "EXIT_UNCOMMITTED",
+    "Consumer",
+    "Delivery",
+    "IterationReport",
+    "RedisRefusedError",
+    "pairs_to_dict",
+]

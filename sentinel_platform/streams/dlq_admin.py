@@ -26,6 +26,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import all_stream_keys, dlq_streams, stream_keys
 from sentinel_platform.streams.replies import entries
+from sentinel_platform.streams.undecodable import readable
 
 #: Field added to a replayed message: the id it had when it was dead-lettered.
 REPLAYED_FROM_FIELD = "_replayed_from"
@@ -90,15 +91,32 @@ class DlqEntry:
         return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
 
     def payload(self) -> dict[str, str] | None:
-        """The original message's fields, or None when the payload is not a JSON object."""
-        raw = self.letter.payload if self.letter else self.fields.get("payload")
+        """The original message's fields as text (bytes that are not UTF-8 shown as
+        ``\\xNN`` escapes), or None when the payload is not a readable JSON object."""
+        exact = self.payload_bytes()
+        if exact is None:
+            return None
+        return {readable(name): readable(value) for name, value in exact.items()}
+
+    def payload_bytes(self) -> dict[bytes, bytes] | None:
+        """The original message's fields as the exact bytes its producer wrote, or None
+        when the payload is not a readable JSON object."""
+        if self.letter is not None:
+            try:
+                return self.letter.original_bytes()
+            except (ValueError, TypeError, AttributeError):  # not JSON, not an object, not b64
+                return None
+        raw = self.fields.get("payload")
         try:
             value = json.loads(raw) if raw is not None else None
         except ValueError:
             return None
         if not isinstance(value, dict):
             return None
-        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+        return {
+            str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode()
+            for k, v in value.items()
+        }
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -109,6 +127,8 @@ class DlqEntry:
         }
         payload = self.payload()
         if payload is not None:
+            if self.fields.get("payload_encoding") == "base64":
+                out["payload_raw"] = self.fields.get("payload")  # base64: the exact bytes
             out["payload"] = payload
         if self.problem:
             out["problem"] = self.problem
@@ -230,21 +250,26 @@ def get_entry(client: RedisClient, settings: Settings, ref: str) -> DlqEntry:
     return found[0]
 
 
-def replay_fields(entry: DlqEntry) -> dict[str, str]:
-    """The message to re-publish: the original fields plus where it came from.
+def replay_fields(entry: DlqEntry) -> dict[bytes, bytes]:
+    """The message to re-publish: the original fields, as the exact bytes its producer
+    wrote, plus where it came from.
 
     Extra fields are ignored by the wire schemas (transactions only read ``data``; axioms
     ignore unknown keys), so the workers parse a replayed message like the original.
     """
-    payload = entry.payload()
+    payload = entry.payload_bytes()
     if payload is None:
         raise DlqError(f"{entry.entry_id}: payload is not a JSON object, nothing to replay")
     if not payload:
         raise DlqError(f"{entry.entry_id}: payload is empty, nothing to replay")
     original_id = entry.letter.message_id if entry.letter else entry.fields.get("message_id", "")
-    previous = payload.get(REPLAY_COUNT_FIELD, "0")
+    previous = payload.get(REPLAY_COUNT_FIELD.encode(), b"0")
     replays = int(previous) + 1 if previous.isdigit() else 1
-    return {**payload, REPLAYED_FROM_FIELD: original_id, REPLAY_COUNT_FIELD: str(replays)}
+    return {
+        **payload,
+        REPLAYED_FROM_FIELD.encode(): original_id.encode(),
+        REPLAY_COUNT_FIELD.encode(): str(replays).encode(),
+    }
 
 
 def _target_stream(settings: Settings, entry: DlqEntry) -> str:
@@ -276,7 +301,7 @@ def replay_one(
         return ReplayOutcome(entry.entry_id, "refused", entry.source_stream, detail=str(exc))
     if dry_run:
         return ReplayOutcome(entry.entry_id, "would_replay", stream)
-    args = [entry.entry_id]
+    args: list[str | bytes] = [entry.entry_id]
     for name, value in fields.items():
         args += [name, value]
     script = client.register_script(_REPLAY_LUA)

@@ -209,6 +209,14 @@ def commit_statuses(reply: Any) -> list[CommitStatus]:
     return [_STATUS[int(code)] for code in reply]
 
 
+def check_natural_key(natural_key: Any) -> None:
+    """Raise :class:`InvalidEffectError` unless ``natural_key`` can name a marker: a
+    non-empty string (a plug-in returning anything else has a bug; retried, then
+    dead-lettered, never committed under a key the client cannot send)."""
+    if type(natural_key) is not str or not natural_key:
+        raise InvalidEffectError(f"the natural key {natural_key!r} is not a non-empty string")
+
+
 def check_effect(result: Mapping[str, Any], recent: Any) -> None:
     """Raise :class:`InvalidEffectError` unless the effect can be committed as it is.
 

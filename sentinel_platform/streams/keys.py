@@ -119,6 +119,18 @@ def attempt_key_prefix(keys: StreamKeys) -> str:
     return f"{keys.marker_prefix}__attempts:"
 
 
+def dead_letters_key(keys: StreamKeys) -> str:
+    """The sorted set of ``keys.stream``'s dead-lettered message ids (score: when, in ms).
+
+    ``sentinel:dead_lettered:<stream>`` on one server, ``{<stream>}:dead_lettered`` on a
+    cluster: derived from the marker prefix, so it shares the stream's hash slot and the
+    dead-letter script stays single-slot.
+    """
+    if ":done:" in keys.marker_prefix:
+        return keys.marker_prefix.replace(":done:", ":dead_lettered:", 1).rstrip(":")
+    return f"{keys.marker_prefix}__dead_lettered"
+
+
 def attempt_key(keys: StreamKeys, message_id: str) -> str:
     """The attempt record of one message of ``keys.stream`` (see ``streams.attempts``)."""
     return f"{attempt_key_prefix(keys)}{message_id}"

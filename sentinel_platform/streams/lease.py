@@ -3,9 +3,11 @@
 Idle time alone cannot tell them apart: a message being processed slowly is as idle as
 one held by a dead process. Each worker therefore holds ``keys.lease(consumer)``, a key
 with a ``SENTINEL_LEASE_TTL_MS`` TTL that a heartbeat *thread* refreshes every third of
-the TTL, independently of the message being processed. A live worker's messages are
-never claimed, however long they take; a killed worker's lease expires within one TTL
-and its messages become claimable.
+the TTL, independently of the message being processed and of every other write: the lag
+key is written beside it, by a thread of its own (:class:`SideWrites`), so a lag write
+that fails or is slow never lets the lease lapse. A live worker's messages are never
+claimed, however long they take; a killed worker's lease expires within one TTL and its
+messages become claimable.
 
 A lease outlives a SIGKILL by up to one TTL, so the lease holder also keeps a dedicated
 connection registered beside it (``liveness.py``): the kernel closes a killed process's
@@ -43,7 +45,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Literal
 
-from sentinel_platform.streams.connection import TRANSIENT_ERRORS, RedisClient
+import redis
+
+from sentinel_platform.streams.connection import FAILOVER_ERRORS, TRANSIENT_ERRORS, RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.liveness import Link
 from sentinel_platform.streams.scripts import LuaScript
@@ -193,10 +197,18 @@ class Lease:
 
 
 class Heartbeat(threading.Thread):
-    """Refreshes the lease and runs ``on_beat`` (lag key, hang watchdog) on a fixed period.
+    """Refreshes the lease on a fixed period; no other write can stop or delay the refresh.
 
-    It is a thread, not a step of the loop, precisely so that a slow message does not
-    stop the lease or the lag key from being refreshed.
+    It is a thread, not a step of the loop, precisely so that a slow message does not stop
+    the lease from being refreshed. Each beat runs ``on_beat`` (the hang watchdog, which
+    may give the worker up) and then refreshes the lease; nothing else. Side writes (the
+    lag key and the peaks record) run on the same period in a thread of their own,
+    :class:`SideWrites`: a side write that fails (a key of the wrong type, a full server)
+    or is slow (the in-server count of a backlog whose lag the server no longer knows) is
+    logged as ``side_write_failed`` and delays no refresh, so a healthy worker's lease
+    never lapses because of one.
+
+    ``on_unreachable`` is told (from either thread) whenever Redis could not be reached.
     """
 
     def __init__(
@@ -206,6 +218,8 @@ class Heartbeat(threading.Thread):
         on_beat: Callable[[], None],
         log_fields: dict[str, str],
         on_taken: Callable[[], None] | None = None,
+        side_writes: Callable[[], object] | None = None,
+        on_unreachable: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.lease = lease
@@ -213,7 +227,19 @@ class Heartbeat(threading.Thread):
         self.on_beat = on_beat
         self.log_fields = log_fields
         self.on_taken = on_taken
+        self.on_unreachable = on_unreachable
         self._halt = threading.Event()
+        self.failures = SideWriteFailures(log_fields)
+        self.side: SideWrites | None = None
+        if side_writes is not None:
+            self.side = SideWrites(
+                side_writes, interval_s, self._halt, self.failures, on_unreachable
+            )
+
+    def start(self) -> None:
+        super().start()
+        if self.side is not None:
+            self.side.start()
 
     def run(self) -> None:
         while not self._halt.wait(self.interval_s):
@@ -223,25 +249,17 @@ class Heartbeat(threading.Thread):
         started = time.monotonic()
         try:
             self.on_beat()  # first: the watchdog may decide the worker is hung
-            if self._halt.is_set():
-                return
-            refreshed = self.lease.refresh()
-            if refreshed == "retaken":
-                log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
-            elif refreshed == "taken":
-                log.error(
-                    "lease_taken",
-                    extra={
-                        **self.log_fields,
-                        "lease": self.lease.key,
-                        "error": "another process took this consumer name while this one "
-                        "stalled; stopping so the two never act as one consumer",
-                    },
-                )
-                self._halt.set()
-                if self.on_taken is not None:
-                    self.on_taken()
-        except TRANSIENT_ERRORS as exc:
+        except Exception:  # the refresh must outlive any bad check
+            log.exception("heartbeat_error", extra=self.log_fields)
+        if self._halt.is_set():
+            return
+        try:
+            self._refresh()
+        except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as exc:
+            if self.on_unreachable is not None:
+                self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
+            log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
+        except redis.ResponseError as exc:  # e.g. OOM: the lease may lapse, nothing to fix here
             log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
         except Exception:  # the heartbeat must outlive any single bad beat
             log.exception("heartbeat_error", extra=self.log_fields)
@@ -249,10 +267,101 @@ class Heartbeat(threading.Thread):
         if elapsed > self.interval_s:
             log.warning("heartbeat_slow", extra={**self.log_fields, "elapsed_s": round(elapsed, 3)})
 
+    def _refresh(self) -> None:
+        refreshed = self.lease.refresh()
+        if refreshed == "retaken":
+            log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
+        elif refreshed == "taken":
+            log.error(
+                "lease_taken",
+                extra={
+                    **self.log_fields,
+                    "lease": self.lease.key,
+                    "error": "another process took this consumer name while this one "
+                    "stalled; stopping so the two never act as one consumer",
+                },
+            )
+            self._halt.set()
+            if self.on_taken is not None:
+                self.on_taken()
+
     def stop(self) -> None:
+        """Halt both threads; from another thread, wait (bounded) until they have ended."""
         self._halt.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join(timeout=5)
+        current = threading.current_thread()
+        if current is self or current is self.side:  # e.g. the watchdog giving up: no wait
+            return
+        for thread in (self, self.side):
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=5)
+
+
+class SideWriteFailures:
+    """Logs failed side writes: the first of a streak, a changed error, then once a minute;
+    and ``side_write_recovered`` when one succeeds again. Any thread may report."""
+
+    #: Between two lines about the same failing write and error.
+    REPEAT_S = 60.0
+
+    def __init__(self, log_fields: dict[str, str]) -> None:
+        self.log_fields = log_fields
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[str, float, int]] = {}  # write -> (error, logged at, since)
+
+    def failed(self, write: str, exc: Exception) -> None:
+        error, now = str(exc), time.monotonic()
+        with self._lock:
+            last_error, logged_at, since = self._last.get(write, ("", 0.0, 0))
+            repeats = since + 1
+            quiet = last_error == error and now - logged_at < self.REPEAT_S
+            self._last[write] = (last_error, logged_at, repeats) if quiet else (error, now, 0)
+        if not quiet:
+            log.warning(
+                "side_write_failed",
+                extra={**self.log_fields, "write": write, "error": error, "repeats": repeats},
+            )
+
+    def succeeded(self, write: str) -> None:
+        with self._lock:
+            streak = self._last.pop(write, None)
+        if streak is not None:
+            log.info("side_write_recovered", extra={**self.log_fields, "write": write})
+
+
+class SideWrites(threading.Thread):
+    """Runs the heartbeat's side writes on its period, beside it: never before a refresh."""
+
+    def __init__(
+        self,
+        write: Callable[[], object],
+        interval_s: float,
+        halt: threading.Event,
+        failures: SideWriteFailures,
+        on_unreachable: Callable[[], None] | None = None,
+        name: str = "lag",
+    ) -> None:
+        super().__init__(name="heartbeat-side-writes", daemon=True)
+        self.write = write
+        self.interval_s = interval_s
+        self._halt = halt
+        self.failures = failures
+        self.on_unreachable = on_unreachable
+        self.write_name = name
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval_s):
+            self.once()
+
+    def once(self) -> None:
+        try:
+            self.write()
+        except Exception as exc:  # logged, never raised: nothing waits for a side write
+            unreachable = isinstance(exc, (*TRANSIENT_ERRORS, *FAILOVER_ERRORS))
+            if unreachable and self.on_unreachable is not None:
+                self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
+            self.failures.failed(self.write_name, exc)
+        else:
+            self.failures.succeeded(self.write_name)
 
 
 def heartbeat_interval_s(lease_ttl_ms: int, lag_key_ttl_s: int) -> float:

@@ -224,6 +224,9 @@ class Watch(threading.Thread):
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._touched = time.monotonic()
+        #: called (from this thread) when a holder is first judged dead: the consumer
+        #: wakes its blocked read so its recovery claims at once
+        self.on_death: Callable[[], None] = _nothing
 
     def touch(self) -> None:
         """The worker loop is running (a watch left untouched for long ends by itself)."""
@@ -231,7 +234,9 @@ class Watch(threading.Thread):
 
     def renewed(self) -> Watch:
         """A fresh watch (a thread runs once) with the same duties."""
-        return Watch(self.client, self.keys, self.holders, self.read, self.log_fields)
+        watch = Watch(self.client, self.keys, self.holders, self.read, self.log_fields)
+        watch.on_death = self.on_death
+        return watch
 
     def run(self) -> None:
         while self.enabled and not self._halt.wait(WATCH_INTERVAL_S):
@@ -287,7 +292,10 @@ class Watch(threading.Thread):
                     dead[name] = sighting.registration
             for name in set(self._sightings) - set(seen):
                 del self._sightings[name]
+            newly_dead = set(dead) - set(self._dead)
             self._dead = dead
+        if newly_dead:
+            self.on_death()
 
     def dead(
         self, leases: Mapping[str, str | None], registrations: Mapping[str, str | None]
@@ -315,6 +323,10 @@ class Watch(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+
+
+def _nothing() -> None:
+    return None
 
 
 def dedicated_client(client: RedisClient, key: str, name: str) -> redis.Redis:

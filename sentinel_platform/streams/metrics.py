@@ -2,7 +2,8 @@
 
 An operator needs to see, per worker, how much it processed, recovered, retried and
 dead-lettered, how deep its pending list is, how long a message takes and how long a
-commit pipeline takes, without reading logs. Each :class:`Metrics` has its own registry
+commit pipeline takes, and how its analyzer calls end and its circuit breaker moves
+(``docs/analyzer.md``), without reading logs. Each :class:`Metrics` has its own registry
 (with the ``process_*`` metrics of this process), so several workers in one interpreter
 (tests) never share series. Names are fixed up front: a typo raises instead of silently
 creating a series nobody scrapes.
@@ -45,11 +46,36 @@ COUNTERS: dict[str, str] = {
 GAUGES: dict[str, str] = {
     "pel_depth": "Messages delivered to the group but not yet acknowledged.",
     "lag": "Backlog not yet delivered to the group plus pending messages.",
+    "in_flight": "Processor calls running or queued on this worker's threads now.",
+    "analyzer_circuit_state": "Analyzer circuit breaker: 0 closed, 1 half-open (one probe "
+    "call out), 2 open (calls fail at once and the rules decide).",
+}
+#: Outcomes of one analyzer call (``analyzer_calls_total{outcome=...}``).
+ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "rate_limited")
+CIRCUIT_STATES = ("open", "half_open", "closed")
+#: Counters split by one label with values fixed up front: name -> (help, label, values).
+#: Every series exists from the start at 0, so a ``rate()`` never meets a missing one.
+LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "analyzer_calls": (
+        "Analyzer calls by outcome: ok; error (refused, HTTP error, bad reply); timeout; "
+        "rejected_open (not sent: the circuit breaker is open); rate_limited (HTTP 429, or "
+        "503 with Retry-After).",
+        "outcome",
+        ANALYZER_OUTCOMES,
+    ),
+    "analyzer_circuit_changes": (
+        "Analyzer circuit breaker state changes, by the state entered.",
+        "state",
+        CIRCUIT_STATES,
+    ),
 }
 HISTOGRAMS: dict[str, str] = {
     "processing_seconds": "Time to parse and process one message (processor call included).",
     "commit_seconds": "Time of one commit pipeline (effects, markers and acks) to Redis.",
 }
+#: Histograms that also carry a ``processor`` label (the processor's ``name``) when the
+#: worker passes one: a dashboard can then compare processors across workers.
+PROCESSOR_HISTOGRAMS = frozenset({"processing_seconds"})
 #: Sub-millisecond no-op processors up to slow analyzers and commits under load.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 #: Default bind address of the metrics endpoint (``SENTINEL_METRICS_HOST`` changes it).
@@ -60,7 +86,12 @@ _Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
 
 
 class Metrics:
-    """Counters, gauges and histograms of one worker, each with the same constant labels."""
+    """Counters, gauges and histograms of one worker, each with the same constant labels.
+
+    ``processor`` (the processor's ``name``) adds a ``processor`` label to the histograms
+    of :data:`PROCESSOR_HISTOGRAMS`; one worker runs one processor, so the value is fixed
+    here and a caller of :meth:`observer` needs no change.
+    """
 
     def __init__(
         self,
@@ -69,10 +100,18 @@ class Metrics:
         counters: Mapping[str, str] = COUNTERS,
         gauges: Mapping[str, str] = GAUGES,
         histograms: Mapping[str, str] = HISTOGRAMS,
+        labelled_counters: Mapping[str, tuple[str, str, tuple[str, ...]]] = LABELLED_COUNTERS,
+        processor: str | None = None,
     ) -> None:
-        for name in (prefix, *(labels or {}), *counters, *gauges, *histograms):
+        split_by = {name: label for name, (_, label, _) in labelled_counters.items()}
+        every = (prefix, *(labels or {}), *counters, *gauges, *histograms, *labelled_counters)
+        for name in (*every, *split_by.values()):
             if not _NAME.match(name):  # the classic charset every scraper understands
                 raise ValueError(f"{name!r} is not a valid Prometheus metric or label name")
+        for label in split_by.values():
+            if label in (labels or {}):
+                raise ValueError(f"label {label!r} is already a constant label")
+        self._split_by = split_by
         self.prefix = prefix
         self.labels = dict(labels or {})
         self.registry = CollectorRegistry()
@@ -84,9 +123,14 @@ class Metrics:
         self._gauges = {
             name: self._child(Gauge, name, text, names) for name, text in gauges.items()
         }
+        self._labelled: dict[str, dict[str, Counter]] = {}
+        for name, (text, label, values) in labelled_counters.items():
+            family = Counter(f"{self.prefix}_{name}", text, (*names, label), registry=self.registry)
+            self._labelled[name] = {
+                value: family.labels(**self.labels, **{label: value}) for value in values
+            }
         self._histograms = {
-            name: self._child(Histogram, name, text, names, buckets=BUCKETS)
-            for name, text in histograms.items()
+            name: self._histogram(name, text, names, processor) for name, text in histograms.items()
         }
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -101,6 +145,34 @@ class Metrics:
     ) -> _Metric:
         metric = kind(f"{self.prefix}_{name}", text, label_names, registry=self.registry, **extra)
         return metric.labels(**self.labels) if label_names else metric
+
+    def _histogram(
+        self, name: str, text: str, names: tuple[str, ...], processor: str | None
+    ) -> Histogram:
+        if processor is None or name not in PROCESSOR_HISTOGRAMS:
+            return self._child(Histogram, name, text, names, buckets=BUCKETS)
+        family = Histogram(
+            f"{self.prefix}_{name}",
+            text,
+            (*names, "processor"),
+            registry=self.registry,
+            buckets=BUCKETS,
+        )
+        return family.labels(**self.labels, processor=processor)
+
+    def count(self, name: str, value: str, amount: float = 1) -> None:
+        """Add ``amount`` to the series ``value`` of labelled counter ``name``
+        (``count("analyzer_calls", "timeout")``); unknown names and values raise."""
+        series = self._labelled.get(name)
+        if series is None:
+            raise KeyError(
+                f"{name!r} is not a labelled counter (known: {', '.join(sorted(self._labelled))})"
+            )
+        if value not in series:
+            raise KeyError(f"{value!r} is not a value of {name} (known: {', '.join(series)})")
+        if amount < 0:
+            raise ValueError(f"counter {name} cannot decrease (amount {amount})")
+        series[value].inc(amount)
 
     def inc(self, name: str, amount: float = 1) -> None:
         if name not in self._counters:
@@ -142,9 +214,15 @@ class Metrics:
         return self.registry.get_sample_value(f"{self.prefix}_{sample}", self.labels) or 0.0
 
     def snapshot(self) -> dict[str, float]:
-        """Counter and gauge values by short name (``processed``, ``pel_depth``, ...)."""
+        """Counter and gauge values by short name (``processed``, ``pel_depth``, ...); a
+        labelled counter's series as ``<name>_<value>`` (``analyzer_calls_timeout``)."""
         values = {name: self._value(f"{name}_total") for name in self._counters}
         values.update({name: self._value(name) for name in self._gauges})
+        for name, series in self._labelled.items():
+            for value in series:
+                labels = {**self.labels, self._split_by[name]: value}
+                sample = self.registry.get_sample_value(f"{self.prefix}_{name}_total", labels)
+                values[f"{name}_{value}"] = sample or 0.0
         return values
 
     def render(self) -> str:

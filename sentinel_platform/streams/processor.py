@@ -30,7 +30,12 @@ class Effect:
 
 
 class Processor(Protocol):
-    """A domain processor. Implementations must be safe to call again for the same message."""
+    """A domain processor. Implementations must be safe to call again for the same message.
+
+    Optionally it has ``bind_metrics(metrics)``: the worker calls it once with its
+    :class:`~sentinel_platform.streams.metrics.Metrics` before the first message, so the
+    processor can count what only it sees (the analyzer's calls and circuit breaker).
+    """
 
     #: Short name used in logs and metrics ("transactions", "axioms").
     name: str

@@ -45,6 +45,7 @@ from sentinel_platform.streams.backpressure import (
 )
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.undecodable import ENCODING_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,7 @@ def client_from_url(
     """
     options: dict[str, Any] = {
         "decode_responses": True,
+        "encoding_errors": ENCODING_ERRORS,  # foreign bytes never fail a read-back
         "socket_timeout": socket_timeout_s,
         "socket_connect_timeout": 5,
     }

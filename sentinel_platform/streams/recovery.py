@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +159,9 @@ class Recovery:
         self.metrics = metrics
         #: our lease's value: claims are made only while it is ours ("" claims regardless)
         self.lease_value = lease_value
+        #: ids we hold that are being handled right now (calls in flight on our threads):
+        #: never our own retries, however idle they are
+        self.in_hand: Callable[[], Collection[str]] = frozenset
         self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
         self._cursors: dict[str, str] = {}
         self._next_alive_check = 0.0
@@ -279,9 +282,12 @@ class Recovery:
             self._cursors.pop(holder, None)  # reached the end: next scan starts over
         else:
             self._cursors[holder] = "(" + str(entries[-1]["message_id"])
-        if not entries:
-            return []
         ids = [str(entry["message_id"]) for entry in entries]
+        if holder == self.consumer:
+            busy = self.in_hand()
+            ids = [message_id for message_id in ids if message_id not in busy]
+        if not ids:
+            return []
         reply = CLAIM.run(
             self.client,
             [

@@ -16,6 +16,8 @@ safe until the trim runs.
 Effects are deduplicated by markers that live ``SENTINEL_IDEMPOTENCY_TTL_S``; the settings
 require the retention to be shorter, so every entry still in the stream is covered by a
 live marker (re-reading it, after a group reset for instance, applies nothing twice).
+With retention off nothing bounds an entry's age: the workers then dead-letter an entry
+older than the markers (``expired_marker``) instead of applying it (``entry_age.py``).
 
 Workers run :meth:`Retention.maybe_trim` from their loop, at most once per
 ``SENTINEL_STREAM_RETENTION_INTERVAL_S``; it costs a few round trips and never fails the

@@ -1,9 +1,19 @@
 """Wiring one worker process: settings, logging, processor, Redis, metrics, signals.
 
 Everything here is about the *process*; the consumer loop itself knows nothing about
-signals or command lines. Bad settings or an unknown processor fail at start-up with a
-message naming the problem (exit status 2); Redis being unreachable at start-up is
-retried with backoff rather than crash-looping under a supervisor.
+signals or command lines. Bad settings, an unknown processor or a server whose
+``maxmemory-policy`` may evict any key (:mod:`~sentinel_platform.streams.eviction_policy`)
+fail at start-up with a message naming the problem (exit status 2); Redis being
+unreachable at start-up is retried with backoff rather than crash-looping under a
+supervisor, and so is a server that refuses what joining the group needs for now (full:
+OOM; a key of the wrong type): SIGTERM still stops the wait. A server that refuses a
+needed command outright (an ACL) fails start-up with exit status 2.
+
+Exit status of a worker process: 0 stopped; 2 start-up refused (settings, processor,
+credentials, ACL, consumer name in use, also when the name is taken later); 3
+``EXIT_UNCOMMITTED``, stopped with outcomes Redis would not take within
+``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others); 70 ``EXIT_HUNG``
+(``watchdog.py``).
 """
 
 from __future__ import annotations
@@ -21,8 +31,20 @@ from typing import Any
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backoff import Backoff
-from sentinel_platform.streams.connection import RedisConnectError, connect, resolve_url
-from sentinel_platform.streams.consumer import BACKOFF_CAP_S, BACKOFF_START_S, Consumer
+from sentinel_platform.streams.connection import (
+    TRANSIENT_ERRORS,
+    RedisClient,
+    RedisConnectError,
+    connect,
+    resolve_url,
+)
+from sentinel_platform.streams.consumer import (
+    BACKOFF_CAP_S,
+    BACKOFF_START_S,
+    Consumer,
+    RedisRefusedError,
+)
+from sentinel_platform.streams.eviction_policy import server_verdict
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lease import LeaseHeldError
 from sentinel_platform.streams.metrics import Metrics
@@ -41,6 +63,7 @@ class WorkerOptions:
     consumer: str
     processor: str
     count: int | None = None
+    concurrency: int | None = None
     block_ms: int | None = None
     simulate_latency_ms: int | None = None
     metrics_port: int | None = None
@@ -69,6 +92,7 @@ def worker_settings(options: WorkerOptions) -> Settings:
     overrides = {
         "simulate_latency_ms": options.simulate_latency_ms,
         "read_count": options.count,
+        "worker_concurrency": options.concurrency,
         "block_ms": options.block_ms,
     }
     try:
@@ -89,20 +113,55 @@ def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -
     signal.signal(signal.SIGINT, handler)
 
 
+def check_eviction_policy(
+    client: RedisClient, settings: Settings, log_fields: dict[str, str]
+) -> None:
+    """Refuse (:class:`StartupError`) a server that may evict any key, unless
+    ``SENTINEL_ALLOW_EVICTING_SERVER`` accepts it; log one warning for a server that may
+    evict keys with a TTL (or an accepted one), one info line otherwise. Before joining the
+    group: a refused worker has taken no lease and created nothing."""
+    verdict = server_verdict(client, settings.allow_evicting_server)
+    fields = {
+        **log_fields,
+        "maxmemory_policy": verdict.policy,
+        "verdict": verdict.level,
+        "accepted": verdict.accepted,
+        "reason": verdict.message,
+    }
+    if verdict.refused:
+        raise StartupError(f"Redis at {redact_url(resolve_url(settings))}: {verdict.message}")
+    if verdict.level == "warn":
+        log.warning("redis_may_evict_keys", extra=fields)
+    else:
+        log.info("redis_eviction_policy", extra=fields)
+
+
 def connect_with_retry(
     settings: Settings, stop: threading.Event, log_fields: dict[str, str]
 ) -> Any:
-    """Connect, retrying an unreachable server with backoff; wrong credentials are fatal."""
+    """Connect and check the eviction policy, retrying an unreachable server with backoff;
+    wrong credentials and a refused eviction policy are fatal."""
     backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
     while True:
         try:
-            return connect(settings)
+            client = connect(settings)
         except RedisConnectError as exc:
             if "cannot reach" not in str(exc):
                 raise StartupError(str(exc)) from None
-            log.warning("redis_unavailable", extra={**log_fields, "error": str(exc)})
-            if stop.wait(backoff.next_delay()):
-                return None
+            error = str(exc)
+        else:
+            try:
+                check_eviction_policy(client, settings, log_fields)
+                return client
+            except TRANSIENT_ERRORS as exc:
+                error = f"cannot reach Redis at {redact_url(resolve_url(settings))}: {exc}"
+                client.close()
+            except BaseException:
+                client.close()
+                raise
+        log.warning("redis_unavailable", extra={**log_fields, "error": error})
+        if stop.wait(backoff.next_delay()):
+            return None
 
 
 def run(options: WorkerOptions, keys_for: KeysFor) -> int:
@@ -122,7 +181,10 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
         return EXIT_USAGE
     if client is None:
         return 0
-    metrics = Metrics(labels=fields)
+    metrics = Metrics(labels=fields, processor=getattr(processor, "name", None))
+    bind_metrics = getattr(processor, "bind_metrics", None)
+    if callable(bind_metrics):  # optional: a processor with its own metrics (the analyzer's)
+        bind_metrics(metrics)
     if options.metrics_port is not None:
         host = settings.metrics_host
         port = metrics.serve(options.metrics_port, host)
@@ -140,7 +202,7 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
     consumer = Consumer(client, keys, processor, settings, options.consumer, metrics, stop)
     try:
         return consumer.run()
-    except LeaseHeldError as exc:
+    except (LeaseHeldError, RedisRefusedError) as exc:
         log.error("startup_failed", extra={**fields, "error": str(exc)})
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

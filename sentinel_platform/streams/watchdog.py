@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -27,30 +28,36 @@ EXIT_HUNG = 70
 
 
 class InHand:
-    """The message the loop is processing right now, and since when.
+    """The messages being processed right now, one per thread, and since when.
 
-    Written by the loop for every message, read by the heartbeat thread: the state is one
-    immutable ``(message id, since)`` tuple replaced in a single assignment, which CPython
-    makes atomic, so the reader never sees half an update and the loop takes no lock.
+    Written by the thread processing each message (the loop, or the pool's threads with
+    ``SENTINEL_WORKER_CONCURRENCY`` > 1), read by the heartbeat thread. Each thread owns
+    one slot of a dict keyed by its thread id, replaced or removed in single operations
+    that CPython makes atomic, so no lock is taken; the watchdog looks at the oldest.
     """
 
     __slots__ = ("_held",)
 
     def __init__(self) -> None:
-        self._held: tuple[str, float] | None = None
+        self._held: dict[int, tuple[str, float]] = {}
 
     def take(self, message_id: str) -> None:
-        self._held = (message_id, time.monotonic())
+        self._held[threading.get_ident()] = (message_id, time.monotonic())
 
     def drop(self) -> None:
-        self._held = None
+        self._held.pop(threading.get_ident(), None)
 
     def held(self) -> tuple[str, float] | None:
-        """(message id, seconds in hand), or None when nothing is being processed."""
-        held = self._held
-        if held is None:
+        """(message id, seconds in hand) of the oldest message in hand, or None."""
+        slots = tuple(self._held.values())
+        if not slots:
             return None
-        return held[0], time.monotonic() - held[1]
+        message_id, since = min(slots, key=lambda slot: slot[1])
+        return message_id, time.monotonic() - since
+
+    def count(self) -> int:
+        """How many messages are in hand now."""
+        return len(self._held)
 
 
 class HangWatchdog:

@@ -95,6 +95,8 @@ def test_ci_second_pass_runs_existing_redis_facing_tests_on_debian_redis() -> No
     _main, second = _ci_parts()
     assert "apt_install redis-server" in second
     assert "SENTINEL_REDIS_SERVER=/usr/bin/redis-server" in second
+    # workers/test_tls.py runs here on Debian's TLS-capable server, and may not skip.
+    assert "REQUIRE_TLS_TESTS=1" in second
     paths = re.findall(r"(sentinel_platform_tests/\S+)", second)
     assert {p.rstrip("/") for p in paths} >= {
         "sentinel_platform_tests/workers",

@@ -40,6 +40,7 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
     env.update({"SENTINEL_HOME": str(home), "PYTHONUNBUFFERED": "1"})
     sentinel = Path(sys.executable).parent / "sentinel"
     argv = [str(sentinel), "up", "--no-dagster", "--transaction-workers", "2"]
+    argv += ["--worker-concurrency", "3"]
     up = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         settings = load_settings(home=home)
@@ -54,6 +55,12 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
             )
 
         wait_until(leases_held, timeout_s=60, interval_s=0.2)
+        started = [
+            json.loads(line)
+            for line in (home / "logs" / "worker-tx-2.log").read_text().splitlines()
+            if '"started"' in line
+        ]
+        assert [event["concurrency"] for event in started] == [3]
         redis_pid = int(json.loads((home / "redis" / "server.json").read_text())["pid"])
 
         # A worker crash: the supervisor restarts it and the new process takes the lease.

@@ -32,6 +32,10 @@ SECRET = "s3cret"
         ("redis://h:1/0?pass%77ord=s3cretpw", "redis://h:1/0?pass%77ord=***"),
         ("redis://h:1/0?password=s3c@ret", "redis://h:1/0?password=***"),
         (
+            "rediss://h:1/0?ssl_keyfile=/k.pem&ssl_password=s3cretpw",
+            "rediss://h:1/0?ssl_keyfile=/k.pem&ssl_password=***",
+        ),
+        (
             "unix:///run/redis.sock?password=s3cretpw&db=1",
             "unix:///run/redis.sock?password=***&db=1",
         ),

@@ -96,6 +96,30 @@ def test_password_never_appears_in_repr_or_redacted_url() -> None:
     assert redact_url("redis://h:1/0") == "redis://h:1/0"
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:s3cret-pw@h:6379/0?ssl_ca_certs=/ca.pem",
+        "redis+cluster://h:7000/0?ssl_certfile=/c.pem&ssl_password=s3cret-pw",
+        "unix:///run/redis.sock?ssl_keyfile=/k.pem",
+    ],
+)
+def test_tls_options_on_a_url_without_tls_are_refused_naming_the_options(url: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings(redis_url=url)
+    assert "REDIS_URL" in str(error.value) and "use rediss://" in str(error.value)
+    assert "TLS options (ssl_" in str(error.value)
+    assert "s3cret-pw" not in str(error.value)
+
+
+def test_tls_options_on_a_rediss_url_are_accepted() -> None:
+    for url in (
+        "rediss://:pw@h:6380/0?ssl_ca_certs=/ca.pem&ssl_certfile=/c.pem&ssl_keyfile=/k.pem",
+        "rediss+cluster://h:7000/0?ssl_ca_certs=/ca.pem",
+    ):
+        assert load_settings(redis_url=url).redis_url_value == url
+
+
 def test_spark_conf_pairs_are_parsed() -> None:
     settings = load_settings(spark_conf="spark.executor.memory=1g, spark.x.y=a=b")
     assert settings.spark_conf_pairs == {"spark.executor.memory": "1g", "spark.x.y": "a=b"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,87 @@ def test_bad_analyzer_url_stops_the_worker_at_start_up_naming_the_setting(
     assert "http://" in output and "https://" in output
     assert "An4lyz3rPw" not in output
     assert "Traceback" not in output
+
+
+def scrape_samples(url: str) -> dict[str, float]:
+    """Every sample of a Prometheus text page by name and labels (``name{a="b"}``)."""
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def analyzer_calls(samples: Mapping[str, float], outcome: str) -> float:
+    (value,) = [
+        v
+        for k, v in samples.items()
+        if k.startswith("sentinel_worker_analyzer_calls_total{") and f'outcome="{outcome}"' in k
+    ]
+    return value
+
+
+def test_worker_with_a_refusing_analyzer_opens_the_breaker_and_lets_the_rules_decide(
+    fleet: Fleet, settings: Settings, redis_client: RedisClient
+) -> None:
+    failures = 3
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_url=with_credentials(f"http://127.0.0.1:{free_port()}/assess"),
+        analyzer_timeout_s=2.0,
+        analyzer_breaker_failures=failures,
+        analyzer_breaker_cooldown_s=600,
+    )
+    keys = transaction_keys(settings)
+    worker = fleet.worker("transactions", "breaker-worker", env, extra=["--metrics-port", "0"])
+    wait_leases(redis_client, keys, [worker], timeout_s=60)
+    ids = [f"t-{i}" for i in range(AUDITED)]
+    entries = [{"data": json.dumps({**BASE, "id": i, "amount": 497.0})} for i in ids]
+    process_all(redis_client, keys, entries)
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert {(v["driver_used"], v["is_threat"], v["risk_level"]) for v in verdicts} == {
+        ("fallback", "true", "high")
+    }
+    logs = [json.loads(line) for line in worker.log_text().splitlines() if line.startswith("{")]
+    (serving,) = [entry for entry in logs if entry["event"] == "metrics_serving"]
+    samples = scrape_samples(serving["url"])
+    assert analyzer_calls(samples, "error") == failures, "only N calls reach the dead port"
+    assert analyzer_calls(samples, "rejected_open") == AUDITED - failures
+    assert analyzer_calls(samples, "ok") == 0
+    state = [
+        v for k, v in samples.items() if k.startswith("sentinel_worker_analyzer_circuit_state")
+    ]
+    assert state == [2.0], "the gauge says open"
+    assert worker.stop() == 0, worker.log_tail()
+    logs = [json.loads(line) for line in worker.log_text().splitlines() if line.startswith("{")]
+    (opened,) = [entry for entry in logs if entry["event"] == "analyzer_circuit"]
+    assert (opened["state"], opened["cooldown_s"]) == ("open", 600.0)
+    assert f"{failures} consecutive failures" in opened["reason"]
+    assert opened["analyzer"].startswith("http://bot:***@127.0.0.1:")
+    assert ANALYZER_PASSWORD not in worker.log_text()
+
+
+def test_a_concurrent_worker_never_has_more_analyzer_calls_out_than_its_concurrency(
+    analyzer_server: AnalyzerServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    concurrency = 4
+    analyzer_server.mode, analyzer_server.delay_s = "slow", 0.1
+    env = child_env(settings.redis_url_value, settings.home_dir, analyzer_url=analyzer_server.url)
+    keys = transaction_keys(settings)
+    extra = ["--concurrency", str(concurrency)]
+    worker = fleet.worker("transactions", "concurrent-analyzer", env, extra=extra)
+    wait_leases(redis_client, keys, [worker], timeout_s=60)
+    ids = [f"t-{i}" for i in range(AUDITED)]
+    process_all(redis_client, keys, [{"data": json.dumps({**BASE, "id": i})} for i in ids])
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert {v["driver_used"] for v in verdicts} == {"analyzer"}
+    assert 1 < analyzer_server.max_in_flight <= concurrency
+    assert analyzer_server.max_open_connections <= concurrency
+    assert len(analyzer_server.connections) <= concurrency
+    assert worker.stop() == 0, worker.log_tail()

@@ -13,7 +13,14 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from sentinel_platform.streams.metrics import BUCKETS, COUNTERS, GAUGES, HISTOGRAMS, Metrics
+from sentinel_platform.streams.metrics import (
+    BUCKETS,
+    COUNTERS,
+    GAUGES,
+    HISTOGRAMS,
+    LABELLED_COUNTERS,
+    Metrics,
+)
 
 LABELS = {"stream": "transactions", "group": "sentinel-consumers", "consumer": 'h"o\\st\n-1'}
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>.*)\})? (?P<value>\S+)$")
@@ -71,7 +78,9 @@ def test_render_is_valid_prometheus_text_with_help_type_and_labels(metrics: Metr
     families = parse_exposition(metrics.render())
     assert {name for name in families if name.startswith("sentinel_worker_")} == {
         f"sentinel_worker_{n}_total" for n in COUNTERS
-    } | {f"sentinel_worker_{n}" for n in GAUGES} | {f"sentinel_worker_{n}" for n in HISTOGRAMS}
+    } | {f"sentinel_worker_{n}" for n in GAUGES} | {f"sentinel_worker_{n}" for n in HISTOGRAMS} | {
+        f"sentinel_worker_{n}_total" for n in LABELLED_COUNTERS
+    }
     processed = families["sentinel_worker_processed_total"]
     assert (processed["type"], processed["value"]) == ("counter", 3.0)
     assert processed["help"] == COUNTERS["processed"]
@@ -88,7 +97,8 @@ def test_snapshot_reports_every_known_metric_by_short_name(metrics: Metrics) -> 
     metrics.set_gauge("pel_depth", 4)
     metrics.set_gauge("pel_depth", 1)
     snapshot = metrics.snapshot()
-    assert set(snapshot) == set(COUNTERS) | set(GAUGES)
+    labelled = {f"{n}_{v}" for n, (_, _, values) in LABELLED_COUNTERS.items() for v in values}
+    assert set(snapshot) == set(COUNTERS) | set(GAUGES) | labelled
     assert (snapshot["duplicate_acks"], snapshot["pel_depth"], snapshot["retried"]) == (2, 1, 0)
 
 
@@ -194,3 +204,40 @@ def test_a_configured_bind_address_lets_another_host_scrape(metrics: Metrics) ->
     with urllib.request.urlopen(f"http://{external}:{port}/metrics", timeout=5) as response:
         body = response.read().decode()
     assert parse_exposition(body)["sentinel_worker_processed_total"]["value"] == 2.0
+
+
+def test_labelled_counters_have_every_series_from_the_start(metrics: Metrics) -> None:
+    metrics.count("analyzer_calls", "timeout", 2)
+    metrics.count("analyzer_calls", "rejected_open")
+    metrics.count("analyzer_circuit_changes", "open")
+    for outcome, value in (("ok", 0), ("timeout", 2), ("rejected_open", 1), ("rate_limited", 0)):
+        labels = {**LABELS, "outcome": outcome}
+        sample = metrics.registry.get_sample_value("sentinel_worker_analyzer_calls_total", labels)
+        assert sample == value, outcome  # None if the series were missing
+    assert parse_exposition(metrics.render())["sentinel_worker_analyzer_calls_total"]["help"]
+    snapshot = metrics.snapshot()
+    assert (snapshot["analyzer_calls_timeout"], snapshot["analyzer_calls_error"]) == (2, 0)
+    assert snapshot["analyzer_circuit_changes_open"] == 1
+    with pytest.raises(KeyError, match="not a value"):
+        metrics.count("analyzer_calls", "timed_out")
+    with pytest.raises(KeyError, match="not a labelled counter"):
+        metrics.count("processed", "ok")
+    with pytest.raises(ValueError):
+        metrics.count("analyzer_calls", "ok", -1)
+    with pytest.raises(ValueError, match="already a constant label"):
+        Metrics(labels={"outcome": "x"})
+
+
+def test_processing_time_carries_the_processor_label_when_given() -> None:
+    named = Metrics(labels={"stream": "transactions"}, processor="transactions")
+    named.observer("processing_seconds")(0.002)
+    named.observe_commit(0.001)
+    families = parse_exposition(named.render())
+    assert families["sentinel_worker_processing_seconds"]["labels"] == {
+        "stream": "transactions",
+        "processor": "transactions",
+    }
+    assert families["sentinel_worker_commit_seconds"]["labels"] == {"stream": "transactions"}
+    unnamed = parse_exposition(Metrics(labels={"stream": "s"}).render())
+    labels = unnamed["sentinel_worker_processing_seconds"]["labels"]
+    assert isinstance(labels, dict) and "processor" not in labels

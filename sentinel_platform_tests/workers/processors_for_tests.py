@@ -2,9 +2,9 @@
 
 Messages are flat fields: ``key`` (required: the natural key), and optional behaviour
 switches: ``poison=1`` raises on every call, ``fail_times=N`` raises on the first N
-calls, ``sleep_ms=N`` takes that long, ``bad_effect=none|bool|dict|empty`` returns an
-effect the client cannot send (on the first ``bad_times`` calls, default every call).
-Every call of ``process`` is counted in the Redis
+calls, ``sleep_ms=N`` takes that long, ``key_bug=1`` makes ``natural_key`` return None,
+``bad_effect=none|bool|dict|empty`` returns an effect the client cannot send (on the
+first ``bad_times`` calls, default every call). Every call of ``process`` is counted in the Redis
 hash :data:`CALLS_KEY` (field = key), so tests see exactly how often the processor ran,
 across processes and kills.
 """
@@ -21,6 +21,14 @@ from sentinel_platform.streams.connection import connect
 from sentinel_platform.streams.processor import Effect
 
 CALLS_KEY = "test:processor_calls"
+#: Calls of messages with ``sleep_ms`` running now, and the most ever running at once.
+IN_FLIGHT_KEY = "test:processor_in_flight"
+PEAK_KEY = "test:processor_peak"
+_ENTER = """
+local now = redis.call('INCR', KEYS[1])
+if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
+return now
+"""
 #: Results a buggy plug-in might return: values redis-py refuses to encode, or no fields.
 BAD_RESULTS: dict[str, Any] = {
     "none": {"key": "k", "score": None},
@@ -46,13 +54,19 @@ class CountingProcessor:
         return dict(fields)
 
     def natural_key(self, message: dict[str, str]) -> str:
+        if message.get("key_bug") == "1":
+            return None  # type: ignore[return-value]  # a plug-in's bug the worker must survive
         return message["key"]
 
     def process(self, message: dict[str, str]) -> Effect:
         key = message["key"]
         calls = int(self.client.hincrby(CALLS_KEY, key, 1))
         if message.get("sleep_ms"):
-            time.sleep(int(message["sleep_ms"]) / 1000)
+            self.client.eval(_ENTER, 2, IN_FLIGHT_KEY, PEAK_KEY)
+            try:
+                time.sleep(int(message["sleep_ms"]) / 1000)
+            finally:
+                self.client.decr(IN_FLIGHT_KEY)
         if message.get("hang_once") == "1" and calls == 1:
             time.sleep(3600)  # a call that never returns (the watchdog must act)
         if message.get("poison") == "1":

@@ -28,7 +28,7 @@ def _dead_letter_twice(client: RedisClient, keys: StreamKeys, settings: Settings
         letter = build_dead_letter(
             keys, mid, {"key": "k"}, "max_deliveries_exceeded", "boom", 4, consumer
         )
-        queue_dead_letter(pipe, keys, letter, settings.dlq_maxlen)
+        queue_dead_letter(pipe, keys, letter, settings.dlq_maxlen, settings.idempotency_ttl_s)
     DEAD_LETTER.load(client)
     return pipe.execute()
 
@@ -58,7 +58,7 @@ def test_dead_letter_stream_is_capped(
     pipe = redis_client.pipeline(transaction=False)
     for message_id in ids:
         letter = build_dead_letter(tx_keys, message_id, {}, "invalid_message", "x", 1, "c")
-        queue_dead_letter(pipe, tx_keys, letter, settings.dlq_maxlen)
+        queue_dead_letter(pipe, tx_keys, letter, settings.dlq_maxlen, settings.idempotency_ttl_s)
     DEAD_LETTER.load(redis_client)
     pipe.execute()
     assert 100 <= redis_client.xlen(tx_keys.dlq) < 400

@@ -15,6 +15,7 @@ from typing import Any
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.metrics import Metrics
 from sentinel_platform.streams.processor import Effect
 from workers.analyzer import Analyzer, analyzer_from_settings
 
@@ -55,6 +56,13 @@ class AxiomProcessor:
     def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
         self.settings = settings
         self.analyzer = analyzer
+
+    def bind_metrics(self, metrics: Metrics) -> None:
+        """Count the analyzer's calls and circuit changes in the worker's metrics (the
+        worker calls this once its metrics exist; without an analyzer there is nothing)."""
+        bind = getattr(self.analyzer, "bind_metrics", None)
+        if bind is not None:
+            bind(metrics)
 
     def parse(self, fields: Mapping[str, str]) -> Axiom:
         return Axiom.from_fields(fields)

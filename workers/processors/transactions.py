@@ -37,6 +37,7 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.metrics import Metrics
 from sentinel_platform.streams.processor import Effect
 from workers.analyzer import Analyzer, analyzer_from_settings
 
@@ -132,6 +133,13 @@ class TransactionProcessor:
     def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
         self.settings = settings
         self.analyzer = analyzer
+
+    def bind_metrics(self, metrics: Metrics) -> None:
+        """Count the analyzer's calls and circuit changes in the worker's metrics (the
+        worker calls this once its metrics exist; without an analyzer there is nothing)."""
+        bind = getattr(self.analyzer, "bind_metrics", None)
+        if bind is not None:
+            bind(metrics)
 
     def parse(self, fields: Mapping[str, str]) -> Transaction:
         return Transaction.from_fields(fields)

@@ -9,6 +9,13 @@ already there, and from then on reports only what is new. Each tick reads at mos
 The depth observation is recorded when depth or new entries changed, and otherwise at
 least every ``SENTINEL_OBSERVATION_MAX_INTERVAL_S``, so the asset's Events list shows
 what happened rather than one identical line per tick.
+
+Past ``SENTINEL_DLQ_MAXLEN`` the workers' capped XADD trims the oldest dead letters, the
+only copies of their messages. The sensor warns when the fullest DLQ stream reaches 80%
+of the cap and raises an error at 95% (``streams/dlq_capacity.py``), saying what to do:
+``sentinel dlq export`` (``--delete-exported`` makes room) or a larger cap. It alerts
+once per upward crossing: the level is kept in the cursor, and falling back below 80%
+re-arms it (the alert cool-down still silences a DLQ flapping around a threshold).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.streams.dlq_capacity import crossed, fill_level, fullest, percent
 from sentinel_platform.streams.inspect import (
     DLQ_READ_CAP,
     DeadLetterEntry,
@@ -42,6 +50,8 @@ from sentinel_platform.streams.keys import dlq_streams
 SENSOR_NAME = "dead_letter_queue_sensor"
 INTERVAL_S = 30
 SAMPLE = 5
+#: Dead-letter reasons that need an operator (the others are bad input): an error alert.
+OPERATOR_REASONS = ("max_deliveries_exceeded", "expired_marker")
 
 
 def summarise_dead_letters(entries: list[DeadLetterEntry]) -> dict[str, Any]:
@@ -60,7 +70,7 @@ def dead_letter_alert(entries: list[DeadLetterEntry], depth: int, more: bool) ->
     by_stream = ", ".join(f"{s}: {n}" for s, n in sorted(summary["by_stream"].items()))
     by_reason = ", ".join(f"{r}: {n}" for r, n in sorted(summary["by_reason"].items()))
     streams = sorted(summary["by_stream"])
-    severity = "error" if "max_deliveries_exceeded" in summary["by_reason"] else "warning"
+    severity = "error" if set(OPERATOR_REASONS) & set(summary["by_reason"]) else "warning"
     return Alert(
         severity=severity,
         source=SENSOR_NAME,
@@ -71,6 +81,30 @@ def dead_letter_alert(entries: list[DeadLetterEntry], depth: int, more: bool) ->
         f"{by_reason}); DLQ depth {depth}",
         details={**summary, "dlq_depth": depth, "more_pending": more},
     )
+
+
+def fill_alert(lengths: dict[str, int], cap: int, previous: str | None) -> tuple[str, Alert | None]:
+    """The DLQ's fill level now, and the alert to send when it crossed upward."""
+    worst = fullest(lengths)
+    entries = worst[1] if worst else 0
+    level = fill_level(entries, cap)
+    if worst is None or level == "ok" or not crossed(previous, level):
+        return level, None
+    dlq = worst[0]
+    alert = Alert(
+        severity=level,
+        source=SENSOR_NAME,
+        condition="dlq_fill",
+        summary=f"DLQ {dlq} at {percent(entries, cap)}% of SENTINEL_DLQ_MAXLEN ({entries} of "
+        f"{cap}): past the cap its oldest dead letters are trimmed and lost. Run `sentinel dlq "
+        "export --output FILE --delete-exported` to save them and make room, or raise "
+        "SENTINEL_DLQ_MAXLEN (then restart the workers)",
+        details={
+            "dlq_fill": {name: {"entries": n, "cap": cap} for name, n in lengths.items()},
+            "level": level,
+        },
+    )
+    return level, alert
 
 
 @dg.sensor(
@@ -90,11 +124,11 @@ def dead_letter_queue_sensor(
     first_tick = not cursor
     current = settings.load()
     new: list[DeadLetterEntry] = []
-    depth = 0
+    lengths: dict[str, int] = {}
     more = False
     with stream_inspector.client(current) as client:
         for dlq in dlq_streams(current):
-            depth += dlq_depth(client, dlq)
+            lengths[dlq] = dlq_depth(client, dlq)
             entries = read_dead_letters(client, dlq, last_ids.get(dlq, "0-0"), DLQ_READ_CAP)
             if first_tick and len(entries) == DLQ_READ_CAP:
                 # Baseline: report what is there once, then start from the newest id.
@@ -103,6 +137,8 @@ def dead_letter_queue_sensor(
                 last_ids[dlq] = entries[-1].entry_id
             more = more or len(entries) == DLQ_READ_CAP
             new.extend(entries)
+    depth = sum(lengths.values())
+    level, capacity = fill_alert(lengths, current.dlq_maxlen, cursor.get("fill_level"))
     fingerprint = dump_cursor({"depth": depth, "new": len(new)})
     now_s = time.time()
     observe = (
@@ -135,7 +171,9 @@ def dead_letter_queue_sensor(
             "observed_at": cursor.get("observed_at"),
         }
     )
-    new_cursor = dump_cursor({"last_ids": last_ids, **seen})
+    new_cursor = dump_cursor({"last_ids": last_ids, "fill_level": level, **seen})
+    if capacity is not None:
+        alerts.send(capacity)
     if new:
         alerts.send(dead_letter_alert(new, depth, more))
         reason = f"alerted on {len(new)} new dead letter(s); DLQ depth {depth}"

@@ -1,4 +1,5 @@
-"""Stream-health asset checks on each stream asset: lag, dead letters, delivery counts.
+"""Stream-health asset checks on each stream asset: lag, dead letters, delivery counts, and
+whether the Redis server may evict the stream's keys (``maxmemory-policy``).
 
 The verdicts are plain functions (``evaluate_*``) shared by the checks, which run on a
 schedule or from the UI, and by the lag sensor, which evaluates the lag check before it
@@ -27,6 +28,7 @@ from sentinel_platform.domains.operations.targets import STREAM_TARGETS, StreamT
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.eviction_policy import EvictionVerdict, server_verdict
 from sentinel_platform.streams.inspect import (
     LagSnapshot,
     dlq_depth,
@@ -39,6 +41,7 @@ from sentinel_platform.streams.peaks import Peaks
 LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
 DELIVERY_CHECK = "no_delivery_count_anomalies"
+EVICTION_CHECK = "redis_does_not_evict_stream_keys"
 #: Dead letters counted as "recent" by the DLQ check.
 DLQ_WINDOW_S = 900
 #: That many recent dead letters of one stream make the DLQ check an ERROR.
@@ -205,6 +208,24 @@ def evaluate_delivery(anomalies: Anomalies) -> Verdict:
     return Verdict(False, ERROR if severe else WARN, ", ".join(parts), metadata)
 
 
+def evaluate_eviction(eviction: EvictionVerdict) -> Verdict:
+    """The server's eviction policy as a check outcome: passes on ``noeviction`` and, with
+    a note, when the server does not report it; fails with WARN where keys with a TTL
+    (markers, leases) may be evicted or an ``allkeys-*`` policy is accepted by
+    ``SENTINEL_ALLOW_EVICTING_SERVER``; with ERROR where any key may be, which workers and
+    ``sentinel up`` refuse."""
+    metadata = {
+        "maxmemory_policy": eviction.policy or "not reported",
+        "verdict": eviction.level,
+        "accepted_by_setting": eviction.accepted,
+    }
+    if eviction.level == "ok":
+        return Verdict(True, WARN, eviction.message, metadata)
+    if eviction.level == "unknown":
+        return Verdict(True, WARN, f"note: {eviction.message}", metadata)
+    return Verdict(False, ERROR if eviction.refused else WARN, eviction.message, metadata)
+
+
 def dead_letter_verdict(
     inspector: StreamInspector, settings: Settings, target: StreamTarget
 ) -> Verdict:
@@ -272,14 +293,36 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     return _check
 
 
+def _eviction_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=EVICTION_CHECK,
+        description="The Redis server's `maxmemory-policy` (from `INFO memory`, every "
+        "primary of a cluster) keeps this stream's keys: passes on `noeviction`; WARN on "
+        "`volatile-*` (idempotency markers and leases may be evicted) or an `allkeys-*` "
+        "accepted by `SENTINEL_ALLOW_EVICTING_SERVER`; ERROR on `allkeys-*` (the stream "
+        "itself may be evicted; workers refuse to start); passes with a note when the "
+        "server does not report it.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            eviction = server_verdict(client, current.allow_evicting_server)
+        return evaluate_eviction(eviction).result()
+
+    return _check
+
+
 def build_stream_health_checks(
     targets: Sequence[StreamTarget] = STREAM_TARGETS,
 ) -> list[dg.AssetChecksDefinition]:
-    """The three health checks for every stream asset."""
+    """The four health checks for every stream asset."""
     return [
         factory(target)
         for target in targets
-        for factory in (_lag_check, _dlq_check, _delivery_check)
+        for factory in (_lag_check, _dlq_check, _delivery_check, _eviction_check)
     ]
 
 

@@ -11,6 +11,7 @@ from sentinel_platform.domains.operations.stream_health import (
     DELIVERY_CHECK,
     DLQ_CHECK,
     DLQ_ERROR_COUNT,
+    EVICTION_CHECK,
     LAG_CHECK,
     build_checks_schedule,
     build_stream_health_checks,
@@ -75,7 +76,7 @@ def test_lag_check_passes_warns_and_fails_at_thresholds(
         meta = {k: v.value for k, v in lag_eval.metadata.items()}
         assert meta["zone"] == zone and meta["backlog"] == (lag or 3)
         assert meta["lag"] == (lag or 3) and meta["lag_warn"] == 5 and meta["lag_pause"] == 10
-        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK}
+        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK}
         assert lag_eval.blocking
 
 
@@ -102,7 +103,7 @@ def test_publish_jobs_run_data_quality_but_not_stream_health_checks(job_name: st
     job = defs.resolve_job_def(job_name)
     checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
     assert checks, "the blocking data-quality checks must stay in the publish job"
-    assert checks.isdisjoint({LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK})
+    assert checks.isdisjoint({LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK})
 
 
 def test_delivery_check_fails_with_figures_when_messages_are_orphaned(
