@@ -63,7 +63,7 @@ bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt
 	@for script in worker_throughput publish_throughput backpressure recovery_latency chaos \
-	               redis_restart_drill lag_cost soak slow_processor; do \
+	               redis_restart_drill lag_cost soak slow_processor end_to_end; do \
 		echo "== bench/$$script.py --quick"; \
 		{ $(PY) bench/$$script.py --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
 		[ "$$(cat bench/out/rc)" = 0 ] || exit 1; \

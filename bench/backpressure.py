@@ -67,6 +67,11 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.processor import Effect
 
+#: The guards compared here (ours and Sentinel-L7's) pace by message counts: the bench
+#: sets the Sentinel-L7 numbers explicitly (by default the limits are seconds of work,
+#: docs/backpressure.md).
+COUNT_LIMITS = {"lag_warn": 50, "lag_pause": 200}
+
 NAME = "backpressure"
 PNG = REPO_ROOT / "bench" / "out" / "backpressure.png"
 SAMPLE_S = 0.1
@@ -214,7 +219,7 @@ def _group_lag(client: redis.Redis, keys: StreamKeys) -> tuple[int, int]:
 def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
     tag = run.name.replace(" ", "-")
     home = tmp / tag
-    overrides = {"transactions_stream": f"bench:bp:{tag}"}
+    overrides: dict[str, Any] = {"transactions_stream": f"bench:bp:{tag}", **COUNT_LIMITS}
     keys = transaction_keys(bench_settings(url, home, **overrides))
     client = raw_client(url)
     client.delete(GO_KEY, READY_KEY, SLOW_KEY)
@@ -348,7 +353,7 @@ def main() -> int:
     traces: list[Trace] = []
     with redis_server() as server, scratch_dir("bench-backpressure-") as tmp:
         info = machine_info(raw_client(server.url))
-        settings = bench_settings(server.url, tmp)
+        settings = bench_settings(server.url, tmp, **COUNT_LIMITS)
         for run in chosen:
             trace = run_one(run, server.url, tmp, args)
             traces.append(trace)

@@ -1,18 +1,23 @@
 """Where the blocking data-quality check's time goes, phase by phase, on a real partition.
 
-Usage: ``python bench/data_quality_check.py [--rows N] [--repeat N] [--phases]``
+Usage: ``python bench/data_quality_check.py [--rows N] [--rounds N] [--phases]``
 
 A local SparkSession (``local[2]``, the settings' Spark defaults) generates and enriches
 one day's transactions exactly as the assets do (``--rows``, 200,000 by default), writes
 them to Parquet and reads them back, as the check receives them from the IO manager.
 It then times:
 
-* ``check``: ``transactions_quality``'s body (``run_suite`` on that DataFrame), the first
-  call in the process and ``--repeat`` more calls (a code server runs many checks);
+* the check's body (``run_suite`` on that DataFrame, as ``transactions_quality`` calls
+  it) with two validations interleaved in the same process: ``previous`` (the code
+  before the check was trimmed, kept for the comparison: a new GX context and suite per
+  call, every expectation asked for its counts and sample values) and ``current``
+  (``data_quality.validate``): one warm-up call each (the first pays the GX import and
+  Spark's first plans), then ``--rounds`` timed calls each; wall seconds, the Spark
+  JVM's CPU seconds (``/proc``, robust to a busy machine) and Spark jobs per call;
 * with ``--phases``, GX's own phases on the same view, done by hand: importing GX, the
   ephemeral context, the Spark data source and batch definition, the suite, the batch,
   the validation of the whole suite and of each expectation alone (seconds and Spark
-  jobs each), and converting the result to outcomes.
+  jobs each).
 
 Spark jobs are counted through a job group. No Redis, no Dagster run: this measures the
 check alone. Ends with one JSON line.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -96,32 +102,80 @@ def timed(action: Callable[[], T]) -> tuple[T, float]:
     return value, round(time.perf_counter() - started, 3)
 
 
-def check_calls(spark: Any, df: Any, repeat: int, jobs: Jobs) -> list[dict[str, Any]]:
-    """The check's body, as Dagster calls it, ``1 + repeat`` times in this process."""
-    from sentinel_platform.domains.shared.data_quality import run_suite
+def previous_validate(df: Any, kind: str, expectations: Any) -> list[Any]:
+    """The check's validation before it was trimmed, for the comparison: a new
+    context and suite per call, every expectation's counts and samples asked for."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    from sentinel_platform.domains.shared import data_quality
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    source = context.data_sources.add_spark(name=f"{kind}_spark")
+    batch_definition = source.add_dataframe_asset(name=kind).add_batch_definition_whole_dataframe(
+        f"{kind}_whole"
+    )
+    suite = gx.ExpectationSuite(name=f"{kind}_quality")
+    for expectation in expectations:
+        suite.add_expectation(expectation)
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+    result = batch.validate(
+        suite,
+        result_format={
+            "result_format": "BASIC",
+            "partial_unexpected_count": data_quality.SAMPLE_SIZE,
+        },
+    )
+    return [data_quality._outcome(item) for item in result.results]
+
+
+def jvm_cpu_s(spark: Any) -> float:
+    """CPU seconds (user + system) the local Spark JVM has used so far."""
+    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def check_calls(spark: Any, df: Any, rounds: int, jobs: Jobs) -> dict[str, list[dict[str, Any]]]:
+    """The check's body as Dagster calls it, ``previous`` and ``current`` validation
+    interleaved: one warm-up call each (GX import, first Spark plans), then ``rounds``."""
+    from sentinel_platform.domains.shared import data_quality
     from sentinel_platform.domains.transactions.checks import (
         transaction_expectations,
         transaction_view,
     )
 
-    def body() -> Any:  # transactions_quality's body
-        return run_suite(df, "transactions", transaction_view, transaction_expectations())
-
-    calls = []
-    for index in range(1 + repeat):
-        with jobs.group() as ids:
-            result, seconds = timed(body)
-        calls.append(
-            {
-                "call": index + 1,
+    current = data_quality.validate
+    paths = {"previous": previous_validate, "current": current}
+    calls: dict[str, list[dict[str, Any]]] = {name: [] for name in paths}
+    for index in range(1 + rounds):
+        for name, validate in paths.items():
+            data_quality.validate = validate  # run_suite looks it up at each call
+            try:
+                cpu = jvm_cpu_s(spark)
+                with jobs.group() as ids:
+                    result, seconds = timed(
+                        lambda: data_quality.run_suite(
+                            df, "transactions", transaction_view, transaction_expectations()
+                        )
+                    )
+                cpu = round(jvm_cpu_s(spark) - cpu, 2)
+            finally:
+                data_quality.validate = current
+            call = {
+                "call": "warm-up" if index == 0 else index,
                 "seconds": seconds,
+                "jvm_cpu_s": cpu,
                 "spark_jobs": len(ids),
                 "passed": result.passed,
             }
-        )
-        print(
-            f"check call {index + 1}: {seconds:.2f}s, {len(ids)} Spark jobs, passed {result.passed}"
-        )
+            calls[name].append(call)
+            print(
+                f"{name:<9} call {call['call']}: {seconds:.2f}s, JVM CPU {cpu:.2f}s, "
+                f"{len(ids)} Spark jobs, passed {result.passed}",
+                flush=True,
+            )
     return calls
 
 
@@ -175,8 +229,12 @@ def phases(df: Any, jobs: Jobs) -> dict[str, Any]:
     each = []
     for index, expectation in enumerate(transaction_expectations()):
         one = make_suite([expectation], f"one-{index}")
+
+        def run_one(one: Any = one) -> Any:
+            return batch.validate(one, result_format=result_format)
+
         with jobs.group() as ids:
-            _, seconds = timed(lambda one=one: batch.validate(one, result_format=result_format))
+            _, seconds = timed(run_one)
         column = expectation.column if hasattr(expectation, "column") else ""
         each.append(
             {
@@ -197,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_on_signals()
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=2, help="further calls in the process")
+    parser.add_argument("--rounds", type=int, default=3, help="timed calls of each path")
     parser.add_argument("--phases", action="store_true", help="also time GX's phases by hand")
     args = parser.parse_args(argv)
 
@@ -207,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dq-bench-") as tmp:
             df, build_s = timed(lambda: partition(spark, args.rows, Path(tmp)))
             print(f"partition: {args.rows:,} rows generated, enriched, written in {build_s:.2f}s")
-            calls = check_calls(spark, df, args.repeat, jobs)
+            calls = check_calls(spark, df, args.rounds, jobs)
             detail = phases(df, jobs) if args.phases else {}
     finally:
         spark.stop()
@@ -219,10 +277,26 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {item['expectation']:<60} {item['seconds']:>7.3f}s  {item['spark_jobs']} jobs"
             )
+    summary = {
+        name: {
+            "warm_up_s": items[0]["seconds"],
+            "median_s": statistics.median(c["seconds"] for c in items[1:]),
+            "median_jvm_cpu_s": statistics.median(c["jvm_cpu_s"] for c in items[1:]),
+            "spark_jobs": items[-1]["spark_jobs"],
+        }
+        for name, items in calls.items()
+    }
+    print(f"{'path':<9} {'warm-up s':>10} {'median s':>9} {'JVM CPU s':>10} {'Spark jobs':>11}")
+    for name, item in summary.items():
+        print(
+            f"{name:<9} {item['warm_up_s']:>10.2f} {item['median_s']:>9.2f} "
+            f"{item['median_jvm_cpu_s']:>10.2f} {item['spark_jobs']:>11}"
+        )
     emit_json(
         "data_quality_check",
         {
             "rows": args.rows,
+            "summary": summary,
             "build_s": build_s,
             "calls": calls,
             "phases": detail,

@@ -157,8 +157,33 @@ class Settings(BaseSettings):
         return max(0, min(86_400, self.idempotency_ttl_s - self.stream_retention_interval_s))
 
     # --- backpressure --------------------------------------------------------------------
-    lag_warn: int = Field(50, ge=1)
-    lag_pause: int = Field(200, ge=2)
+    lag_warn_s: float = Field(
+        2.0,
+        gt=0,
+        le=3600,
+        description="soft backpressure limit in seconds of queued work (lag / the pool's "
+        "measured drain rate, beyond what the workers hold in flight); zone elevated "
+        "(docs/backpressure.md)",
+    )
+    lag_pause_s: float = Field(
+        10.0,
+        gt=0,
+        le=86_400,
+        description="hard backpressure limit in seconds of queued work: producers wait, "
+        "the lag sensor pauses publishing; zone backpressure",
+    )
+    lag_warn: int | None = Field(
+        None,
+        ge=1,
+        description="Sentinel-L7's soft limit in messages; set, the count limits replace "
+        "the time limits (unset SENTINEL_LAG_PAUSE is then 4x it)",
+    )
+    lag_pause: int | None = Field(
+        None,
+        ge=2,
+        description="Sentinel-L7's hard limit in messages; set, the count limits replace "
+        "the time limits (unset SENTINEL_LAG_WARN is then a quarter of it)",
+    )
     lag_warn_sleep_ms: int = Field(500, ge=0, le=60_000)
     lag_pause_poll_ms: int = Field(100, ge=10, le=60_000)
     max_pause_s: float = Field(600, gt=0, le=86_400)
@@ -287,10 +312,15 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:
-        if self.lag_warn >= self.lag_pause:
+        warn, pause = self.lag_warn, self.lag_pause
+        if warn is not None and pause is not None and warn >= pause:
             raise ValueError(
-                f"SENTINEL_LAG_WARN ({self.lag_warn}) must be below "
-                f"SENTINEL_LAG_PAUSE ({self.lag_pause})"
+                f"SENTINEL_LAG_WARN ({warn}) must be below SENTINEL_LAG_PAUSE ({pause})"
+            )
+        if self.lag_warn_s >= self.lag_pause_s:
+            raise ValueError(
+                f"SENTINEL_LAG_WARN_S ({self.lag_warn_s}) must be below "
+                f"SENTINEL_LAG_PAUSE_S ({self.lag_pause_s})"
             )
         if self.hang_timeout_ms <= self.lease_ttl_ms:
             raise ValueError(

@@ -38,13 +38,15 @@ from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams import dlq_admin
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.dlq_capacity import fill_level, percent
+from sentinel_platform.streams.drain import card_rate, read_drain_rate
 from sentinel_platform.streams.eviction_policy import server_verdict
 from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
-from sentinel_platform.streams.lag import measure_lag, read_lag_key, zone
+from sentinel_platform.streams.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.progress import last_publish, progress
 from sentinel_platform.streams.replies import entries, text, text_dict
 from sentinel_platform.streams.retention import describe as describe_retention
 from sentinel_platform.streams.retention import retention_summary
+from sentinel_platform.streams.zones import limits_from_settings, work_seconds, zone
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.
@@ -76,6 +78,9 @@ class StreamState:
     published_lag: int | None
     producer_paused: bool
     live_workers: int
+    #: seconds of queued work at the drain rate the producers measured (None: no rate)
+    work_s: float | None = None
+    drain_rate_per_s: float | None = None
     consumers: list[ConsumerState] = field(default_factory=list)
     dlq: str = ""
     dlq_depth: int | None = None
@@ -115,16 +120,20 @@ def stream_state(
     live = sum(1 for c in consumers if c.lease == "alive")
     worker_alive = live > 0 or published is not None
     done = progress(client, keys)
+    rate = card_rate(read_drain_rate(client, keys), done.rate_per_s)
+    limits = limits_from_settings(settings, workers=live)
     return StreamState(
         stream=keys.stream,
         group=keys.group,
-        zone=zone(reading.lag if worker_alive else None, settings.lag_warn, settings.lag_pause),
+        zone=zone(reading.lag if worker_alive else None, rate, limits),
         lag=reading.lag,
         backlog=reading.backlog,
         pending=reading.pending,
         published_lag=published,
         producer_paused=bool(client.exists(keys.paused)),
         live_workers=live,
+        work_s=work_seconds(reading.lag, rate),
+        drain_rate_per_s=None if rate is None else round(rate, 1),
         consumers=consumers,
         dlq=keys.dlq,
         dlq_depth=None if dlq_counts is None else dlq_counts.get(keys.stream, 0),
@@ -165,12 +174,26 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
         "exit_code": ZONE_EXIT[worst],
         "redis": redact_url(settings.redis_url_value)
         or f"{running_embedded_url(settings) or '?'} (embedded)",
-        "limits": {"lag_warn": settings.lag_warn, "lag_pause": settings.lag_pause},
+        "limits": _limits(settings),
         "redis_eviction": eviction_state(client, settings),
         "streams": [asdict(s) for s in streams],
         "dlq": depths,
         "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
+    }
+
+
+def _limits(settings: Settings) -> dict[str, Any]:
+    """The zone limits: seconds of work, or Sentinel-L7's counts when set."""
+    limits = limits_from_settings(settings)
+    return {
+        "unit": limits.unit,
+        "lag_warn_s": limits.warn_s,
+        "lag_pause_s": limits.pause_s,
+        "lag_warn": limits.lag_warn,
+        "lag_pause": limits.lag_pause,
+        "in_flight_per_worker": limits.in_flight,
+        "text": limits.describe(),
     }
 
 
@@ -259,8 +282,8 @@ def _eviction_line(state: dict[str, Any], out: TextIO) -> str:
 def render(doc: dict[str, Any], out: TextIO) -> None:
     """Human-readable status; zones coloured only on a terminal."""
     lines = [
-        f"redis: {doc['redis']}   limits: warn {doc['limits']['lag_warn']}, "
-        f"pause {doc['limits']['lag_pause']}",
+        f"redis: {doc['redis']}   limits: {doc['limits']['text']} "
+        f"(in flight {doc['limits']['in_flight_per_worker']} per worker)",
         _eviction_line(doc["redis_eviction"], out),
     ]
     for s in doc["streams"]:
@@ -269,8 +292,15 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
         dlq = "?" if s["dlq_depth"] is None else s["dlq_depth"]
         lines.append("")
         lines.append(f"{s['stream']}  (group {s['group']})  {zone_text}{paused}")
+        work = s.get("work_s")
+        rate = s.get("drain_rate_per_s")
+        drains = (
+            "drain rate not measured"
+            if rate is None
+            else f"{'-' if work is None else work} s of work at {rate:g} rows/s"
+        )
         lines.append(
-            f"  lag {s['lag']} = backlog {s['backlog']} + pending {s['pending']}   "
+            f"  lag {s['lag']} = backlog {s['backlog']} + pending {s['pending']} ({drains})   "
             f"published lag {'-' if s['published_lag'] is None else s['published_lag']}   "
             f"dead letters {dlq}"
         )

@@ -46,6 +46,7 @@ from sentinel_platform.streams.connection import (
     connect,
 )
 from sentinel_platform.streams.eviction_policy import server_verdict
+from sentinel_platform.streams.zones import in_flight_problem
 
 log = logging.getLogger("sentinel.up")
 
@@ -477,6 +478,22 @@ def options_from(args: argparse.Namespace) -> UpOptions:
     )
 
 
+def limits_problem(settings: Settings, options: UpOptions) -> str | None:
+    """A count pause limit the pool of a stream fills by design (refused, never changed)."""
+    if options.worker_concurrency is not None:
+        settings = settings.model_copy(update={"worker_concurrency": options.worker_concurrency})
+    pools = {
+        "transaction": options.transaction_workers,
+        "axiom": options.axiom_workers,
+    }
+    for stream, workers in pools.items():
+        if workers:
+            problem = in_flight_problem(settings, workers, f"the {workers} {stream} worker(s)")
+            if problem:
+                return f"{problem}; --{stream}-workers and --worker-concurrency count too"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     settings = settings_from_env()
@@ -495,6 +512,9 @@ def run(args: argparse.Namespace) -> int:
             f"port {options.code_port} on {CODE_HOST} (the code server) is taken; stop what "
             "listens there or pass --code-port"
         )
+    problem = limits_problem(settings, options)
+    if problem:
+        raise CliError(problem)
     _prepare_dagster(settings, options)  # a bad instance config fails before anything starts
     embedded = not settings.redis_url_value
     demo = options.demo if options.demo is not None else embedded

@@ -3,26 +3,41 @@
 One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 
     flush anything not yet committed (after a Redis outage)
+    take back a lost read           # a read whose reply was lost: its batch, from the PEL
     recovery.step()                 # claims due messages: dead workers', our own failures
-    XREADGROUP > COUNT n BLOCK b    # b <= 1 s, so recovery runs at least once a second
+    XREADGROUP > COUNT n BLOCK b    # sent once (group_read.py); b <= 1 s, woken at a death
+    look up the batch               # dead-lettered before? committed keys? one round trip each
     process each message            # parse -> (DLQ | process -> effect | failure)
     commit the batch in pipelines   # one EVALSHA per batch, one round trip per flush
     write the lag key (rate-limited; the heartbeat writes it too)
+
+With ``SENTINEL_WORKER_CONCURRENCY`` = C > 1 the processor calls run on C threads
+(``work_pool.py``): a pass collects finished calls, commits them, and recovers and reads
+only as many messages as threads are free, so a worker holds at most C messages and
+every one of them is in its PEL (counted in the lag, recovered if it dies). Copies of a
+key in flight make one call; the worker's own recovery never claims a message it is
+processing. See ``docs/concurrency.md``.
 
 :meth:`Consumer.run` repeats it: as a service (``burst=False``, the worker process) until
 asked to stop, or in burst mode (``burst=True``) until a pass finds nothing to do, nothing
 is left uncommitted and we hold no pending message, so the loop can be driven in-process
 and return on its own. Both share the start-up, the error handling and the shutdown.
 
-Outcomes of a message, decided by :meth:`Consumer._decide`:
+Outcomes of a message, decided before the call (:meth:`Consumer._prepare`) or by it
+(:meth:`Consumer._call`):
 
-* ``SchemaError`` (from ``parse``, or ``process`` rejecting the content) -> dead letter
-  ``invalid_message`` at once, no retries;
+* bytes that are not UTF-8 (``undecodable.py``) or ``SchemaError`` (from ``parse``, or
+  ``process`` rejecting the content) -> dead letter ``invalid_message`` at once, no
+  retries, with the exact payload;
+* dead-lettered before (a group re-created at 0 reads its history again) or its natural
+  key committed before -> acknowledged, no call;
 * a redelivery whose recorded processor calls reach the delivery limit -> dead letter
   ``max_deliveries_exceeded`` *unprocessed*, with the last error (see ``attempts.py``);
 * any other exception (processor or parser bug) -> stays pending on us, its error
   recorded; recovery hands it back after ``SENTINEL_RETRY_BACKOFF_MS`` (XCLAIM to
-  ourselves bumps the delivery count);
+  ourselves bumps the delivery count); an error no branch expects, anywhere in a pass,
+  is logged with its traceback (``iteration_failed``) and the pass's messages are
+  retried the same way: no single message ends the process;
 * otherwise the effect is committed atomically with its marker and XACK
   (``idempotency.py``).
 
@@ -40,8 +55,9 @@ change (an ACL denying a command, an unknown command) stops it (:class:`RedisRef
 exit status 2). The lag key and the peaks record are side writes: their failure is
 logged (``side_write_failed``) and never holds up the loop or the lease heartbeat.
 
-On stop (SIGTERM/SIGINT) the message in hand is finished, the outcomes are committed,
-and the unprocessed rest of the batch is handed back: moved to the lease-less consumer
+On stop (SIGTERM/SIGINT) the message in hand (with a pool: the calls in progress, until
+``SENTINEL_SHUTDOWN_TIMEOUT_S``) is finished, the outcomes are committed, and the
+unprocessed rest of the batch is handed back: moved to the lease-less consumer
 :data:`HANDBACK_CONSUMER` with an idle time far past every threshold and its delivery
 count restored, so any live worker (or the next one to start) claims it on its next
 recovery step. Stopping therefore takes block time + one message, not a whole batch,
@@ -534,35 +550,69 @@ class Consumer:
     def handle(self, batch: Sequence[Delivery]) -> None:
         """Decide every message of the batch and commit the outcomes in pipelines.
 
-        No processor is called for what is settled already: one round trip finds the
-        messages dead-lettered before (and the attempt records of redeliveries); after
-        parsing, one more finds the natural keys committed before. Those are acknowledged
-        without a call. The rest are processed here, one by one, or with a concurrency
-        above 1 handed to the pool's threads; copies of one key make one call.
+        No processor is called for what is settled already: the messages dead-lettered
+        before (a group re-created at 0 reads them again) and those whose natural key was
+        committed before are acknowledged without a call. A batch of first deliveries
+        (the hot path) is parsed first and looked up in one round trip; a batch with
+        redeliveries reads their attempt records first, because a redelivery's call is
+        counted (and its delivery limit checked) before it is parsed. The rest are
+        processed here, one by one, or with a concurrency above 1 handed to the pool's
+        threads; copies of one key make one call.
         """
-        records, dead = self._look_up(batch)
+        if any(delivery.deliveries > 1 for delivery in batch):
+            due = self._sort_out_redelivered(batch)
+        else:
+            due = self._sort_out_first(batch)
+        if self.pool is None:
+            self._process_here(due)
+        else:
+            self._submit(due)
+
+    def _sort_out_first(self, batch: Sequence[Delivery]) -> list[Prepared]:
+        """First deliveries: parse, then one round trip for dead letters and markers."""
+        parsed = [self._prepare(delivery, None) for delivery in batch]
+        ids = [delivery.id for delivery in batch]
+        names = list(dict.fromkeys(p.natural_key for p in parsed if isinstance(p, Prepared)))
+        pipe = self.client.pipeline(transaction=False)
+        queue_dead_check(pipe, self.keys, ids)
+        if names:
+            pipe.mget([self.keys.marker(name) for name in names])
+        replies = pipe.execute()
+        dead = already_dead_lettered(ids, replies[0])
+        committed = _marked(names, replies[1]) if names else set()
         due: list[Prepared] = []
+        for delivery, prepared in zip(batch, parsed, strict=True):
+            if delivery.id in dead:  # read again (group re-created): never processed twice
+                self._outbox.append(Acknowledge(delivery, "already_dead_lettered"))
+            else:
+                self._sort(prepared, committed, due)
+        return due
+
+    def _sort_out_redelivered(self, batch: Sequence[Delivery]) -> list[Prepared]:
+        """A batch with redeliveries: their records first, then parse, then the markers."""
+        records, dead = self._look_up(batch)
+        parsed: list[Prepared | Outcome] = []
         for delivery in batch:
             if delivery.id in dead:  # read again (group re-created): never processed twice
                 self._outbox.append(Acknowledge(delivery, "already_dead_lettered"))
-                continue
-            prepared = self._prepare(delivery, records.get(delivery.id))
-            if isinstance(prepared, Prepared):
-                due.append(prepared)
             else:
-                self._outbox.append(prepared)
-        committed = self._committed_keys(due)
-        fresh = []
-        for prepared in due:
-            if prepared.natural_key in committed:
-                ack = Acknowledge(prepared.delivery, "duplicate", prepared.natural_key)
-                self._outbox.append(ack)
-            else:
-                fresh.append(prepared)
-        if self.pool is None:
-            self._process_here(fresh)
+                parsed.append(self._prepare(delivery, records.get(delivery.id)))
+        committed = self._committed_keys([p for p in parsed if isinstance(p, Prepared)])
+        due: list[Prepared] = []
+        for prepared in parsed:
+            self._sort(prepared, committed, due)
+        return due
+
+    def _sort(self, prepared: Prepared | Outcome, committed: set[str], due: list[Prepared]) -> None:
+        """An outcome decided before the call goes to the outbox; a committed key is
+        acknowledged without a call; the rest is due for its call."""
+        if not isinstance(prepared, Prepared):
+            self._outbox.append(prepared)
+        elif prepared.natural_key in committed:
+            ack = Acknowledge(prepared.delivery, "duplicate", prepared.natural_key)
+            self._outbox.append(ack)
         else:
-            self._submit(fresh)
+            due.append(prepared)
 
     def _look_up(self, batch: Sequence[Delivery]) -> tuple[dict[str, AttemptRecord], set[str]]:
         """One round trip: the attempt records of the redeliveries, and which messages of
@@ -581,8 +631,7 @@ class Consumer:
         if not due:
             return set()
         names = list(dict.fromkeys(p.natural_key for p in due))
-        found = self.client.mget([self.keys.marker(name) for name in names])
-        return {name for name, marker in zip(names, found, strict=True) if marker is not None}
+        return _marked(names, self.client.mget([self.keys.marker(name) for name in names]))
 
     def _prepare(self, delivery: Delivery, record: AttemptRecord | None) -> Prepared | Outcome:
         """Everything decided before a processor call: undecodable, too old, past the
@@ -1127,6 +1176,11 @@ def _deliveries(reply: Any) -> list[Delivery]:
         for _stream, entries in (reply or [])
         for message_id, fields in entries
     ]
+
+
+def _marked(names: Sequence[str], markers: Sequence[Any]) -> set[str]:
+    """The natural keys of ``names`` whose marker ``MGET`` found."""
+    return {name for name, marker in zip(names, markers, strict=True) if marker is not None}
 
 
 def _commit_item(commit: Commit) -> CommitItem:

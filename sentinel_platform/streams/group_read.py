@@ -17,11 +17,10 @@ import logging
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
 from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.liveness import dedicated_client
+from sentinel_platform.streams.liveness import dedicated_client, node_client
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,7 @@ class GroupReader:
         if not (self._blocking and self.wake_enabled and client_id is not None):
             return
         try:
-            _node_client(self.client, self.keys.stream).client_unblock(client_id)
+            node_client(self.client, self.keys.stream).client_unblock(client_id)
         except redis.exceptions.NoPermissionError as exc:
             self._disable(exc)
         except redis.ResponseError as exc:
@@ -101,11 +100,3 @@ class GroupReader:
                 "(grant +client|unblock to wake it at a death)",
             },
         )
-
-
-def _node_client(client: RedisClient, key: str) -> redis.Redis:
-    if isinstance(client, RedisCluster):
-        cluster: Any = client  # redis-py's cluster client is untyped
-        node: redis.Redis = cluster.get_redis_connection(cluster.get_node_from_key(key))
-        return node
-    return client

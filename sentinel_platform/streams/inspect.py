@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import redis
 
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.drain import read_drain_rate
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lag import LagReading, measure_lag, read_lag_key
 from sentinel_platform.streams.replies import entries, pending_rows
@@ -39,6 +40,8 @@ class LagSnapshot:
     worker_lag: int | None  # the worker-written key; None = no recent report
     reading: LagReading  # the group's own backlog + pending
     consumers_alive: int
+    #: The pool's drain rate the producers measured (rows/s); None = none recently.
+    drain_rate: float | None = None
 
     @property
     def lag(self) -> int:
@@ -108,6 +111,7 @@ def lag_snapshot(client: RedisClient, keys: StreamKeys) -> LagSnapshot:
         worker_lag=read_lag_key(client, keys),
         reading=measure_lag(client, keys),
         consumers_alive=len(live_consumers(client, keys, names)),
+        drain_rate=read_drain_rate(client, keys),
     )
 
 

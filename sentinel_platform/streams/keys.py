@@ -134,3 +134,22 @@ def dead_letters_key(keys: StreamKeys) -> str:
 def attempt_key(keys: StreamKeys, message_id: str) -> str:
     """The attempt record of one message of ``keys.stream`` (see ``streams.attempts``)."""
     return f"{attempt_key_prefix(keys)}{message_id}"
+
+
+def _beside_lag(keys: StreamKeys, name: str) -> str:
+    """A per-stream key next to the lag key: ``sentinel:<name>:<stream>`` on one server,
+    ``{<stream>}:<name>`` (the stream's hash slot) on a cluster."""
+    single = "sentinel:consumer_lag:"
+    if keys.lag.startswith(single):
+        return f"sentinel:{name}:{keys.lag[len(single) :]}"
+    return f"{keys.lag.rsplit(':consumer_lag', 1)[0]}:{name}"
+
+
+def drain_rate_key(keys: StreamKeys) -> str:
+    """The pool's measured drain rate in rows/s (a float, with a TTL; streams/drain.py)."""
+    return _beside_lag(keys, "drain_rate")
+
+
+def work_seconds_key(keys: StreamKeys) -> str:
+    """Seconds of queued work: the lag over the drain rate when it was measured (TTL)."""
+    return _beside_lag(keys, "work_seconds")

@@ -55,6 +55,7 @@ from sentinel_platform.streams.connection import RedisClient
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.scripts import LuaScript
 
+#: The lag zones; judged by :func:`sentinel_platform.streams.zones.zone`, the one definition.
 Zone = Literal["nominal", "elevated", "backpressure", "worker_off"]
 #: Entries fetched per XRANGE page inside the counting script.
 COUNT_PAGE = 1000
@@ -434,14 +435,3 @@ def read_lag_key(client: RedisClient, keys: StreamKeys) -> int | None:
     """The worker-published lag, or None when no worker has written it recently."""
     value = client.get(keys.lag)
     return None if value is None else int(value)
-
-
-def zone(lag: int | None, warn: int, pause: int) -> Zone:
-    """The operator's lag card: nominal < warn <= elevated < pause <= backpressure."""
-    if lag is None:
-        return "worker_off"
-    if lag >= pause:
-        return "backpressure"
-    if lag >= warn:
-        return "elevated"
-    return "nominal"

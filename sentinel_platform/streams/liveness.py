@@ -329,18 +329,22 @@ def _nothing() -> None:
     return None
 
 
+def node_client(client: RedisClient, key: str) -> redis.Redis:
+    """The client of the node serving ``key`` (the client itself on a single server)."""
+    if isinstance(client, RedisCluster):
+        cluster: Any = client  # redis-py's cluster client is untyped
+        node: redis.Redis = cluster.get_redis_connection(cluster.get_node_from_key(key))
+        return node
+    return client
+
+
 def dedicated_client(client: RedisClient, key: str, name: str) -> redis.Redis:
     """A one-connection client to the node serving ``key``, which never retries.
 
     A retry would reconnect behind our back with a new id; the link must see every
     reconnection to register the new id.
     """
-    if isinstance(client, RedisCluster):
-        cluster: Any = client  # redis-py's cluster client is untyped
-        base = cluster.get_redis_connection(cluster.get_node_from_key(key))
-    else:
-        base = client
-    pool = base.connection_pool
+    pool = node_client(client, key).connection_pool
     kwargs = dict(pool.connection_kwargs)
     kwargs.update(
         retry=Retry(NoBackoff(), 0),

@@ -49,6 +49,7 @@ from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.lease import LeaseHeldError
 from sentinel_platform.streams.metrics import Metrics
 from sentinel_platform.streams.processor import Processor
+from sentinel_platform.streams.zones import in_flight_problem
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,13 @@ def worker_settings(options: WorkerOptions) -> Settings:
     try:
         base = load_settings()
         changed = {k: v for k, v in overrides.items() if v is not None}
-        return load_settings(**{**base.model_dump(), **changed}) if changed else base
+        settings = load_settings(**{**base.model_dump(), **changed}) if changed else base
     except SettingsError as exc:
         raise StartupError(str(exc)) from None
+    problem = in_flight_problem(settings, workers=1, who="one worker")
+    if problem is not None:  # its own share of the pool's in-flight messages
+        raise StartupError(problem)
+    return settings
 
 
 def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -> None:

@@ -44,6 +44,13 @@ def _first_bad_byte(text: str) -> tuple[int, int]:
 def undecodable_error(fields: Mapping[str, str]) -> str | None:
     """Why ``fields`` cannot be read as text, naming the first bad field; None when valid."""
     for name, value in fields.items():
+        if not (name.isascii() and value.isascii()):  # a flag CPython keeps per string
+            return _first_undecodable(fields)
+    return None  # the common case: all ASCII, which is valid UTF-8
+
+
+def _first_undecodable(fields: Mapping[str, str]) -> str | None:
+    for name, value in fields.items():
         for what, text in (("name", name), ("value", value)):
             if not is_valid(text):
                 offset, byte = _first_bad_byte(text)

@@ -29,7 +29,14 @@ def make_guard(redis_client: RedisClient, txn_keys: StreamKeys) -> Callable[...,
     def factory(
         should_stop: Callable[[], bool] = lambda: False, **config: Any
     ) -> BackpressureGuard:
-        values: dict[str, Any] = {"lag_pause_poll_ms": 20, "max_pause_s": 10.0}
+        # The guard's mechanics at Sentinel-L7's count limits (50 / 200), unless a test
+        # passes lag_warn=None, lag_pause=None for the limits in seconds of work.
+        values: dict[str, Any] = {
+            "lag_warn": 50,
+            "lag_pause": 200,
+            "lag_pause_poll_ms": 20,
+            "max_pause_s": 10.0,
+        }
         values.update(config)
         return BackpressureGuard(
             redis_client, txn_keys, BackpressureConfig(**values), should_stop=should_stop

@@ -33,6 +33,8 @@ ROW = (
     "test",
     "2026-11-21T00:00:00Z",
 )
+#: Sentinel-L7's count limits: a published lag key past them holds the producers.
+L7_LIMITS = {"lag_warn": 50, "lag_pause": 200}
 SCHEMA = (
     "id string, merchant string, category string, currency string, amount double, "
     "message string, is_threat boolean, source string, timestamp string"
@@ -52,10 +54,13 @@ def test_interrupting_the_driver_stops_waiting_executors_within_a_second(
     spark: Any, data_settings: Settings, redis_client: RedisClient
 ) -> None:
     keys = transaction_keys(data_settings)
-    redis_client.set(keys.lag, 999)  # hard limit: executors wait
+    redis_client.set(keys.lag, 999)  # past Sentinel-L7's hard limit: executors wait
     df = spark.createDataFrame([ROW, ROW], SCHEMA).repartition(2).select(*TRANSACTION_COLUMNS)
     publisher = RedisPublisherResource(
-        redis_url=data_settings.redis_url_value, max_pause_s=120, lag_pause_poll_ms=30_000
+        redis_url=data_settings.redis_url_value,
+        max_pause_s=120,
+        lag_pause_poll_ms=30_000,
+        **L7_LIMITS,
     )
     sent_at: list[float] = []
 
@@ -83,7 +88,9 @@ def test_max_pause_on_executors_fails_the_publish_with_the_executor_message(
     keys = transaction_keys(data_settings)
     redis_client.set(keys.lag, 777)
     df = spark.createDataFrame([ROW], SCHEMA).select(*TRANSACTION_COLUMNS)
-    publisher = RedisPublisherResource(redis_url=data_settings.redis_url_value, max_pause_s=0.5)
+    publisher = RedisPublisherResource(
+        redis_url=data_settings.redis_url_value, max_pause_s=0.5, **L7_LIMITS
+    )
     with pytest.raises(PublishError) as raised:
         publisher.publish_dataframe(df, "transactions", run_id="run-y")
     message = str(raised.value)

@@ -41,7 +41,7 @@ from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.deploy.postgres import PostgresServer
 
 # Each test waits on real Spark runs; the first also pays the platform's start-up.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 MAX_RUNS = 2
 LAG_GATE = "consumer_lag_sensor"

@@ -15,7 +15,8 @@ def test_defaults_match_the_documented_table() -> None:
     assert settings.reclaim_idle_ms == 30_000
     assert settings.reclaim_delivery_limit == 3
     assert settings.lease_ttl_ms == 5_000
-    assert (settings.lag_warn, settings.lag_pause) == (50, 200)
+    assert (settings.lag_warn, settings.lag_pause) == (None, None)  # unset: seconds of work
+    assert (settings.lag_warn_s, settings.lag_pause_s) == (2.0, 10.0)
     assert settings.lag_warn_sleep_ms == 500
     assert settings.lag_pause_poll_ms == 100
     assert settings.max_pause_s == 600
@@ -70,7 +71,14 @@ def test_bad_value_names_the_variable_and_the_rule(
 
 def test_warn_must_be_below_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SENTINEL_LAG_WARN", "200")
+    monkeypatch.setenv("SENTINEL_LAG_PAUSE", "200")
     with pytest.raises(SettingsError, match=r"SENTINEL_LAG_WARN \(200\) must be below"):
+        load_settings()
+
+
+def test_warn_seconds_must_be_below_pause_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SENTINEL_LAG_WARN_S", "10")
+    with pytest.raises(SettingsError, match=r"SENTINEL_LAG_WARN_S \(10.0\) must be below"):
         load_settings()
 
 

@@ -7,6 +7,8 @@ key names is refused by the cluster.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 from redis.cluster import RedisCluster
@@ -18,6 +20,7 @@ from sentinel_platform.streams.keys import (
     StreamKeys,
     all_stream_keys,
     attempt_key,
+    dead_letters_key,
     dlq_streams,
     stream_keys,
 )
@@ -98,7 +101,8 @@ def test_dead_letter_script_commits_on_the_cluster_and_single_server_names_are_r
     cluster_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
     message_id = cluster_client.xadd(keys.stream, {"data": "{}"})
     cluster_client.xreadgroup(keys.group, "c1", {keys.stream: ">"}, count=1)
-    args = [keys.group, message_id, 1000, "reason", "invalid_message"]
+    now_ms = int(time.time() * 1000)
+    args = [keys.group, message_id, 1000, now_ms, now_ms - 60_000, "reason", "invalid_message"]
 
     flat = stream_keys(
         cluster_settings.model_copy(update={"redis_cluster": False, "redis_url": None}),
@@ -109,11 +113,14 @@ def test_dead_letter_script_commits_on_the_cluster_and_single_server_names_are_r
     assert flat.dlq == "sentinel:dlq"
     with pytest.raises((redis.RedisError, redis.exceptions.RedisClusterException)):
         DEAD_LETTER.run(
-            cluster_client, [flat.stream, flat.dlq, attempt_key(flat, message_id)], args
+            cluster_client,
+            [flat.stream, flat.dlq, attempt_key(flat, message_id), dead_letters_key(flat)],
+            args,
         )
 
     record = attempt_key(keys, message_id)
-    reply = DEAD_LETTER.run(cluster_client, [keys.stream, keys.dlq, record], args)
+    dead = dead_letters_key(keys)  # the stream's slot too: the script stays single-slot
+    reply = DEAD_LETTER.run(cluster_client, [keys.stream, keys.dlq, record, dead], args)
     assert reply
     assert cluster_client.xlen(keys.dlq) == 1
     assert cluster_client.xpending(keys.stream, keys.group)["pending"] == 0

@@ -19,8 +19,9 @@ from sentinel_platform.streams.backpressure import (
     producers_key,
 )
 from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.keys import StreamKeys, drain_rate_key
 from sentinel_platform.streams.publish import PartitionPublisher, publish_rows, stop_key
+from sentinel_platform.streams.zones import thresholds
 from sentinel_platform_tests.assets.conftest import later, make_guard, txn_keys
 from sentinel_platform_tests.conftest import wait_until
 
@@ -252,7 +253,9 @@ def test_stop_key_interrupts_an_executor_wait_and_blocks_retries(
         cluster=False,
         keys=txn_keys,
         kind="transactions",
-        config=BackpressureConfig(lag_pause_poll_ms=30_000, max_pause_s=60),
+        config=BackpressureConfig(
+            lag_warn=50, lag_pause=200, lag_pause_poll_ms=30_000, max_pause_s=60
+        ),
         batch_size=10,
         stop_key=key,
     )
@@ -312,3 +315,45 @@ def test_missing_lag_key_with_small_backlog_publishes_freely(
 def test_config_rejects_warn_not_below_pause() -> None:
     with pytest.raises(ValueError, match="lag_warn"):
         BackpressureConfig(lag_warn=200, lag_pause=200)
+
+
+# --- the limits in seconds of work (the defaults) --------------------------------------
+SECONDS = {"lag_warn": None, "lag_pause": None}
+
+
+def test_time_limits_let_fast_consumers_run_without_a_stop_and_publish_the_rate(
+    redis_client: RedisClient,
+    txn_keys: StreamKeys,
+    make_guard: Callable[..., BackpressureGuard],
+    consumers: Consumers,
+) -> None:
+    consumers(0)
+    guard = make_guard(**SECONDS)
+    stats = publish_rows(redis_client, txn_keys, _entries(20_000), 500, guard)
+    assert stats.rows == 20_000 and stats.hard_events == 0 and stats.paused_s == 0
+    rate = guard.drain_rate
+    assert rate is not None and rate > 0
+    bounds = thresholds(guard.config.zone_limits(), rate)
+    assert bounds.warn is not None and stats.max_lag < bounds.warn, "stayed nominal"
+    stored = redis_client.get(drain_rate_key(txn_keys))
+    assert stored is not None and float(stored) > 0
+    assert redis_client.ttl(drain_rate_key(txn_keys)) > 0
+    assert redis_client.get(txn_keys.lag) is None, "the lag key is left to the workers"
+
+
+def test_time_limits_pace_slow_consumers_to_about_a_second_of_work(
+    redis_client: RedisClient,
+    txn_keys: StreamKeys,
+    make_guard: Callable[..., BackpressureGuard],
+    consumers: Consumers,
+) -> None:
+    consumers(1_000)
+    guard = make_guard(**SECONDS)
+    stats = publish_rows(redis_client, txn_keys, _entries(4_000), 500, guard)
+    assert stats.rows == 4_000 and stats.hard_events == 0
+    assert stats.slowed_s > 0, "paced to the consumers"
+    rate = guard.drain_rate
+    assert rate is not None and 500 < rate < 1_500
+    # about 100 in flight + 1 s of work at the set point; warn is at 2 s of work
+    warn = thresholds(guard.config.zone_limits(), rate).warn
+    assert warn is not None and stats.max_lag < warn, "stayed nominal"

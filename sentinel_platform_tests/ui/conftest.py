@@ -54,6 +54,9 @@ LOCATION = "sentinel_platform"
 SPIKE_ENV = {
     "SENTINEL_LAG_WARN": "20",
     "SENTINEL_LAG_PAUSE": "50",
+    # reads of 10: the workers' in-flight share stays below the pause limit, which
+    # `sentinel up` and the workers refuse otherwise
+    "SENTINEL_READ_COUNT": "10",
     "SENTINEL_SIMULATE_LATENCY_MS": "20",
 }
 

@@ -22,8 +22,9 @@ from sentinel_platform.streams.processor import Effect
 
 CALLS_KEY = "test:processor_calls"
 #: Calls of messages with ``sleep_ms`` running now, and the most ever running at once.
-IN_FLIGHT_KEY = "test:processor_in_flight"
-PEAK_KEY = "test:processor_peak"
+#: One hash tag: the script that updates both runs on a Redis Cluster too.
+IN_FLIGHT_KEY = "test:{processor}:in_flight"
+PEAK_KEY = "test:{processor}:peak"
 _ENTER = """
 local now = redis.call('INCR', KEYS[1])
 if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end

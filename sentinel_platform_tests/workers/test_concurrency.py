@@ -102,9 +102,7 @@ def test_sigterm_finishes_the_calls_in_flight_and_hands_back_the_rest_with_exit_
     redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
 ) -> None:
     ensure_group(redis_client, tx_keys)
-    worker = start_worker(args=["--concurrency", str(C), "--count", "50"]).wait_ready(
-        redis_client
-    )
+    worker = start_worker(args=["--concurrency", str(C), "--count", "50"]).wait_ready(redis_client)
     messages = _slow("t", 5 * C, 800)
     publish(redis_client, tx_keys, messages)
     wait_until(lambda: int(redis_client.get(PEAK_KEY) or 0) == C)

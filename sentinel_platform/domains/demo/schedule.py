@@ -27,8 +27,10 @@ from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
 from sentinel_platform.streams.connection import RedisConnectError, connect
+from sentinel_platform.streams.drain import read_drain_rate
 from sentinel_platform.streams.keys import all_stream_keys
-from sentinel_platform.streams.lag import measure_lag, zone
+from sentinel_platform.streams.lag import measure_lag
+from sentinel_platform.streams.zones import limits_from_settings, zone
 
 SCHEDULE_NAME = "demo_publish_schedule"
 JOB_NAME = "demo_publish"
@@ -87,7 +89,8 @@ def lag_blocks_publishing(settings: SettingsResource) -> str | None:
         for keys in all_stream_keys(current):
             if client.exists(keys.paused):
                 return f"producers of {keys.stream} are paused"
-            lag_zone = zone(measure_lag(client, keys).lag, current.lag_warn, current.lag_pause)
+            lag = measure_lag(client, keys).lag
+            lag_zone = zone(lag, read_drain_rate(client, keys), limits_from_settings(current))
             if lag_zone != "nominal":
                 return f"lag of {keys.stream} is {lag_zone}"
     except redis.RedisError as exc:

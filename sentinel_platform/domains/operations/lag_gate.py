@@ -45,9 +45,13 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
 )
 from sentinel_platform.domains.operations.stream_health import (
     LAG_CHECK,
+    LAG_TODO,
     MaterializationTarget,
     Verdict,
     evaluate_lag,
+    lag_advice,
+    lag_figures,
+    lag_figures_short,
     latest_materialization,
 )
 from sentinel_platform.domains.operations.targets import STREAM_TARGETS, PublishTarget, StreamTarget
@@ -56,12 +60,14 @@ from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.drain import card_rate
 from sentinel_platform.streams.inspect import LagSnapshot, lag_snapshot
 from sentinel_platform.streams.keys import StreamKeys
 from sentinel_platform.streams.peaks import take_peaks
 from sentinel_platform.streams.progress import progress
 from sentinel_platform.streams.replies import optional_text
 from sentinel_platform.streams.retention import retained_entries
+from sentinel_platform.streams.zones import limits_from_settings, work_seconds
 
 SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
@@ -161,10 +167,13 @@ def read_stream(
     """Everything one stream's tick decides on, read from Redis and the Dagster instance."""
     client, instance, settings = tick.client, tick.instance, tick.settings
     keys = stream.keys_of(settings)
+    done = progress(client, keys)  # also a sample for `sentinel status` rates
+    processed = done.processed
     snapshot = lag_snapshot(client, keys)
+    # the producers' drain rate; without one, 0 if the group read nothing for a minute
+    snapshot = replace(snapshot, drain_rate=card_rate(snapshot.drain_rate, done.rate_per_s))
     verdict = evaluate_lag(snapshot, settings, take_peaks(client, keys))
     target = latest_materialization(instance, stream.asset_key)
-    processed = progress(client, keys).processed  # also a sample for `sentinel status` rates
     card = lag_card(verdict, target)
     flag = optional_text(client.get(keys.paused))
     observation = Observation(
@@ -264,21 +273,28 @@ def _zone_alert(
     settings: Settings,
 ) -> Alert:
     what = {
-        "pause": f"producers paused ({keys.paused} set), no new publish runs",
+        "pause": "producers paused, no new publish runs",
         "resume": f"producers resumed, {len(decided.relaunched)} held partition(s) relaunched",
     }.get(decided.action or "", "no publish action")
+    limits = limits_from_settings(settings, workers=snapshot.consumers_alive)
+    figures = lag_figures_short(snapshot.lag, snapshot.drain_rate, limits)
     return Alert(
         severity=decided.severity,
         source=SENSOR_NAME,
         stream=keys.stream,
         condition=decided.condition,
-        summary=f"lag zone {decided.previous or 'unknown'} -> {decided.zone} (lag {snapshot.lag}, "
-        f"warn {settings.lag_warn}, pause {settings.lag_pause}): {what}",
+        summary=f"lag zone {decided.previous or 'unknown'} -> {decided.zone}: {figures}; "
+        f"{what}. To do: {LAG_TODO[decided.zone]}",
         details={
+            "advice": lag_advice(decided.zone, limits),
+            "figures": lag_figures(snapshot.lag, snapshot.drain_rate, limits),
+            "pause_flag": keys.paused,
             "stream_name": stream.name,
             "previous_zone": decided.previous,
             "zone": decided.zone,
             "lag": snapshot.lag,
+            "work_s": work_seconds(snapshot.lag, snapshot.drain_rate),
+            "drain_rate_per_s": snapshot.drain_rate,
             "pending": snapshot.reading.pending,
             "backlog": snapshot.reading.backlog,
             "consumers_alive": snapshot.consumers_alive,
@@ -298,20 +314,34 @@ def _spike_alert(
 ) -> Alert:
     meta = verdict.metadata
     hard = int(meta["hard_backpressure_episodes"])
+    peak_work = meta.get("peak_work_s")
+    if meta["limits_unit"] == "messages":  # Sentinel-L7's wording, in its unit
+        work, limit = "", f"pause limit {meta['lag_pause']}"
+    else:
+        work = "" if peak_work is None else f" = {peak_work:g} s of work"
+        limit = f"pause limit {meta['lag_pause_s']:g} s of work"
     return Alert(
         severity=decided.severity,
         source=SENSOR_NAME,
         stream=keys.stream,
         condition=decided.condition,
-        summary=f"lag peaked at {meta['lag_peak']} (pause limit {settings.lag_pause}) since "
-        f"the last check, {hard} hard backpressure episode(s); lag now {meta['lag']}",
+        summary=f"lag peaked at {meta['lag_peak']}{work} ({limit}) since the last check, "
+        f"{hard} hard backpressure episode(s); lag now {meta['lag']}. To do: if it recurs, "
+        "check the workers (`sentinel status`), add workers or raise "
+        "SENTINEL_WORKER_CONCURRENCY",
         details={
+            "advice": "Producers waited for the workers. If it recurs, check the workers "
+            "(`sentinel status`: dead consumers, dead letters, processor errors), then add "
+            "workers or raise SENTINEL_WORKER_CONCURRENCY (docs/backpressure.md).",
             "stream_name": stream.name,
             "lag_peak": meta["lag_peak"],
+            "peak_work_s": peak_work,
             "lag": meta["lag"],
             "hard_backpressure_episodes": hard,
             "soft_backpressure_episodes": meta["soft_backpressure_episodes"],
-            "lag_pause": settings.lag_pause,
+            "lag_pause": meta["lag_pause"],
+            "lag_pause_s": meta["lag_pause_s"],
+            "drain_rate_per_s": meta["drain_rate_per_s"],
         },
     )
 
@@ -322,7 +352,10 @@ def _note(stream: StreamTarget, state: GateState, read: StreamRead) -> str:
     held = f", {len(state.held)} partition(s) held" if state.held else ""
     paused = f", paused since episode {state.episode}" if state.paused else ""
     peaked = f", peak {peak}" if peak > lag else ""
-    return f"{stream.name}: {read.observation.card.zone} (lag {lag}{peaked}){paused}{held}"
+    work = read.verdict.metadata.get("work_s")
+    seconds = f" = {work:g} s of work" if work is not None and lag else ""
+    zone = read.observation.card.zone
+    return f"{stream.name}: {zone} (lag {lag}{seconds}{peaked}){paused}{held}"
 
 
 def build_lag_sensor(

@@ -35,8 +35,14 @@ from sentinel_platform.streams.inspect import (
     lag_snapshot,
     recent_dead_letters,
 )
-from sentinel_platform.streams.lag import zone
 from sentinel_platform.streams.peaks import Peaks
+from sentinel_platform.streams.zones import (
+    ZoneLimits,
+    limits_from_settings,
+    thresholds,
+    work_seconds,
+    zone,
+)
 
 LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
@@ -134,11 +140,19 @@ class Verdict:
 def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None = None) -> Verdict:
     """The lag card now; ``peaks`` (what workers and producers saw since the last tick) adds
     the highest lag and the backpressure episodes in between, so a short spike is recorded
-    even when the current lag is back to normal. The verdict itself is about the present."""
-    current = zone(snapshot.zone_lag, settings.lag_warn, settings.lag_pause)
+    even when the current lag is back to normal. The verdict itself is about the present.
+
+    Zones as everywhere (:mod:`sentinel_platform.streams.zones`): seconds of work at the
+    pool's drain rate past what the live workers hold in flight, or Sentinel-L7's counts
+    when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
+    limits = limits_from_settings(settings, workers=snapshot.consumers_alive)
+    rate = snapshot.drain_rate
+    bounds = thresholds(limits, rate)
+    current = zone(snapshot.zone_lag, rate, limits)
     peaks = peaks or Peaks()
     peak = max(snapshot.lag, peaks.lag_peak or 0)
-    peak_zone = zone(peak, settings.lag_warn, settings.lag_pause)
+    peak_zone = zone(peak, rate, limits)
+    work = work_seconds(snapshot.lag, rate)
     metadata = {
         "lag": snapshot.lag,
         "lag_peak": peak,
@@ -152,20 +166,95 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         "worker_reported": snapshot.worker_lag is not None,
         "zone": current,
         "zone_level": ZONE_LEVEL[current],
-        "lag_warn": settings.lag_warn,
-        "lag_pause": settings.lag_pause,
+        "work_s": work,
+        "peak_work_s": work_seconds(peak, rate),
+        "drain_rate_per_s": None if rate is None else round(rate, 1),
+        "in_flight": limits.in_flight,
+        "limits_unit": limits.unit,
+        "lag_warn_s": None if limits.unit == "messages" else limits.warn_s,
+        "lag_pause_s": None if limits.unit == "messages" else limits.pause_s,
+        # the message counts the zones change at, for this drain rate
+        "lag_warn": bounds.warn,
+        "lag_pause": bounds.pause,
     }
+    figures = lag_figures(snapshot.lag, rate, limits)
     if current == "nominal":
-        text = f"lag {snapshot.lag} below the warn limit {settings.lag_warn}"
-        return Verdict(True, WARN, text, metadata)
+        return Verdict(True, WARN, f"{figures}: nominal", metadata)
+    return Verdict(
+        False,
+        WARN if current == "elevated" else ERROR,
+        f"{figures}: {current.replace('_', ' ')}. {lag_advice(current, limits)}",
+        metadata,
+    )
+
+
+def lag_figures(lag: int, rate: float | None, limits: ZoneLimits) -> str:
+    """``lag 254 = 0.01 s of work at 18556 rows/s (warn 2 s, pause 10 s of work)``."""
+    work = work_seconds(lag, rate)
+    if rate is None and limits.unit == "messages":
+        return f"lag {lag} ({limits.describe()}, {limits.in_flight} in flight)"
+    if rate is None:
+        drained = "drain rate not measured yet"
+    elif rate <= 0:
+        drained = "the consumers drained nothing lately"
+    else:
+        drained = f"{work:g} s of work at {rate:.0f} rows/s"
+    return f"lag {lag} = {drained} ({limits.describe()}, {limits.in_flight} in flight)"
+
+
+#: What to do about a zone, short enough for an alert's one-line summary.
+LAG_TODO = {
+    "nominal": "nothing",
+    "elevated": "nothing while it passes (producers are paced); if it lasts, add workers or "
+    "raise SENTINEL_WORKER_CONCURRENCY",
+    "backpressure": "check the workers (`sentinel status`), then add workers or raise "
+    "SENTINEL_WORKER_CONCURRENCY; it resumes by itself at nominal",
+    "worker_off": "start the workers (`sentinel up`); it resumes by itself at nominal",
+}
+
+
+def lag_figures_short(lag: int, rate: float | None, limits: ZoneLimits) -> str:
+    """``lag 1200 = 12 s of work at 100 rows/s (limits 2/10 s)``, for one-line alerts."""
+    if limits.unit == "messages":
+        return f"lag {lag} (limits {limits.lag_warn}/{limits.lag_pause} messages)"
+    work = work_seconds(lag, rate)
+    if rate is None:
+        drained = "drain rate not measured"
+    elif rate <= 0 or work is None:
+        drained = "nothing drained lately"
+    else:
+        drained = f"{work:g} s of work at {rate:.0f} rows/s"
+    return f"lag {lag} = {drained} (limits {limits.warn_s:g}/{limits.pause_s:g} s)"
+
+
+def lag_advice(current: str, limits: ZoneLimits) -> str:
+    """What the operator should do about a zone (the lag card, the alerts)."""
+    if current == "worker_off":
+        return (
+            "No live worker: start the workers (`sentinel up`, or `python -m "
+            "workers.watch_transactions` / `watch_axioms`); publishing is paused until they "
+            "drain the backlog."
+        )
+    counts = (
+        " Or, with Sentinel-L7's count limits set, check SENTINEL_LAG_WARN / "
+        "SENTINEL_LAG_PAUSE against the pool's speed (docs/backpressure.md)."
+        if limits.unit == "messages"
+        else ""
+    )
     if current == "elevated":
-        text = f"lag {snapshot.lag} at or above warn {settings.lag_warn}: producers slow down"
-        return Verdict(False, WARN, text, metadata)
+        return (
+            "Producers are paced to the workers; nothing to do unless it lasts: then check "
+            "the workers (`sentinel status`), add workers or raise "
+            f"SENTINEL_WORKER_CONCURRENCY for I/O-bound processors.{counts}"
+        )
     if current == "backpressure":
-        text = f"lag {snapshot.lag} at or above pause {settings.lag_pause}: publishing paused"
-        return Verdict(False, ERROR, text, metadata)
-    text = f"no live worker (lag key expired); backlog {snapshot.reading.lag} waits unconsumed"
-    return Verdict(False, ERROR, text, metadata)
+        return (
+            "Publishing is paused until the backlog drains (it resumes by itself at "
+            "nominal). Check the workers (`sentinel status`: stuck or dead consumers, dead "
+            "letters, processor errors in the worker logs), then add workers or raise "
+            f"SENTINEL_WORKER_CONCURRENCY if they are healthy but too slow.{counts}"
+        )
+    return "Nothing to do."
 
 
 def evaluate_dead_letters(
@@ -243,9 +332,12 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=LAG_CHECK,
         blocking=True,
-        description="Consumer lag (backlog + pending) below `SENTINEL_LAG_WARN`; ERROR at "
-        "`SENTINEL_LAG_PAUSE` or with no live worker. Blocking: the lag gate launches no "
-        "publish run while it fails with ERROR. Evaluated by `consumer_lag_sensor`.",
+        description="Consumer lag (backlog + pending) in seconds of work at the pool's "
+        "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S`, "
+        "ERROR from `SENTINEL_LAG_PAUSE_S` or with no live worker (Sentinel-L7's counts "
+        "`SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; docs/backpressure.md). "
+        "Blocking: the lag gate launches no publish run while it fails with ERROR. "
+        "Evaluated by `consumer_lag_sensor`.",
     )
     def _check(
         settings: SettingsResource, stream_inspector: StreamInspector

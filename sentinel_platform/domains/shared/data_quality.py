@@ -8,15 +8,24 @@ checked assets, and the checks are ``blocking``), and its metadata lists each fa
 expectation with the number of offending rows and a few sample values.
 
 GX validates the Spark DataFrame itself (an ephemeral context with a Spark data source;
-GX 1.24 works on Spark 4). Two rules have no direct GX expectation, so the check first
-adds a helper column that holds the offending *value* and is null otherwise, and expects
-it to be null; the samples then show the bad values themselves:
+GX 1.24 works on Spark 4). The context and each kind's suite are built once per process.
+The DataFrame is cached for the validation and unpersisted after it; the suite runs as
+one validation asking only for verdicts, which GX computes in a handful of Spark jobs
+(the unexpected counts of all expectations bundled in aggregations), and only failed
+expectations are validated again for their counts and sample values: at 200,000 rows
+10 Spark jobs instead of 36 (``bench/data_quality_check.py``).
+
+Two rules have no direct GX expectation, so the check first adds a helper column that
+holds the offending *value* and is null otherwise, and expects it to be null; the samples
+then show the bad values themselves:
 ``amount_over_2dp`` (amount with more than two decimals) and ``timestamp_unparseable``
 (timestamps Spark cannot parse). ``_corrupt_record`` holds the raw text of landing rows
 that did not fit the schema.
 """
 
+import json
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,42 +60,101 @@ def _column_of(config: Any) -> str:
     return kwargs.get("column") or ",".join(kwargs.get("column_list") or [])
 
 
-def validate(df: DataFrame, kind: str, expectations: Sequence[Any]) -> list[ExpectationOutcome]:
-    """Run ``expectations`` as the ``kind`` suite on ``df`` with GX; one outcome each."""
+@dataclass
+class _Prepared:
+    """A kind's ephemeral GX context, batch definition and suite, built once per process."""
+
+    batch_definition: Any
+    suite: Any
+    configs: tuple[str, ...]
+
+
+_PREPARED: dict[str, _Prepared] = {}
+# One GX context is not meant for concurrent validations; a process validates in turn.
+_LOCK = threading.Lock()
+
+
+def _configs(expectations: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(
+        json.dumps(e.configuration.to_json_dict(), sort_keys=True, default=str)
+        for e in expectations
+    )
+
+
+def _prepared(kind: str, expectations: Sequence[Any]) -> _Prepared:
+    """The kind's context and suite: built at its first check in the process, rebuilt only
+    if its expectations change."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    configs = _configs(expectations)
+    prepared = _PREPARED.get(kind)
+    if prepared is not None and prepared.configs == configs:
+        return prepared
     context = gx.get_context(mode="ephemeral")
     # GX's tqdm bars would land in the Dagster step logs as carriage-return noise.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    source = context.data_sources.add_spark(name=f"{kind}_spark")
+    # ``run_suite`` caches the DataFrame and unpersists it after; GX's own ``persist``
+    # would keep it in executor memory for the life of the process.
+    source = context.data_sources.add_spark(name=f"{kind}_spark", persist=False)
     batch_definition = source.add_dataframe_asset(name=kind).add_batch_definition_whole_dataframe(
         f"{kind}_whole"
     )
     suite = gx.ExpectationSuite(name=f"{kind}_quality")
     for expectation in expectations:
         suite.add_expectation(expectation)
-    batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
-    result = batch.validate(
-        suite, result_format={"result_format": "BASIC", "partial_unexpected_count": SAMPLE_SIZE}
-    )
-    outcomes = []
-    for item in result.results:
-        details = item.result or {}
-        error = (item.exception_info or {}).get("exception_message")
-        config = item.expectation_config
-        outcomes.append(
-            ExpectationOutcome(
-                expectation=config.type if config else "?",
-                column=_column_of(config) if config else "",
-                success=bool(item.success),
-                unexpected_count=int(details.get("unexpected_count") or 0),
-                unexpected_percent=round(float(details.get("unexpected_percent") or 0.0), 3),
-                sample=list(details.get("partial_unexpected_list") or [])[:SAMPLE_SIZE],
-                error=error,
+    prepared = _PREPARED[kind] = _Prepared(batch_definition, suite, configs)
+    return prepared
+
+
+def validate(df: DataFrame, kind: str, expectations: Sequence[Any]) -> list[ExpectationOutcome]:
+    """Run ``expectations`` as the ``kind`` suite on ``df`` with GX; one outcome each.
+
+    The whole suite runs as one validation asking only for the verdicts (``BOOLEAN_ONLY``):
+    GX then bundles the expectations' unexpected counts into a few aggregations over the
+    DataFrame, instead of a collect of sample values per expectation. Only when some fail
+    does a second validation of just those fetch their counts and samples. Outcomes keep
+    the suite's order.
+    """
+    import great_expectations as gx
+
+    with _LOCK:
+        prepared = _prepared(kind, expectations)
+        batch = prepared.batch_definition.get_batch(batch_parameters={"dataframe": df})
+        verdicts = batch.validate(prepared.suite, result_format="BOOLEAN_ONLY")
+        failed = [item for item in verdicts.results if not item.success]
+        details: dict[str, Any] = {}
+        if failed:
+            suite = gx.ExpectationSuite(name=f"{kind}_failures")
+            for item in failed:
+                expectation = item.expectation_config.to_domain_obj()
+                expectation.id = None  # a copy, for a suite of its own
+                suite.add_expectation(expectation)
+            explained = batch.validate(
+                suite,
+                result_format={"result_format": "BASIC", "partial_unexpected_count": SAMPLE_SIZE},
             )
-        )
-    return outcomes
+            details = {_key(item.expectation_config): item for item in explained.results}
+    return [_outcome(details.get(_key(item.expectation_config), item)) for item in verdicts.results]
+
+
+def _key(config: Any) -> str:
+    return json.dumps([config.type, config.kwargs], sort_keys=True, default=str)
+
+
+def _outcome(item: Any) -> ExpectationOutcome:
+    details = item.result or {}
+    error = (item.exception_info or {}).get("exception_message")
+    config = item.expectation_config
+    return ExpectationOutcome(
+        expectation=config.type if config else "?",
+        column=_column_of(config) if config else "",
+        success=bool(item.success),
+        unexpected_count=int(details.get("unexpected_count") or 0),
+        unexpected_percent=round(float(details.get("unexpected_percent") or 0.0), 3),
+        sample=list(details.get("partial_unexpected_list") or [])[:SAMPLE_SIZE],
+        error=error,
+    )
 
 
 def check_result(outcomes: Sequence[ExpectationOutcome], rows: int) -> dg.AssetCheckResult:

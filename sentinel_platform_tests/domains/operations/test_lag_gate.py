@@ -16,6 +16,7 @@ from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.drain import write_drain_rate
 from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform.streams.lag import measure_lag, write_lag_key
 from sentinel_platform_tests.domains.operations.conftest import (
@@ -312,3 +313,35 @@ def test_cursor_of_the_wrong_shape_starts_fresh_instead_of_failing_every_tick(
 
     assert [r.run_key for r in data.run_requests] == ["publish:transactions:2026-01-09"]
     assert json.loads(data.cursor)["streams"]["transactions"]["paused"] is False
+
+
+def test_time_limits_pause_a_pool_that_falls_behind_and_say_what_to_do(
+    redis_client: RedisClient,
+    txn_group: StreamKeys,
+    settings: Settings,
+    make_resources,
+    dagster_instance,
+    clock,
+) -> None:
+    """On the defaults (seconds of work) a pool behind by more than 10 s is paused and
+    alerted as before; the alert gives the lag in both units and the operator's move."""
+    keys = txn_group
+    resources = make_resources()  # no count limits: 2 s / 10 s of work
+    sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
+    drive_lag(redis_client, keys, 300)
+    write_drain_rate(redis_client, keys, 100.0, 300)  # 3 s of work: elevated, not paused
+    first = tick(sensor, dagster_instance, resources, None)
+    (obs,) = observations(first, TRANSACTIONS.asset_key)
+    assert (obs["zone"], obs["work_s"], obs["drain_rate_per_s"]) == ("elevated", 3.0, 100.0)
+    assert not redis_client.exists(keys.paused)
+
+    drive_lag(redis_client, keys, 1_200)  # 12 s of work at 100 rows/s
+    clock.now += timedelta(seconds=15)
+    tick(sensor, dagster_instance, resources, first.cursor)
+    assert redis_client.get(keys.paused).startswith("sensor:backpressure:")
+    pause = read_alerts(redis_client, settings, SENSOR_NAME)[-1]
+    assert pause.severity == "error" and pause.details["action"] == "pause"
+    assert "lag 1200 = 12 s of work at 100 rows/s (limits 2/10 s)" in pause.summary
+    assert "To do: check the workers" in pause.summary
+    assert "add workers or raise SENTINEL_WORKER_CONCURRENCY" in pause.summary
+    assert "SENTINEL_WORKER_CONCURRENCY" in pause.details["advice"]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sentinel_platform.domains.operations.lag_gate import lag_card
 from sentinel_platform.domains.operations.lag_gate_policy import (
     PAUSE_FLAG_TTL_S,
     ClearPauseFlag,
@@ -27,8 +28,11 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     step,
     zone_alert,
 )
+from sentinel_platform.domains.operations.stream_health import evaluate_lag
+from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.inspect import LagSnapshot
-from sentinel_platform.streams.lag import LagReading, Zone, zone
+from sentinel_platform.streams.lag import LagReading, Zone
+from sentinel_platform.streams.peaks import Peaks
 
 WALL_MS = 1_767_960_000_000
 EPISODE = "1767950000000"
@@ -377,24 +381,67 @@ def test_two_episodes_never_share_an_id(previous: str | None, wall_ms: int, expe
     assert new_episode(previous, wall_ms) == expected
 
 
+COUNTS = {"lag_warn": 5, "lag_pause": 10, "read_count": 1}
+DEFAULTS: dict[str, Any] = {}  # 2 s / 10 s of work, reads of 100, concurrency 1
+
+
 @pytest.mark.parametrize(
-    ("worker_lag", "backlog", "pending", "alive", "expected"),
+    ("worker_lag", "backlog", "pending", "alive", "rate", "env", "expected"),
     [
-        pytest.param(4, 0, 0, 1, "nominal", id="below-warn-is-nominal"),
-        pytest.param(5, 0, 0, 1, "elevated", id="warn-limit-is-elevated"),
-        pytest.param(10, 0, 0, 1, "backpressure", id="pause-limit-is-backpressure"),
-        pytest.param(2, 40, 0, 1, "nominal", id="worker-figure-wins-over-the-group"),
-        pytest.param(None, 3, 4, 1, "elevated", id="expired-key-with-a-live-lease-judged-on-group"),
-        pytest.param(None, 0, 0, 0, "worker_off", id="no-key-and-no-lease-is-worker-off"),
-        pytest.param(None, 50, 0, 0, "worker_off", id="backlog-without-worker-is-worker-off"),
+        # Sentinel-L7's count limits, warn 5 and pause 10: the drain rate does not matter
+        pytest.param(4, 0, 0, 1, None, COUNTS, "nominal", id="below-warn-is-nominal"),
+        pytest.param(5, 0, 0, 1, 1e6, COUNTS, "elevated", id="warn-limit-is-elevated"),
+        pytest.param(10, 0, 0, 1, 1e6, COUNTS, "backpressure", id="pause-limit-is-backpressure"),
+        pytest.param(2, 40, 0, 1, None, COUNTS, "nominal", id="worker-figure-wins-over-the-group"),
+        pytest.param(
+            None, 3, 4, 1, None, COUNTS, "elevated", id="expired-key-with-a-live-lease-on-group"
+        ),
+        pytest.param(None, 0, 0, 0, None, COUNTS, "worker_off", id="no-key-and-no-lease"),
+        pytest.param(None, 50, 0, 0, 1e3, DEFAULTS, "worker_off", id="backlog-without-worker"),
+        # the defaults: seconds of work past what the live workers hold in flight
+        pytest.param(254, 0, 0, 1, 18_556.0, DEFAULTS, "nominal", id="issue-peak-is-14ms"),
+        pytest.param(254, 0, 0, 1, None, DEFAULTS, "nominal", id="no-rate-yet-no-alarm"),
+        pytest.param(20_000, 0, 0, 1, 5_000.0, DEFAULTS, "elevated", id="4s-of-work"),
+        pytest.param(60_000, 0, 0, 1, 5_000.0, DEFAULTS, "backpressure", id="12s-of-work"),
+        pytest.param(5_000, 0, 0, 1, 0.0, DEFAULTS, "backpressure", id="consumers-stopped"),
+        pytest.param(100, 0, 0, 1, 0.0, DEFAULTS, "nominal", id="in-flight-is-no-pressure"),
+        pytest.param(300, 0, 0, 3, 0.0, DEFAULTS, "nominal", id="three-workers-in-flight"),
+        pytest.param(301, 0, 0, 3, 0.0, DEFAULTS, "backpressure", id="past-three-in-flight"),
     ],
 )
 def test_zone_of_the_lag_card(
-    worker_lag: int | None, backlog: int, pending: int, alive: int, expected: Zone
+    worker_lag: int | None,
+    backlog: int,
+    pending: int,
+    alive: int,
+    rate: float | None,
+    env: dict[str, Any],
+    expected: Zone,
 ) -> None:
-    """The zone the gate steps on, with the limits warn 5 and pause 10."""
-    snapshot = LagSnapshot(worker_lag, LagReading(backlog, pending), alive)
-    assert zone(snapshot.zone_lag, 5, 10) == expected
+    """The zone the gate steps on: the lag card's, from the one zone definition."""
+    snapshot = LagSnapshot(worker_lag, LagReading(backlog, pending), alive, drain_rate=rate)
+    verdict = evaluate_lag(snapshot, load_settings(**env))
+    assert verdict.metadata["zone"] == expected
+    assert verdict.blocks is (expected in ("backpressure", "worker_off"))
+
+
+@pytest.mark.parametrize(
+    ("peaks", "rate", "env", "alerted"),
+    [
+        pytest.param(Peaks(254, 0, 3), 18_556.0, DEFAULTS, False, id="healthy-peak-in-budget"),
+        pytest.param(Peaks(254, 0, 3), None, DEFAULTS, False, id="peak-before-a-rate"),
+        pytest.param(Peaks(250_000, 0, 3), 18_556.0, DEFAULTS, True, id="peak-past-10s"),
+        pytest.param(Peaks(254, 1, 0), 18_556.0, DEFAULTS, True, id="hard-episode"),
+        pytest.param(Peaks(254, 0, 3), 18_556.0, COUNTS, True, id="l7-counts-keep-their-alarm"),
+    ],
+)
+def test_spike_alert_only_past_the_pause_limit(
+    peaks: Peaks, rate: float | None, env: dict[str, Any], alerted: bool
+) -> None:
+    """The "lag peaked at N" ERROR: never for peaks within the time budget."""
+    snapshot = LagSnapshot(0, LagReading(0, 0), 1, drain_rate=rate)
+    verdict = evaluate_lag(snapshot, load_settings(**env), peaks)
+    assert spike_alerted(lag_card(verdict, None)) is alerted
 
 
 @pytest.mark.parametrize(

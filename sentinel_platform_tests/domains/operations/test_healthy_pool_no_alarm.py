@@ -1,0 +1,124 @@
+"""A healthy pool on the defaults raises no alarm: the issue's repro, in real processes.
+
+One real worker process with every default (one worker, reads of 100, concurrency 1),
+the real publisher resource publishing a partition from Spark with the default limits,
+and the real lag sensor ticking all along. A pool that keeps up must see no pause flag,
+no hard backpressure episode and no WARN or ERROR alert.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
+from sentinel_platform.domains.operations.targets import TRANSACTIONS
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.keys import StreamKeys, drain_rate_key
+from sentinel_platform.streams.lag import measure_lag
+from sentinel_platform.streams.publish import PublishStats
+from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick
+from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
+    start_worker,
+    worker_env,
+)
+
+pytestmark = pytest.mark.spark
+ROWS = 20_000
+
+
+def _partition(spark: Any) -> Any:
+    """One partition of valid transactions, built by Spark in two Spark partitions."""
+    return spark.range(ROWS, numPartitions=2).select(
+        F.format_string("txn-20261121-%08d", "id").alias("id"),
+        F.lit("Kim's Convenience").alias("merchant"),
+        F.lit("grocery").alias("category"),
+        F.lit("CAD").alias("currency"),
+        F.lit(12.5).alias("amount"),
+        F.lit("Milk and bread").alias("message"),
+        F.lit(False).alias("is_threat"),
+        F.lit("simulator").alias("source"),
+        F.lit("2026-11-21T08:15:30.123Z").alias("timestamp"),
+    )
+
+
+def test_healthy_default_pool_publishing_a_partition_raises_no_alert(
+    spark: Any,
+    redis_client: RedisClient,
+    txn_group: StreamKeys,
+    settings: Settings,
+    settings_env: dict[str, str],
+    make_resources: Any,
+    dagster_instance: Any,
+    clock: Any,
+    start_worker: Any,  # noqa: F811 (the fixture)
+) -> None:
+    keys = txn_group
+    frame = _partition(spark).cache()
+    assert frame.count() == ROWS  # built before the clock starts
+    worker = start_worker(processor=None)  # the domain processor, every default
+    worker.wait_ready(redis_client)
+    resources = make_resources()  # no lag limits set: the defaults
+    sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
+    cursor = tick(sensor, dagster_instance, resources, None).cursor
+
+    published: list[PublishStats] = []
+    failed: list[BaseException] = []
+    paused_seen = threading.Event()
+    done = threading.Event()
+
+    def publish() -> None:
+        try:
+            publisher = RedisPublisherResource(redis_url=settings.redis_url_value)
+            published.append(publisher.publish_dataframe(frame, "transactions"))
+        except BaseException as exc:  # re-raised below, in the test's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    def watch_pause_flag() -> None:
+        while not done.is_set():
+            if redis_client.exists(keys.paused):
+                paused_seen.set()
+            time.sleep(0.005)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (publish, watch_pause_flag)]
+    for thread in threads:
+        thread.start()
+    recorded: list[dict[str, Any]] = []
+    while not done.wait(0.2):  # the sensor ticks all along the publish
+        clock.now += timedelta(seconds=15)
+        data = tick(sensor, dagster_instance, resources, cursor)
+        cursor = data.cursor
+        recorded.extend(observations(data, TRANSACTIONS.asset_key))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not failed, failed
+    (stats,) = published
+    assert stats.rows == ROWS
+
+    wait_until(lambda: measure_lag(redis_client, keys).lag == 0, timeout_s=60)
+    for _ in range(2):  # the peaks since the last tick, then the calm after them
+        clock.now += timedelta(seconds=15)
+        data = tick(sensor, dagster_instance, resources, cursor)
+        cursor = data.cursor
+        recorded.extend(observations(data, TRANSACTIONS.asset_key))
+
+    loud = [a for a in read_alerts(redis_client, settings) if a.severity in ("warning", "error")]
+    assert not loud, [a.summary for a in loud]
+    assert not paused_seen.is_set(), "the producers were paused"
+    assert stats.hard_events == 0 and stats.paused_s == 0
+    assert {obs["zone"] for obs in recorded} == {"nominal"}
+    assert {obs["peak_zone"] for obs in recorded} == {"nominal"}
+    # The observations show the lag and the seconds of work, at the measured drain rate.
+    assert redis_client.get(drain_rate_key(keys)) is not None
+    measured = [obs for obs in recorded if obs["drain_rate_per_s"]]
+    assert measured and all("work_s" in obs and "lag" in obs for obs in measured)
