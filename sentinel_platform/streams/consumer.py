@@ -576,7 +576,9 @@ class Consumer:
         pipe = self.client.pipeline(transaction=False)
         queue_dead_check(pipe, self.keys, ids)
         if names:
-            pipe.mget([self.keys.marker(name) for name in names])
+            # MGET by name: a cluster pipeline refuses its mget(), yet routes this call by
+            # its keys, which share the stream's hash slot.
+            pipe.execute_command("MGET", *(self.keys.marker(name) for name in names))
         replies = pipe.execute()
         dead = already_dead_lettered(ids, replies[0])
         committed = _marked(names, replies[1]) if names else set()

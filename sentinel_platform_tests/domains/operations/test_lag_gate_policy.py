@@ -152,7 +152,7 @@ STEP_CASES = [
         {
             "flag": [SetPauseFlag(f"sensor:elevated:{EPISODE}", PAUSE_FLAG_TTL_S)],
             "launches": [],
-            "alert": (None, "zone:backpressure->elevated", "warning"),
+            "alert": (None, "zone:backpressure->elevated", "info"),
             "paused": True,
         },
         id="elevated-during-a-pause-keeps-it-and-refreshes-the-flag-ttl",
@@ -523,11 +523,9 @@ def test_spike_alerts_on_a_hard_episode_or_a_peak_at_the_pause_limit(
         pytest.param(None, "nominal", None, None, id="first-nominal-reading-is-silent"),
         pytest.param("nominal", "nominal", None, None, id="no-change-is-silent"),
         pytest.param(
-            None, "elevated", None, ("warning", "zone:None->elevated"), id="first-reading-elevated"
+            None, "elevated", None, ("info", "zone:None->elevated"), id="first-reading-elevated"
         ),
-        pytest.param(
-            "nominal", "elevated", None, ("warning", "zone:nominal->elevated"), id="warn-up"
-        ),
+        pytest.param("nominal", "elevated", None, ("info", "zone:nominal->elevated"), id="warn-up"),
         pytest.param(
             "elevated", "nominal", None, ("info", "zone:elevated->nominal"), id="warn-down"
         ),
