@@ -429,11 +429,12 @@ class Consumer:
             self.handle(recovered)
         if self.stop.is_set():
             return self._report()
-        batch = self._read(self._block(bool(recovered)))
+        block = self._block(bool(recovered))
+        batch = self._read(block)
         self._tally["read"] += len(batch)
         if batch:
             self.handle(batch)
-        elif self._block(bool(recovered)) is None and not recovered and not self._burst:
+        elif block is None and not recovered and not self._burst:
             self.stop.wait(0.05)  # --block-ms 0: poll, but do not spin
         self._maybe_write_lag()
         self.retention.maybe_trim()  # at most once per SENTINEL_STREAM_RETENTION_INTERVAL_S
