@@ -1,4 +1,7 @@
-"""Shared machinery of the benchmarks and fault drills.
+"""What the benchmarks share beyond the harness: the server, figures, the command line.
+
+The processes, readiness, waits, processors and stream helpers are the tests' and the
+benches' one harness, :mod:`sentinel_platform_tests.harness`.
 
 Every figure a bench script prints is measured side by side in one run against one real
 server, so two numbers in the same table always share the machine, the server and the
@@ -6,7 +9,7 @@ moment: the embedded one (the same binary ``sentinel up`` runs, started on a fre
 127.0.0.1 port), or the server of ``REDIS_URL`` when it is set, to measure what users run.
 A bench clears the database it is given between phases, so ``REDIS_URL`` must name a
 scratch database. The JSON line names the server and its version. Processes under
-test (workers, baseline loops) are real child processes; a :class:`Fleet` owns them and
+test (workers, baseline loops) are real child processes; a harness ``Fleet`` owns them and
 SIGKILLs whatever is still running when the script ends, so an interrupted bench never
 leaves strays behind: :func:`base_parser` turns SIGTERM and SIGHUP into ``SystemExit``
 (SIGINT already raises ``KeyboardInterrupt``), so the ``with`` blocks that own the
@@ -21,48 +24,18 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 
 from sentinel_platform.redis_server import RedisServer, find_redis_server, server_identity
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams.keys import StreamKeys
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
-WORKER_MODULES = {"transactions": "workers.watch_transactions", "axioms": "workers.watch_axioms"}
-T = TypeVar("T")
-
-
-# --- time --------------------------------------------------------------------------------
-
-
-class BenchTimeout(RuntimeError):
-    """A condition a bench waits for did not happen in time (the bench reports it)."""
-
-
-def wait_until(
-    condition: Callable[[], T], timeout_s: float, interval_s: float = 0.02, what: str = ""
-) -> T:
-    """Poll ``condition`` until truthy; never wait forever."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise BenchTimeout(f"not within {timeout_s:.1f}s: {what or condition}")
-        time.sleep(interval_s)
-
 
 # --- redis ---------------------------------------------------------------------------------
 
@@ -115,200 +88,6 @@ def server_version(client: redis.Redis) -> str:
 
 def bench_settings(url: str, home: Path, **overrides: Any) -> Settings:
     return load_settings(redis_url=url, home=home, **overrides)
-
-
-def child_env(url: str, home: Path, **settings: Any) -> dict[str, str]:
-    """Environment of a child process: the repo importable, settings as SENTINEL_* vars."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not (name.startswith("SENTINEL_") or name == "REDIS_URL")
-    }
-    env.update(
-        {
-            "REDIS_URL": url,
-            "SENTINEL_HOME": str(home),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
-            ),
-            "GX_ANALYTICS_ENABLED": "false",
-        }
-    )
-    for name, value in settings.items():
-        env[f"SENTINEL_{name.upper()}"] = str(value)
-    return env
-
-
-def fill_stream(
-    client: redis.Redis,
-    stream: str,
-    messages: Iterable[Mapping[str, str]],
-    batch: int = 1000,
-    atomic: bool = False,
-) -> list[str]:
-    """XADD every message with pipelining; returns the ids Redis acknowledged.
-
-    ``atomic`` wraps each batch in MULTI/EXEC, so a reader blocked on the stream wakes
-    once and sees the whole batch (otherwise it may wake after the first entry).
-    """
-    ids: list[str] = []
-    pipe = client.pipeline(transaction=atomic)
-    pending = 0
-    for fields in messages:
-        pipe.xadd(stream, dict(fields))
-        pending += 1
-        if pending >= batch:
-            ids.extend(pipe.execute())
-            pending = 0
-    if pending:
-        ids.extend(pipe.execute())
-    return ids
-
-
-def group_drained(client: redis.Redis, stream: str, group: str) -> bool:
-    """Every entry delivered to the group and acknowledged."""
-    try:
-        info = client.xinfo_stream(stream)
-        groups = client.xinfo_groups(stream)
-    except redis.ResponseError:
-        return False
-    mine = next((g for g in groups if g["name"] == group), None)
-    if mine is None:
-        return False
-    return mine["pending"] == 0 and mine["last-delivered-id"] == info["last-generated-id"]
-
-
-def unacked(client: redis.Redis, stream: str, group: str) -> int:
-    """Entries of the stream the group has not acknowledged (backlog + pending)."""
-    groups = client.xinfo_groups(stream)
-    mine = next(g for g in groups if g["name"] == group)
-    backlog = mine.get("lag")
-    if backlog is None:
-        backlog = len(client.xrange(stream, min=f"({mine['last-delivered-id']}", max="+"))
-    return int(backlog) + int(mine["pending"])
-
-
-# --- processes -------------------------------------------------------------------------
-
-
-@dataclass
-class Child:
-    """One child process with its output in a log file (pipes would fill and block it)."""
-
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would."""
-        if self.alive():
-            self.process.send_signal(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(10)
-
-    def stop(self, timeout_s: float = 15.0) -> int | None:
-        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def log_tail(self, lines: int = 20) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-
-@dataclass
-class Fleet:
-    """Owns every child process of a bench; whatever is still alive at exit is SIGKILLed."""
-
-    log_dir: Path
-    children: list[Child] = field(default_factory=list)
-
-    def spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str]) -> Child:
-        log_path = self.log_dir / f"{name}.log"
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                list(argv),
-                env=dict(env),
-                cwd=REPO_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        child = Child(name, process, log_path)
-        self.children.append(child)
-        return child
-
-    def worker(
-        self,
-        kind: str,
-        consumer: str,
-        env: Mapping[str, str],
-        processor: str | None = None,
-        count: int | None = None,
-        block_ms: int | None = None,
-        simulate_latency_ms: int | None = None,
-        extra: Sequence[str] = (),
-    ) -> Child:
-        """``python -m workers.watch_<kind>`` with the given flags."""
-        argv = [PYTHON, "-m", WORKER_MODULES[kind], "--consumer", consumer]
-        argv += ["--log-level", "INFO"]
-        if processor:
-            argv += ["--processor", processor]
-        if count is not None:
-            argv += ["--count", str(count)]
-        if block_ms is not None:
-            argv += ["--block-ms", str(block_ms)]
-        if simulate_latency_ms is not None:
-            argv += ["--simulate-latency-ms", str(simulate_latency_ms)]
-        return self.spawn(consumer, [*argv, *extra], env)
-
-    def close(self) -> None:
-        for child in self.children:
-            child.kill()
-
-    def __enter__(self) -> Fleet:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def wait_leases(
-    client: redis.Redis,
-    keys: StreamKeys,
-    workers: Sequence[Child],
-    timeout_s: float = 60.0,
-) -> None:
-    """Wait until every worker holds its liveness lease, i.e. is consuming."""
-
-    def ready() -> bool:
-        for child in workers:
-            if not child.alive():
-                raise RuntimeError(
-                    f"worker {child.name} exited with {child.process.returncode}:\n"
-                    f"{child.log_tail()}"
-                )
-        return all(client.exists(keys.lease(child.name)) for child in workers)
-
-    wait_until(ready, timeout_s, interval_s=0.05, what="worker leases")
 
 
 # --- statistics and reporting -------------------------------------------------------------

@@ -3,7 +3,7 @@
 Two ideas live here because every drill needs both:
 
 * a **ledger producer**: publishes numbered bench messages through the platform's publish
-  path (:func:`~sentinel_platform.streams.publish.publish_rows`) in small batches and
+  path (:func:`~sentinel_platform.streams.producer.publish.publish_rows`) in small batches and
   records a message as *acknowledged* only when Redis has answered the batch. When Redis
   goes away it backs off and resends the whole batch (which may duplicate entries in the
   stream: the workers' idempotency markers must absorb that);
@@ -25,15 +25,15 @@ import redis
 
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import TRANSIENT_ERRORS, RedisClient, connect
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.connection import TRANSIENT_ERRORS, RedisClient, connect
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 CHUNK = 10_000
 
 
 def bench_message(index: int, prefix: str = "m", kind: str = "valid") -> dict[str, str]:
     """A bench message; ``kind`` 'poison' raises in the processor, 'invalid' fails parsing."""
-    fields = {"k": f"{prefix}{index}", "data": "x" * 64}
+    fields = {"key": f"{prefix}{index}", "data": "x" * 64}
     if kind != "valid":
         fields[kind] = "1"
     return fields
@@ -61,7 +61,7 @@ class LedgerProducer(threading.Thread):
         self._stop_event.set()
 
     def run(self) -> None:
-        from sentinel_platform.streams.publish import publish_rows
+        from sentinel_platform.streams.producer.publish import publish_rows
 
         deadline = time.monotonic() + self.deadline_s
         client: RedisClient | None = None
@@ -89,7 +89,7 @@ class LedgerProducer(threading.Thread):
                         backoff = min(1.0, backoff * 2)
                 if self._stop_event.is_set():
                     return
-                self.acknowledged.extend(fields["k"] for fields in chunk)
+                self.acknowledged.extend(fields["key"] for fields in chunk)
                 if self.pause_s:
                     time.sleep(self.pause_s)
         except BaseException as exc:  # reported by the drill, never swallowed
@@ -149,13 +149,13 @@ def _scan(client: RedisClient, stream: str) -> Iterable[tuple[str, Mapping[str, 
 
 def audit(client: RedisClient, keys: StreamKeys, calls_key: str | None = None) -> Audit:
     effects: Counter[str] = Counter(
-        fields.get("k", "") for _, fields in _scan(client, keys.results)
+        fields.get("key", "") for _, fields in _scan(client, keys.results)
     )
     dead_letters: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     for _, fields in _scan(client, keys.dlq):
         letter = DeadLetter.from_fields(fields)
-        key = letter.original_fields.get("k", f"<no key {letter.message_id}>")
+        key = letter.original_fields.get("key", f"<no key {letter.message_id}>")
         dead_letters[key] += 1
         reasons[key] = letter.reason
     try:

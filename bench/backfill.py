@@ -44,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (
     base_parser,
-    child_env,
     emit_json,
     machine_info,
     print_table,
@@ -52,11 +51,12 @@ from bench._common import (
     raw_client,
     redis_server,
     scratch_dir,
-    wait_until,
 )
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import load_settings
 from sentinel_platform_tests.deploy.postgres import start_postgres
+from sentinel_platform_tests.harness.processes import child_env
+from sentinel_platform_tests.harness.waits import wait_until
 
 SENTINEL = str(Path(sys.executable).parent / "sentinel")
 FIRST_DAY = date(2026, 4, 1)

@@ -4,8 +4,8 @@ Producers much faster than the consumers (worker processes with a fixed service 
 message, ``--simulate-latency-ms``) publish for a fixed time. Runs, each against fresh
 workers and a fresh stream on one server:
 
-* ``ours``: :func:`sentinel_platform.streams.publish.publish_rows` with
-  :class:`~sentinel_platform.streams.backpressure.BackpressureGuard`, batches of
+* ``ours``: :func:`sentinel_platform.streams.producer.publish.publish_rows` with
+  :class:`~sentinel_platform.streams.producer.backpressure.BackpressureGuard`, batches of
   ``SENTINEL_PUBLISH_BATCH_SIZE``: the path the Spark assets publish through;
 * ``ours x2``: two producer processes publishing at once (two partitions);
 * ``ours halves``: the consumers' speed halves mid-run (every message then takes twice the
@@ -43,12 +43,8 @@ from typing import Any
 import redis
 
 from bench._common import (
-    PYTHON,
-    REPO_ROOT,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     distribution,
     emit_json,
     machine_info,
@@ -56,16 +52,22 @@ from bench._common import (
     raw_client,
     redis_server,
     scratch_dir,
-    unacked,
-    wait_leases,
-    wait_until,
 )
 from bench._plot import PALETTE, HLine, Series, chart_skipped, line_chart
 from bench.guards import GUARDS
-from bench.processors import NoopProcessor
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.processor import Effect
+from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import (
+    PYTHON,
+    REPO_ROOT,
+    Fleet,
+    child_env,
+    wait_leases,
+)
+from sentinel_platform_tests.harness.processors import NoopProcessor
+from sentinel_platform_tests.harness.streams import unacked
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: The guards compared here (ours and Sentinel-L7's) pace by message counts: the bench
 #: sets the Sentinel-L7 numbers explicitly (by default the limits are seconds of work,
@@ -110,19 +112,19 @@ TARGETS = (
 def _messages(prefix: str) -> Iterator[dict[str, str]]:
     index = 0
     while True:
-        yield {"k": f"{prefix}-{index}", "data": "x" * 200}
+        yield {"key": f"{prefix}-{index}", "data": "x" * 200}
         index += 1
 
 
 def produce_ours(
     client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Any, entries: Any
 ) -> int:
-    from sentinel_platform.streams.backpressure import (
+    from sentinel_platform.streams.producer.backpressure import (
         BackpressureConfig,
         BackpressureGuard,
         PublishInterrupted,
     )
-    from sentinel_platform.streams.publish import publish_rows
+    from sentinel_platform.streams.producer.publish import publish_rows
 
     sent = 0
 

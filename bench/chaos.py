@@ -3,7 +3,7 @@
 100,000 messages (``--quick``: 50,000), one in a thousand a poison pill (the processor
 raises on every delivery) and one in a thousand invalid (fails validation), published in
 batches over about a minute (``--quick``: 20 s). Three workers
-(``bench.processors:counting``) consume while, every few seconds, a random worker is
+(the harness's ``counting`` processor) consume while, every few seconds, a random worker is
 SIGKILLed and a fresh one started in its place. When everything is published and the
 group has every entry delivered and acknowledged, the pool is stopped and the audit counts, per
 natural key: valid messages with no effect (lost), messages with more than one effect
@@ -24,27 +24,30 @@ import time
 from typing import Any
 
 from bench._common import (
-    BenchTimeout,
-    Child,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     emit_json,
-    group_drained,
     machine_info,
     print_table,
     raw_client,
     redis_server,
     scratch_dir,
-    wait_leases,
 )
 from bench._faults import LedgerProducer, audit, bench_message
-from bench.processors import CALLS_KEY
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform_tests.harness.processes import (
+    TEST_PROCESSOR,
+    Child,
+    Fleet,
+    child_env,
+    wait_leases,
+)
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import group_drained
+from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "chaos"
-PROCESSOR = "bench.processors:counting"
+PROCESSOR = TEST_PROCESSOR
 #: Settings of the drill: short lease and backoff so recovery keeps up with the kills.
 DRILL_SETTINGS = {"lease_ttl_ms": 1000, "retry_backoff_ms": 100, "reclaim_delivery_limit": 3}
 
@@ -96,7 +99,7 @@ def run_chaos(
         while producer.is_alive() or not group_drained(client, keys.stream, keys.group):
             now = time.monotonic()
             if now - started > limit_s:
-                raise BenchTimeout(f"chaos did not drain within {limit_s:.0f}s")
+                raise WaitTimeout(f"chaos did not drain within {limit_s:.0f}s")
             if now >= next_kill:
                 victim = pool.pop(rng.randrange(len(pool)))
                 victim.kill()
@@ -107,7 +110,7 @@ def run_chaos(
         wall = time.monotonic() - started
         exits = [child.stop() for child in pool]
     if producer.error or len(producer.acknowledged) != messages:
-        raise BenchTimeout(f"producer failed: {producer.error!r}")
+        raise WaitTimeout(f"producer failed: {producer.error!r}")
     result = audit(client, keys, CALLS_KEY)
     summary = result.summary(
         valid=[k for k, kind in kinds.items() if kind == "valid"],
@@ -139,7 +142,7 @@ def main() -> int:
             figures = run_chaos(
                 server.url, tmp, messages, args.workers, kill_every, publish_s, limit_s
             )
-        except BenchTimeout as exc:
+        except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
     ok = (

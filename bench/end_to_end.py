@@ -62,26 +62,21 @@ import itertools
 import redis
 
 from bench._common import (
-    PYTHON,
-    BenchTimeout,
-    Child,
-    Fleet,
     base_parser,
-    child_env,
     emit_json,
-    fill_stream,
     machine_info,
     print_table,
     ratio,
     raw_client,
     redis_server,
     scratch_dir,
-    wait_leases,
-    wait_until,
 )
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams import keys as stream_keys
-from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing import keys as stream_keys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform_tests.harness.processes import PYTHON, Child, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.streams import fill_stream
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 DAY = "2026-11-20"
 ASSETS = "raw_transactions,enriched_transactions,transaction_stream"
@@ -547,7 +542,7 @@ def slowed_run(ctx: RunContext, drain: dict[str, Any], rows: int) -> dict[str, A
             pool = start_pool(ctx.fleet, ctx.client, ctx.keys, ctx.env, 1, "slow", latency_ms)
             # Slow until the producer has stopped for a while (or 60 s) and the lag gate
             # has ticked at least once meanwhile, then recover.
-            with contextlib.suppress(BenchTimeout):
+            with contextlib.suppress(WaitTimeout):
                 wait_until(
                     lambda: (
                         any(a >= slowed_at for a, _ in stops(sampler.samples, 4 * pacing_s))
@@ -566,7 +561,7 @@ def slowed_run(ctx: RunContext, drain: dict[str, Any], rows: int) -> dict[str, A
             pool = start_pool(ctx.fleet, ctx.client, ctx.keys, ctx.env, 1, "recovered")
             wait_until(lambda: not run.alive(), 1200, 0.2, "the run")
             check_run(run)
-            with contextlib.suppress(BenchTimeout):
+            with contextlib.suppress(WaitTimeout):
                 completed = bool(
                     wait_until(lambda: (s := sampler.latest()) and s.processed >= rows, 300, 0.05)
                 )

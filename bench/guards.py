@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 Stop = Callable[[], bool]
 Entries = Iterator[dict[Any, Any]]

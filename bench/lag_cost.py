@@ -37,7 +37,6 @@ import redis
 from bench._common import (
     base_parser,
     emit_json,
-    fill_stream,
     machine_info,
     print_table,
     ratio,
@@ -45,8 +44,9 @@ from bench._common import (
     redis_server,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.lag import baseline_key, measure_lag
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.pool.lag import baseline_key, measure_lag
+from sentinel_platform_tests.harness.streams import fill_stream
 
 NAME = "lag_cost"
 BASELINE_CAP = 10_000
@@ -98,7 +98,7 @@ def main() -> int:
         client = raw_client(server.url)
         keys = transaction_keys(load_settings(redis_url=server.url))
         client.xgroup_create(keys.stream, keys.group, "0", mkstream=True)
-        ids = fill_stream(client, keys.stream, ({"k": str(n)} for n in range(size)))
+        ids = fill_stream(client, keys.stream, ({"key": str(n)} for n in range(size)))
         client.xreadgroup(keys.group, "reader", {keys.stream: ">"}, count=100)
 
         def lag_of(of: StreamKeys) -> Callable[[], int]:

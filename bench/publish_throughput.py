@@ -43,11 +43,18 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import redis
 
-from bench._common import emit_json, exit_on_signals, machine_info, raw_client, redis_server
+from bench._common import (
+    emit_json,
+    exit_on_signals,
+    machine_info,
+    raw_client,
+    redis_server,
+)
+from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams.backpressure import BackpressureConfig
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.publish import (
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.producer.backpressure import BackpressureConfig
+from sentinel_platform.streams.producer.publish import (
     STATS_SCHEMA,
     TRANSACTION_COLUMNS,
     PartitionPublisher,
@@ -102,7 +109,7 @@ def spark_publish(df: Any, publisher: PartitionPublisher, wire: bool) -> Publish
     from sentinel_platform.resources.wire_columns import wire_frame
 
     if wire:
-        parts = wire_frame(df, "transactions").mapInArrow(publisher, STATS_SCHEMA).collect()
+        parts = wire_frame(df, TRANSACTIONS).mapInArrow(publisher, STATS_SCHEMA).collect()
     else:
         parts = df.mapInArrow(PerRowModel(publisher), STATS_SCHEMA).collect()
     return PublishStats.combine(PublishStats(**row.asDict()) for row in parts)
@@ -177,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         df, generate_s = cached_rows(spark, rows, partitions)
         from sentinel_platform.resources.wire_columns import wire_frame
 
-        entries = [r.data for r in wire_frame(df, "transactions").select("data").collect()]
+        entries = [r.data for r in wire_frame(df, TRANSACTIONS).select("data").collect()]
         publisher = PartitionPublisher(
             url=server.url,
             cluster=False,
             keys=keys,
-            kind="transactions",
+            spec=TRANSACTIONS,
             config=BackpressureConfig.from_settings(settings),
             batch_size=args.batch_size,
         )

@@ -17,8 +17,8 @@ wakes the survivors' blocked reads, so recovery does not wait out the block time
 
 The "slow but alive" trial gives the victim a service time of 10 x the lease TTL (and of
 ``SENTINEL_RECLAIM_IDLE_MS``) and never kills it: the original stole such messages (seed
-002). ``bench.processors:counting`` counts every processing in Redis, so a stolen message
-shows up as a processing count above 1. The figure must be 0.
+002). The harness's ``counting`` processor counts every processing in Redis, so a stolen
+message shows up as a processing count above 1. The figure must be 0.
 """
 
 from __future__ import annotations
@@ -33,29 +33,26 @@ from typing import Any
 import redis
 
 from bench._common import (
-    BenchTimeout,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     distribution,
     emit_json,
-    fill_stream,
     machine_info,
     print_table,
     raw_client,
     redis_server,
     scratch_dir,
-    wait_leases,
-    wait_until,
 )
-from bench.processors import CALLS_KEY
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.liveness import registration_key
+from sentinel_platform.streams.consumer.liveness import registration_key
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import fill_stream
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "recovery_latency"
-PROCESSOR = "bench.processors:counting"
+PROCESSOR = TEST_PROCESSOR
 FOREVER_MS = 600_000
 #: Issue 16: p95 recovery after a SIGKILL with default settings.
 TARGET_P95_S = 0.5
@@ -84,7 +81,7 @@ def _hold_messages(
         "transactions", f"victim-{trial}", env, PROCESSOR, count=held, simulate_latency_ms=victim_ms
     )
     wait_leases(client, keys, [victim])
-    fill_stream(client, keys.stream, ({"k": f"{trial}-{i}"} for i in range(held)), atomic=True)
+    fill_stream(client, keys.stream, ({"key": f"{trial}-{i}"} for i in range(held)), atomic=True)
 
     def holding() -> bool:
         consumers = client.xinfo_consumers(keys.stream, keys.group)
@@ -153,7 +150,7 @@ def slow_alive_trial(url: str, home: Path, held: int, lease_ms: int) -> dict[str
         "lease_ttl_ms": lease_ms,
         "processings": sum(calls.values()),
         "duplicate_processings": sum(max(0, n - 1) for n in calls.values()),
-        "duplicate_effects": len(results) - len({fields["k"] for _, fields in results}),
+        "duplicate_effects": len(results) - len({fields["key"] for _, fields in results}),
     }
 
 
@@ -182,7 +179,7 @@ def main() -> int:
                     latencies[name].append(seconds)
                     print(f"  trial {trial + 1}/{trials} {name:<10} {seconds:6.2f} s", flush=True)
             slow = slow_alive_trial(server.url, tmp, held=2, lease_ms=args.slow_lease_ms)
-        except BenchTimeout as exc:
+        except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
 

@@ -1,7 +1,7 @@
 """Redis restart drill: SIGKILL the server mid-run, restart it on the same port and data.
 
 A redis-server with AOF ``appendfsync always`` (an acknowledged write is on disk), two
-workers (``bench.processors:counting``) and a producer publishing through the platform's
+workers (the harness's ``counting`` processor) and a producer publishing through the platform's
 publish path (:class:`bench._faults.LedgerProducer`, which records a message only once
 Redis has answered its batch). While both run, the server is SIGKILLed (no shutdown, no
 final fsync) and a new one started on the same port and data directory, ``--restarts``
@@ -27,29 +27,26 @@ import time
 from typing import Any
 
 from bench._common import (
-    BenchTimeout,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     emit_json,
     external_url,
-    group_drained,
     machine_info,
     print_table,
     raw_client,
     scratch_dir,
-    wait_leases,
-    wait_until,
 )
 from bench._faults import LedgerProducer, audit, bench_message
-from bench.processors import CALLS_KEY
 from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import group_drained
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "redis_restart_drill"
-PROCESSOR = "bench.processors:counting"
+PROCESSOR = TEST_PROCESSOR
 AOF_ALWAYS = {"appendfsync": "always"}
 DRILL_SETTINGS = {"lease_ttl_ms": 1000, "retry_backoff_ms": 100}
 
@@ -105,7 +102,7 @@ def run_drill(
                 server.start()
             producer.join(timeout_s)
             if producer.is_alive() or producer.error:
-                raise BenchTimeout(f"producer did not finish: {producer.error!r}")
+                raise WaitTimeout(f"producer did not finish: {producer.error!r}")
             client = raw_client(server.url)
             wait_until(
                 lambda: group_drained(client, keys.stream, keys.group),
@@ -158,7 +155,7 @@ def main() -> int:
         probe.stop()
         try:
             figures = run_drill(tmp, messages, restarts, timeout_s=120 if args.quick else 900)
-        except BenchTimeout as exc:
+        except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
     ok = (

@@ -29,7 +29,7 @@ batch size (``SENTINEL_READ_COUNT``) unless ``--count`` says otherwise.
   worker with no analyzer at all (rules only), measured in the same run: 30,000
   transactions each (150,000 in a full run), within the cell's time budget. The fallback
   to the rules must not make the worker much slower than the rules alone.
-* **No-op A/B**: the no-op worker (``--processor bench.processors:noop``, default
+* **No-op A/B**: the no-op worker (the harness's ``noop`` processor, default
   concurrency) of this working tree (A) against the previous commit's (B, ``git worktree
   add`` of ``--prev``, default ``HEAD``, into a temporary directory removed at the end; its
   worker runs with that directory as working directory and ``PYTHONPATH``), timed exactly
@@ -68,27 +68,30 @@ from typing import Any, cast
 import redis
 
 from bench._common import (
-    PYTHON,
-    WORKER_MODULES,
-    BenchTimeout,
-    Child,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     emit_json,
-    fill_stream,
     machine_info,
     print_table,
     ratio,
     raw_client,
     redis_server,
     scratch_dir,
-    wait_leases,
 )
 from bench.worker_throughput import _cpu_seconds, _prepare, _release_and_time
 from sentinel_platform.redis_server import free_port
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import (
+    NOOP_PROCESSOR,
+    PYTHON,
+    Child,
+    Fleet,
+    WorkerProcess,
+    child_env,
+    wait_leases,
+)
+from sentinel_platform_tests.harness.streams import fill_stream
+from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "slow_processor"
 LATENCIES_S = (0.1, 2.0)
@@ -471,10 +474,23 @@ def _tree_env(env: dict[str, str], tree: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p != repo)}
 
 
+def _noop_processor_of(tree: Path) -> str:
+    """The no-op processor of ``tree``: the harness's, or the bench's before the harness
+    (that one reads the natural key from a field ``k``)."""
+    harness = tree / "sentinel_platform_tests" / "harness" / "processors.py"
+    return NOOP_PROCESSOR if harness.exists() else "bench.processors:noop"
+
+
+def _legacy(tree: Path) -> bool:
+    return _noop_processor_of(tree) != NOOP_PROCESSOR
+
+
 def _check_imports_from(tree: Path, env: dict[str, str]) -> None:
     """Fail unless a worker started in ``tree`` imports the code of ``tree``."""
+    module = _noop_processor_of(tree).partition(":")[0]
     probe = (
-        "import bench.processors as b, sentinel_platform.streams.consumer as s, workers.cli as w\n"
+        f"import {module} as b, sentinel_platform.workers.cli as w\n"
+        "import sentinel_platform.streams.consumer.loop as s\n"
         "print(b.__file__, s.__file__, w.__file__, sep='\\n')"
     )
     found = subprocess.run(
@@ -485,41 +501,42 @@ def _check_imports_from(tree: Path, env: dict[str, str]) -> None:
             raise RuntimeError(f"the previous commit's worker would import {where}, not {tree}")
 
 
-def _spawn_in(fleet: Fleet, tree: Path, name: str, env: dict[str, str]) -> Child:
-    """The no-op worker run from ``tree`` (``python -m`` puts its working directory first)."""
-    argv = [PYTHON, "-m", WORKER_MODULES["transactions"], "--consumer", name]
-    argv += ["--log-level", "INFO", "--processor", "bench.processors:noop"]
+def _spawn_in(fleet: Fleet, tree: Path, name: str, env: dict[str, str]) -> WorkerProcess:
+    """The no-op worker run from ``tree`` (``python -m`` puts its working directory first),
+    through the ``workers.watch_transactions`` entry point every commit has."""
+    argv = [PYTHON, "-m", "workers.watch_transactions", "--consumer", name]
+    argv += ["--log-level", "INFO", "--processor", _noop_processor_of(tree)]
     log_path = fleet.log_dir / f"{name}.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             argv, env=env, cwd=tree, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
-    child = Child(name, process, log_path)
-    fleet.children.append(child)
-    return child
+    return fleet.adopt(WorkerProcess(process, name, None, log_path, env))
 
 
 def noop_run(
-    url: str, home: Path, total: int, tree: Path | None, name: str
+    url: str, home: Path, total: int, tree: Path | None, name: str, legacy: bool = False
 ) -> tuple[float, float | None]:
     """msg/s of one no-op worker (this tree's, or ``tree``'s) draining ``total`` messages,
     and the worker's CPU microseconds per message (what contention cannot hide)."""
     client = raw_client(url)
     keys = transaction_keys(bench_settings(url, home))
-    _prepare(client, keys, total)
+    _prepare(client, keys, total, legacy)
     env = child_env(url, home, lag_key_ttl_s=10)
     with Fleet(home) as fleet:
         if tree is None:
-            worker = fleet.worker("transactions", name, env, "bench.processors:noop")
+            worker = fleet.worker("transactions", name, env, NOOP_PROCESSOR)
         else:
             worker = _spawn_in(fleet, tree, name, _tree_env(env, tree))
         wait_leases(client, keys, [worker])
         cpu_before = _cpu_seconds(worker.pid)
         try:
-            seconds = _release_and_time(client, keys, total, timeout_s=max(30, total / 500))
-        except BenchTimeout as exc:
+            seconds = _release_and_time(
+                client, keys, total, timeout_s=max(30, total / 500), legacy=legacy
+            )
+        except WaitTimeout as exc:
             count, first = worker_errors(worker)
-            raise BenchTimeout(f"{exc}; worker {name}: {count} errors, first: {first}") from None
+            raise WaitTimeout(f"{exc}; worker {name}: {count} errors, first: {first}") from None
         cpu_after = _cpu_seconds(worker.pid)
         worker.stop()
     cpu_us = None
@@ -536,7 +553,8 @@ def noop_ab(url: str, home: Path, mode: str, rev: str) -> dict[str, Any]:
         _check_imports_from(tree, _tree_env(child_env(url, home), tree))
         for repeat in range(AB_REPEATS[mode]):  # interleaved: drift hits both alike
             for side, where in (("A", None), ("B", tree)):
-                rate, cpu_us = noop_run(url, home, total, where, f"noop-{side}-{repeat}")
+                name = f"noop-{side}-{repeat}"
+                rate, cpu_us = noop_run(url, home, total, where, name, _legacy(tree))
                 runs[side].append(rate)
                 if cpu_us is not None:
                     cpu[side].append(cpu_us)
@@ -743,7 +761,7 @@ def _part(name: str, errors: list[str]) -> Iterator[None]:
     """Run one part of the bench; a failure is recorded in ``errors`` and reported."""
     try:
         yield
-    except (BenchTimeout, RuntimeError, subprocess.CalledProcessError) as exc:
+    except (WaitTimeout, RuntimeError, subprocess.CalledProcessError) as exc:
         errors.append(f"{name}: {exc}")
         print(f"  {name} failed: {exc}", flush=True)
 

@@ -2,7 +2,7 @@
 
 A primary and a replica (both AOF ``appendfsync always``) behind a relay, the stable
 address every process uses (as a virtual IP or a service name would be). Three worker
-processes (``bench.processors:counting``) consume while a ledger producer publishes
+processes (the harness's ``counting`` processor) consume while a ledger producer publishes
 through the platform's publish path for most of the run; a few poison messages are
 planted among the valid ones. Retention trims the stream as the run goes. On a schedule:
 
@@ -37,29 +37,26 @@ from typing import Any
 import redis
 
 from bench._common import (
-    BenchTimeout,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     emit_json,
-    group_drained,
     machine_info,
     print_table,
     raw_client,
     scratch_dir,
-    wait_leases,
-    wait_until,
 )
 from bench._faults import LedgerProducer, audit, bench_message
-from bench._relay import Relay
-from bench.processors import CALLS_KEY
 from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.relay import Relay
+from sentinel_platform_tests.harness.streams import group_drained
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "soak"
-PROCESSOR = "bench.processors:counting"
+PROCESSOR = TEST_PROCESSOR
 AOF_ALWAYS = {"appendfsync": "always"}
 WORKER_SETTINGS = {
     "lease_ttl_ms": 2000,
@@ -157,7 +154,7 @@ def _messages(count: int) -> tuple[list[dict[str, str]], list[str]]:
         message = bench_message(index, kind=kind)
         messages.append(message)
         if kind == "poison":
-            poison.append(message["k"])
+            poison.append(message["key"])
     return messages, poison
 
 
@@ -177,7 +174,7 @@ class ForeignWriter:
             raw_key = f"undecodable{self._count}".encode() + b"\xff\xfe"
             self._count += 1
             try:
-                client.xadd(self.keys.stream, {b"k": raw_key, b"data": b"\xc3(" * 8})
+                client.xadd(self.keys.stream, {b"key": raw_key, b"data": b"\xc3(" * 8})
             except redis.RedisError:
                 continue  # not acknowledged: not expected anywhere
             self.undecodable.append(raw_key.decode("utf-8", "backslashreplace"))
@@ -247,7 +244,7 @@ def run_soak(
             _run_schedule(schedule, pair, relay, writer, started)
             producer.join(schedule.duration_s + 300)
             if producer.is_alive() or producer.error:
-                raise BenchTimeout(f"producer did not finish: {producer.error!r}")
+                raise WaitTimeout(f"producer did not finish: {producer.error!r}")
             client = raw_client(pair.primary.url)
             wait_until(
                 lambda: _safe(lambda: group_drained(client, keys.stream, keys.group)),
@@ -314,7 +311,7 @@ def main() -> int:
         probe.stop()
         try:
             figures = run_soak(tmp, schedule, args.rate)
-        except BenchTimeout as exc:
+        except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
     ok = verdict(figures)

@@ -25,9 +25,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import base_parser, child_env, emit_json, machine_info, raw_client, redis_server
+from bench._common import (
+    base_parser,
+    emit_json,
+    machine_info,
+    raw_client,
+    redis_server,
+)
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import all_stream_keys
+from sentinel_platform.streams.plumbing.keys import all_stream_keys
+from sentinel_platform_tests.harness.processes import child_env
 
 DAY = "2026-11-20"
 DAGSTER = str(Path(sys.executable).parent / "dagster")

@@ -11,7 +11,8 @@ Contenders, each a separate process against the same stream on the same redis-se
   it (marker ``SET NX EX``, result ``XADD MAXLEN ~``, XACK), packed by hiredis into one
   socket write, with no bookkeeping at all: no recovery probe, no lease, no lag key, no
   metrics, no script. The ceiling of *our* work.
-* ``ours``: ``python -m workers.watch_transactions --processor bench.processors:noop``
+* ``ours``: ``python -m sentinel_platform.workers transactions`` with the harness's no-op
+  processor (``--processor sentinel_platform_tests.harness.processors:noop``)
   (recovery, lease, lag key, atomic result + idempotency marker + batched XACK), with 1
   and 2 processes (and 4 in a full run).
 
@@ -48,27 +49,28 @@ from dataclasses import dataclass
 import redis
 
 from bench._common import (
-    PYTHON,
-    BenchTimeout,
-    Child,
-    Fleet,
     base_parser,
     bench_settings,
-    child_env,
     emit_json,
-    fill_stream,
-    group_drained,
     machine_info,
     print_table,
     ratio,
     raw_client,
     redis_server,
     scratch_dir,
-    wait_leases,
-    wait_until,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import (
+    NOOP_PROCESSOR,
+    PYTHON,
+    Child,
+    Fleet,
+    child_env,
+    wait_leases,
+)
+from sentinel_platform_tests.harness.streams import fill_stream, group_drained
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "worker_throughput"
 PAYLOAD = (
@@ -155,7 +157,7 @@ def run_same_work(client: redis.Redis, keys: StreamKeys, consumer: str) -> Itera
         commands: list[tuple[object, ...]] = []
         for message_id, key in previous:
             commands.append(("SET", keys.marker(key), message_id, "NX", "EX", ttl))
-            fields = ("k", key, "source_message_id", message_id)
+            fields = ("key", key, "source_message_id", message_id)
             commands.append(("XADD", keys.results, "MAXLEN", "~", maxlen, "*", *fields))
         if previous:
             commands.append(("XACK", keys.stream, keys.group, *(i for i, _ in previous)))
@@ -167,7 +169,7 @@ def run_same_work(client: redis.Redis, keys: StreamKeys, consumer: str) -> Itera
         for entries in streams.values() if isinstance(streams, dict) else (e for _, e in streams):
             for message_id, flat in entries:
                 _noop(flat)
-                previous.append((message_id, flat[flat.index("k") + 1]))
+                previous.append((message_id, flat[flat.index("key") + 1]))
         yield len(previous)
 
 
@@ -197,24 +199,28 @@ def role_main(args: argparse.Namespace) -> int:
 # --- the measurement ---------------------------------------------------------------------
 
 
-def _messages(count: int, start: int = 0) -> Iterator[dict[str, str]]:
+def _messages(count: int, start: int = 0, legacy: bool = False) -> Iterator[dict[str, str]]:
+    """Bench messages; ``legacy`` also names the key ``k``, for a worker of a commit from
+    before the one harness (its no-op processor reads ``k``)."""
     for index in range(start, start + count):
         key = f"m{index}"
-        yield {"k": key, "data": PAYLOAD % key}
+        yield {"key": key, "data": PAYLOAD % key, **({"k": key} if legacy else {})}
 
 
-def _prepare(client: redis.Redis, keys: StreamKeys, total: int) -> None:
+def _prepare(client: redis.Redis, keys: StreamKeys, total: int, legacy: bool = False) -> None:
     """All but the last message in the stream, the group parked at its end."""
     client.flushdb()
-    fill_stream(client, keys.stream, _messages(total - 1))
+    fill_stream(client, keys.stream, _messages(total - 1, legacy=legacy))
     client.xgroup_create(keys.stream, keys.group, id="$")
 
 
-def _release_and_time(client: redis.Redis, keys: StreamKeys, total: int, timeout_s: float) -> float:
+def _release_and_time(
+    client: redis.Redis, keys: StreamKeys, total: int, timeout_s: float, legacy: bool = False
+) -> float:
     """Make everything readable at once; seconds until all of it is acknowledged."""
     pipe = client.pipeline(transaction=True)
     pipe.xgroup_setid(keys.stream, keys.group, "0", entries_read=0)
-    pipe.xadd(keys.stream, next(_messages(1, total - 1)))
+    pipe.xadd(keys.stream, next(_messages(1, total - 1, legacy)))
     started = time.monotonic()
     pipe.execute()
     wait_until(
@@ -289,7 +295,7 @@ def measure(
     with Fleet(log_dir) as fleet:
         if contender == "ours":
             workers = [
-                fleet.worker("transactions", f"ours-{processes}-{i}", env, "bench.processors:noop")
+                fleet.worker("transactions", f"ours-{processes}-{i}", env, NOOP_PROCESSOR)
                 for i in range(processes)
             ]
             wait_leases(client, keys, workers)
@@ -452,7 +458,7 @@ def main() -> int:
                         f"  cpu/msg: {_us(run.client_cpu_us)} client, "
                         f"{_us(run.server_cpu_us)} server"
                     )
-        except BenchTimeout as exc:
+        except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
     median = {label: statistics.median(r.rate for r in values) for label, values in runs.items()}

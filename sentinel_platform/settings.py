@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -24,7 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sentinel_platform.redaction import redact_url as redact_url  # shown URLs: always redacted
 from sentinel_platform.redaction import scrub
@@ -55,52 +55,137 @@ class Settings(BaseSettings):
     redis_url: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("REDIS_URL", "SENTINEL_REDIS_URL"),
-        description="redis://, rediss:// or redis+cluster:// URL; unset starts an embedded server",
+        description="redis://, rediss:// (TLS) or redis+cluster:// URL with user/password "
+        "(secret: never shown); unset starts the embedded server",
     )
     redis_cluster: bool = Field(False, description="treat REDIS_URL as a Redis Cluster seed node")
     redis_server: str | None = Field(
-        None, description="redis-server binary for the embedded server"
+        None,
+        description="redis-server/valkey-server binary (7.0+) for the embedded server and "
+        "the tests",
     )
     redis_port: int = Field(
-        0, ge=0, le=65535, description="embedded server port; 0 picks a free one"
+        0,
+        ge=0,
+        le=65535,
+        description="embedded server port; 0 picks a free one (kept across restarts)",
     )
-    redis_socket_timeout_s: float = Field(10.0, gt=0, le=300)
+    redis_socket_timeout_s: float = Field(
+        10.0, gt=0, le=300, description="socket timeout of every Redis client"
+    )
     allow_evicting_server: bool = Field(
         False,
         description="run on a server whose maxmemory-policy is allkeys-* (it may evict the "
-        "streams, markers and leases: messages lost or applied twice); refused otherwise",
+        "streams, markers and leases: messages lost or applied twice); refused otherwise; "
+        "noeviction is the safe policy, volatile-* runs with a warning",
     )
 
     # --- streams and groups (wire-compatible with Sentinel-L7) --------------------------
-    transactions_stream: str = Field("transactions", min_length=1)
-    transactions_group: str = Field("sentinel-consumers", min_length=1)
-    axioms_stream: str = Field("synapse:axioms", min_length=1)
-    axioms_group: str = Field("axiom-workers", min_length=1)
-    dlq_stream: str = Field("sentinel:dlq", min_length=1)
-    dlq_maxlen: int = Field(100_000, ge=100)
-    verdicts_stream: str = Field("sentinel:verdicts", min_length=1)
-    compliance_stream: str = Field("sentinel:compliance_events", min_length=1)
-    results_maxlen: int = Field(1_000_000, ge=100)
-    recent_transactions_key: str = Field("sentinel:recent_transactions", min_length=1)
-    recent_transactions_size: int = Field(50, ge=1, le=10_000)
-    alerts_stream: str = Field("sentinel:alerts", min_length=1)
-    alerts_maxlen: int = Field(10_000, ge=10)
+    stream_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="modules imported at start-up that declare more streams (each calls "
+        "sentinel_platform.registry.register); comma-separated",
+    )
+    transactions_stream: str = Field(
+        "transactions", min_length=1, description="transactions stream"
+    )
+    transactions_group: str = Field(
+        "sentinel-consumers", min_length=1, description="consumer group of the transactions stream"
+    )
+    axioms_stream: str = Field("synapse:axioms", min_length=1, description="axioms stream")
+    axioms_group: str = Field(
+        "axiom-workers", min_length=1, description="consumer group of the axioms stream"
+    )
+    dlq_stream: str = Field(
+        "sentinel:dlq",
+        min_length=1,
+        description="dead-letter stream (on a cluster: {<stream>}:dlq per stream)",
+    )
+    dlq_maxlen: int = Field(
+        100_000,
+        ge=100,
+        description="approximate cap of the DLQ stream: past it the oldest dead letters are "
+        "trimmed; alerts at 80% and 95% (docs/dead-letters.md)",
+    )
+    verdicts_stream: str = Field(
+        "sentinel:verdicts", min_length=1, description="result stream: one verdict per transaction"
+    )
+    compliance_stream: str = Field(
+        "sentinel:compliance_events",
+        min_length=1,
+        description="result stream: one compliance event per axiom",
+    )
+    results_maxlen: int = Field(
+        1_000_000, ge=100, description="approximate cap of the result streams"
+    )
+    recent_transactions_key: str = Field(
+        "sentinel:recent_transactions",
+        min_length=1,
+        description="capped list of recent verdicts (Sentinel-L7 dashboards)",
+    )
+    recent_transactions_size: int = Field(
+        50, ge=1, le=10_000, description="length of the recent verdicts list"
+    )
+    alerts_stream: str = Field(
+        "sentinel:alerts", min_length=1, description="alert stream read by `sentinel status`"
+    )
+    alerts_maxlen: int = Field(10_000, ge=10, description="approximate cap of the alert stream")
 
     # --- recovery and delivery ---------------------------------------------------------
-    reclaim_idle_ms: int = Field(30_000, ge=100, le=86_400_000)
-    reclaim_delivery_limit: int = Field(3, ge=1, le=1000)
-    lease_ttl_ms: int = Field(5_000, ge=200, le=600_000)
-    #: register a dedicated connection beside the lease, so survivors recover a killed
-    #: worker's messages when its socket closes (off: the lease TTL alone, e.g. behind a proxy)
-    connection_liveness: bool = True
-    hang_timeout_ms: int = Field(300_000, ge=1_000, le=86_400_000)
-    #: on stop, how long a worker keeps retrying commits Redis refuses before it gives them
-    #: up (they stay pending for the others) and exits with status 3
-    shutdown_timeout_s: float = Field(10.0, gt=0, le=600)
-    retry_backoff_ms: int = Field(1_000, ge=0, le=600_000)
-    idempotency_ttl_s: int = Field(7 * 24 * 3600, ge=60)
-    lag_key_ttl_s: int = Field(10, ge=1, le=3600)
-    read_count: int = Field(100, ge=1, le=10_000)
+    reclaim_idle_ms: int = Field(
+        30_000,
+        ge=100,
+        le=86_400_000,
+        description="idle time after which a pending message of a consumer without a lease "
+        "counts as abandoned",
+    )
+    reclaim_delivery_limit: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="most times a message is handed to a processor before it is dead-lettered",
+    )
+    lease_ttl_ms: int = Field(
+        5_000,
+        ge=200,
+        le=600_000,
+        description="how long a worker's liveness lease lives without a heartbeat",
+    )
+    connection_liveness: bool = Field(
+        True,
+        description="register a dedicated connection beside the lease, so survivors recover "
+        "a killed worker's messages when its socket closes (needs CLIENT LIST); false: the "
+        "lease TTL alone, e.g. behind a proxy that pools connections",
+    )
+    hang_timeout_ms: int = Field(
+        300_000,
+        ge=1_000,
+        le=86_400_000,
+        description="a message in hand longer than this means the worker is hung: it deletes "
+        "its lease and exits (status 70) so the others recover its messages",
+    )
+    shutdown_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="on stop, how long a worker keeps retrying commits Redis refuses before "
+        "it gives them up (they stay pending for the others) and exits with status 3",
+    )
+    retry_backoff_ms: int = Field(
+        1_000, ge=0, le=600_000, description="wait before a failed message is retried"
+    )
+    idempotency_ttl_s: int = Field(
+        7 * 24 * 3600,
+        ge=60,
+        description='how long "already processed" markers are kept (default 7 days)',
+    )
+    lag_key_ttl_s: int = Field(
+        10,
+        ge=1,
+        le=3600,
+        description="TTL of the lag key the workers publish (missing key: no live worker)",
+    )
+    read_count: int = Field(100, ge=1, le=10_000, description="batch size of each read")
     worker_concurrency: int = Field(
         1,
         ge=1,
@@ -108,8 +193,13 @@ class Settings(BaseSettings):
         description="messages one worker process handles at once (threads); raise it for "
         "I/O-bound processors such as an analyzer call, keep 1 for CPU-bound ones",
     )
-    block_ms: int = Field(1_000, ge=0, le=60_000)
-    simulate_latency_ms: int = Field(0, ge=0, le=600_000)
+    block_ms: int = Field(1_000, ge=0, le=60_000, description="longest a read blocks")
+    simulate_latency_ms: int = Field(
+        0,
+        ge=0,
+        le=600_000,
+        description="extra processing time per message (demos, backpressure tests)",
+    )
     metrics_host: str = Field(
         "127.0.0.1",
         min_length=1,
@@ -118,15 +208,21 @@ class Settings(BaseSettings):
 
     # --- stream retention (see streams/retention.py) ------------------------------------
     stream_retention_enabled: bool = Field(
-        True, description="workers trim entries every group has delivered and acknowledged"
+        True,
+        description="workers trim entries every group has delivered and acknowledged; false: "
+        "entries are kept forever, and one older than SENTINEL_IDEMPOTENCY_TTL_S is "
+        "dead-lettered expired_marker, not applied",
     )
     stream_retention_s: int | None = Field(
         None,
         ge=0,
         description="acknowledged entries are kept this long; unset: one day, shortened to "
-        "fit within SENTINEL_IDEMPOTENCY_TTL_S",
+        "fit within the markers (at most SENTINEL_IDEMPOTENCY_TTL_S - "
+        "SENTINEL_STREAM_RETENTION_INTERVAL_S)",
     )
-    stream_retention_interval_s: int = Field(60, ge=1, le=3600)
+    stream_retention_interval_s: int = Field(
+        60, ge=1, le=3600, description="each worker trims the source streams at most this often"
+    )
 
     @model_validator(mode="after")
     def _retention_within_markers(self) -> Settings:
@@ -182,20 +278,55 @@ class Settings(BaseSettings):
         None,
         ge=2,
         description="Sentinel-L7's hard limit in messages; set, the count limits replace "
-        "the time limits (unset SENTINEL_LAG_WARN is then a quarter of it)",
+        "the time limits (unset SENTINEL_LAG_WARN is then a quarter of it); must be above "
+        "SENTINEL_READ_COUNT x SENTINEL_WORKER_CONCURRENCY x workers",
     )
-    lag_warn_sleep_ms: int = Field(500, ge=0, le=60_000)
-    lag_pause_poll_ms: int = Field(100, ge=10, le=60_000)
-    max_pause_s: float = Field(600, gt=0, le=86_400)
-    publish_batch_size: int = Field(500, ge=1, le=100_000)
+    lag_warn_sleep_ms: int = Field(
+        500,
+        ge=0,
+        le=60_000,
+        description="longest pause between two paced batches (the producer re-reads the lag "
+        "at least this often)",
+    )
+    lag_pause_poll_ms: int = Field(
+        100, ge=10, le=60_000, description="producer poll interval at the hard limit"
+    )
+    max_pause_s: float = Field(
+        600,
+        gt=0,
+        le=86_400,
+        description="longest a producer waits at the hard limit (or while consumers read "
+        "nothing) before failing the run",
+    )
+    publish_batch_size: int = Field(
+        500,
+        ge=1,
+        le=100_000,
+        description="messages per publish pipeline (the lag is checked between batches)",
+    )
 
     # --- domain rules --------------------------------------------------------------------
-    axiom_audit_threshold: float = Field(0.8, ge=0.0, le=1.0)
-    high_risk_amount: float = Field(400.00, gt=0)
-    analyzer_url: SecretStr | None = Field(
-        None, description="http(s):// URL of the analyzer; user:password@ becomes Basic auth"
+    axiom_audit_threshold: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="axioms scoring strictly above it go to the analyzer",
     )
-    analyzer_timeout_s: float = Field(5.0, gt=0, le=120)
+    high_risk_amount: float = Field(
+        400.00, gt=0, description="rule-based threat threshold for transactions"
+    )
+    analyzer_url: SecretStr | None = Field(
+        None,
+        description="http(s):// analyzer asked about every transaction and every audited "
+        "axiom; user:password@ becomes Basic auth (secret: never shown); unset uses the rules",
+    )
+    analyzer_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        le=120,
+        description="analyzer timeout for connecting and answering; on failure the rules "
+        "decide (driver_used=fallback)",
+    )
     analyzer_breaker_failures: int = Field(
         5,
         ge=1,
@@ -212,21 +343,36 @@ class Settings(BaseSettings):
     )
 
     # --- alerting ------------------------------------------------------------------------
-    alert_webhook_url: SecretStr | None = None
-    alert_cooldown_s: int = Field(300, ge=0)
-    alert_webhook_timeout_s: float = Field(2.0, gt=0, le=30)
+    alert_webhook_url: SecretStr | None = Field(
+        None, description="POST alerts here (secret: never logged)"
+    )
+    alert_cooldown_s: int = Field(
+        300, ge=0, description="silence for repeats of one alert condition"
+    )
+    alert_webhook_timeout_s: float = Field(2.0, gt=0, le=30, description="webhook request timeout")
     observation_max_interval_s: int = Field(
-        300, ge=1, le=86_400, description="longest gap between two unchanged lag observations"
+        300,
+        ge=1,
+        le=86_400,
+        description="the lag sensor records an observation when the lag changes, on any "
+        "peak, and at least this often",
     )
 
     # --- Spark and Dagster ---------------------------------------------------------------
-    spark_master: str = Field("local[*]", min_length=1)
+    spark_master: str = Field(
+        "local[*]",
+        min_length=1,
+        description="Spark master URL (spark://host:7077 for a cluster, sc://host:15002 for "
+        "Spark Connect)",
+    )
     spark_conf: str = Field(
         "",
         description="extra Spark config: a JSON object of strings, or comma-separated "
         "key=value pairs (values without commas)",
     )
-    home: Path = Field(Path(".sentinel"))
+    home: Path = Field(
+        Path(".sentinel"), description="embedded Redis data, Dagster home, data files, logs"
+    )
     data_dir: str | None = Field(
         None,
         description="where the Parquet assets live: a URI (file://, hdfs://, s3a://, abfss://, "
@@ -246,16 +392,16 @@ class Settings(BaseSettings):
     # --- the Dagster instance (see cli/dagster_home.py) ----------------------------------
     dagster_postgres_url: SecretStr | None = Field(
         None,
-        description="postgresql:// URL of the Dagster instance's run, event and schedule "
-        "storage (read from the environment by dagster.yaml, never written into it); unset: "
-        "SQLite under $SENTINEL_HOME/dagster",
+        description="postgresql+psycopg2:// URL of the Dagster instance's run, event and "
+        "schedule storage (secret: never shown; read from the environment by dagster.yaml, "
+        "never written into it); unset: SQLite under $SENTINEL_HOME/dagster",
     )
     dagster_max_concurrent_runs: int | None = Field(
         None,
         ge=1,
         le=256,
         description="most Dagster runs (each a Spark driver JVM) in progress at once; unset: "
-        "half the CPU cores, at least 2",
+        "half the CPU cores, at least 2; publish runs of one stream run one at a time",
     )
 
     @field_validator("redis_url")
@@ -288,6 +434,13 @@ class Settings(BaseSettings):
         problem = url_problem(value.get_secret_value(), POSTGRES_URL_SCHEMES)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("stream_modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
         return value
 
     @field_validator("spark_conf")

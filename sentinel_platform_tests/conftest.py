@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,21 +30,10 @@ for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_
 
 from sentinel_platform.redis_server import RedisServer, find_redis_server  # noqa: E402
 from sentinel_platform.settings import Settings, load_settings  # noqa: E402
-from sentinel_platform.streams.connection import RedisClient, connect  # noqa: E402
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect  # noqa: E402
 
-
-def wait_until(
-    condition: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.02
-) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail with a clear message."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s}s: {condition}")
-        time.sleep(interval_s)
+# The one poll with a deadline is the harness's; tests import it from here too.
+from sentinel_platform_tests.harness.waits import wait_until as wait_until  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -165,3 +153,15 @@ def dagster_instance(tmp_path: Path) -> Iterator[Any]:
     home.mkdir(parents=True, exist_ok=True)
     with dg.instance_for_test(temp_dir=str(home)) as instance:
         yield instance
+
+
+# --- Harness markers (``make test-fast``) ---------------------------------------------------
+# Every test gets one marker per harness it uses (spark, dagster, processes, redis), found
+# from its fixtures and the helpers it calls: see ``harness/markers.py``.
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from sentinel_platform_tests.harness.markers import mark_harnesses
+
+    mark_harnesses(items)

@@ -24,6 +24,7 @@ CODE_PACKAGES = ("sentinel_platform", "workers")
 #: Layer of each module, by its longest matching name prefix; higher may import lower.
 LAYERS: dict[str, int] = {
     "sentinel_platform.cli": 4,
+    "sentinel_platform.workers": 4,
     "workers": 4,
     "sentinel_platform.definitions": 3,
     "sentinel_platform.domains": 3,
@@ -41,6 +42,8 @@ LAYERS: dict[str, int] = {
 }
 #: What the workers may import besides themselves: they share no code with cli or Dagster.
 WORKER_LAYERS = {0, 1}
+#: The worker processes' code: their entry point and the domain processors.
+WORKER_CODE = ("workers", "sentinel_platform.workers")
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,8 @@ def upward_edges(root: Path) -> list[str]:
     bad = []
     for edge in internal_edges(root):
         source, target = layer_of(edge.source), layer_of(edge.target)
-        is_worker = edge.source.split(".")[0] == "workers"
-        if is_worker and not edge.target.startswith("workers"):
+        is_worker = edge.source.startswith(WORKER_CODE)
+        if is_worker and not edge.target.startswith(WORKER_CODE):
             if target not in WORKER_LAYERS:
                 bad.append(f"{edge} (workers may import only streams and foundation)")
         elif target > source:
@@ -190,6 +193,61 @@ def settings_loaders(root: Path) -> list[str]:
             if name in LOADERS:
                 found.append(f"{module}:{line} imports {name}")
     return found
+
+
+STREAMS = "sentinel_platform.streams"
+#: What each group of the streams core may import from the others: the plumbing nothing,
+#: the pool's state the plumbing, and each side (workers, producer, operators) those two.
+STREAMS_GROUPS: dict[str, set[str]] = {
+    "plumbing": set(),
+    "pool": {"plumbing"},
+    "consumer": {"plumbing", "pool"},
+    "producer": {"plumbing", "pool"},
+    "operators": {"plumbing", "pool"},
+}
+CONSUMER = f"{STREAMS}.consumer"
+
+
+def streams_group(module: str) -> str | None:
+    """The group of a module of the streams core (``None`` outside it)."""
+    if not module.startswith(STREAMS + "."):
+        return None
+    return module[len(STREAMS) + 1 :].split(".")[0]
+
+
+def streams_group_edges(root: Path) -> list[str]:
+    """Imports between groups of the streams core that :data:`STREAMS_GROUPS` forbids."""
+    bad = []
+    for edge in internal_edges(root):
+        source, target = streams_group(edge.source), streams_group(edge.target)
+        if source is None or target is None or source == target:
+            continue
+        if target not in STREAMS_GROUPS.get(source, set()):
+            bad.append(f"{edge} ({source} may import only {sorted(STREAMS_GROUPS[source])})")
+    return bad
+
+
+def consumer_reached_from_outside(root: Path) -> list[str]:
+    """Imports of the consumer's internals by anything but the worker processes."""
+    return [
+        str(edge)
+        for edge in internal_edges(root)
+        if (edge.target == CONSUMER or edge.target.startswith(CONSUMER + "."))
+        and not edge.source.startswith((CONSUMER, *WORKER_CODE))
+    ]
+
+
+def test_every_module_of_the_streams_core_is_in_a_declared_group() -> None:
+    groups = {streams_group(m) for m in modules(ROOT)} - {None}
+    assert groups == set(STREAMS_GROUPS)
+
+
+def test_groups_of_the_streams_core_import_one_way() -> None:
+    assert streams_group_edges(ROOT) == []
+
+
+def test_only_the_worker_processes_reach_the_consumer() -> None:
+    assert consumer_reached_from_outside(ROOT) == []
 
 
 def test_every_module_has_a_layer() -> None:

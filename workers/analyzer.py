@@ -30,7 +30,7 @@ from urllib3.util import make_headers
 from sentinel_platform.redaction import scrub
 from sentinel_platform.schemas import Axiom, RiskLevel, Transaction
 from sentinel_platform.settings import Settings, SettingsError, redact_url, url_problem
-from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.consumer.metrics import Metrics
 from workers.circuit_breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
 
 log = logging.getLogger(__name__)

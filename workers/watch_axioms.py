@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import sys
 
-from sentinel_platform.streams.keys import axiom_keys
-from workers.cli import run_worker
-
-DEFAULT_PROCESSOR = "workers.processors.axioms:from_settings"
+from sentinel_platform.workers.cli import run_worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_worker(
-        "python -m workers.watch_axioms", __doc__ or "", axiom_keys, DEFAULT_PROCESSOR, argv
-    )
+    """The same worker as ``python -m sentinel_platform.workers axioms``."""
+    return run_worker("axioms", argv, prog="python -m workers.watch_axioms")
 
 
 if __name__ == "__main__":

@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import sys
 
-from sentinel_platform.streams.keys import transaction_keys
-from workers.cli import run_worker
-
-DEFAULT_PROCESSOR = "workers.processors.transactions:from_settings"
+from sentinel_platform.workers.cli import run_worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_worker(
-        "python -m workers.watch_transactions",
-        __doc__ or "",
-        transaction_keys,
-        DEFAULT_PROCESSOR,
-        argv,
-    )
+    """The same worker as ``python -m sentinel_platform.workers transactions``."""
+    return run_worker("transactions", argv, prog="python -m workers.watch_transactions")
 
 
 if __name__ == "__main__":

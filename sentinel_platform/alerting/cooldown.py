@@ -7,7 +7,7 @@ condition send it once.
 
 from __future__ import annotations
 
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 
 COOLDOWN_PREFIX = "sentinel:alert_cooldown:"
 

@@ -17,7 +17,7 @@ from redis.typing import EncodableT
 from sentinel_platform.alerting.cooldown import Cooldown
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.alerting.webhook import WebhookSender
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 
 log = logging.getLogger("sentinel_platform.alerts")
 

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from sentinel_platform.redis_server import RedisServerError, running_embedded_url
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform.streams.connection import RedisClient, RedisConnectError, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError, connect
 
 EXIT_OK = 0
 #: Could not do the job: bad settings, Redis unreachable, unknown DLQ id, failed replay.

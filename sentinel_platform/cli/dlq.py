@@ -1,6 +1,6 @@
 """``sentinel dlq list|show|replay|purge|export``: the operator's hands on dead letters.
 
-The safety rules live in :mod:`sentinel_platform.streams.dlq_admin` (atomic, idempotent
+The safety rules live in :mod:`sentinel_platform.streams.operators.dlq_admin` (atomic, idempotent
 replay); this module only turns command lines into filters, asks for confirmation where
 data would be destroyed, and prints results for people (or JSON for scripts).
 """
@@ -24,9 +24,9 @@ from sentinel_platform.cli.common import (
 from sentinel_platform.cli.progress import Progress
 from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams import dlq_admin, dlq_export
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.dlq_admin import DlqEntry, DlqError, DlqFilter
+from sentinel_platform.streams.operators import dlq_admin, dlq_export
+from sentinel_platform.streams.operators.dlq_admin import DlqEntry, DlqError, DlqFilter
+from sentinel_platform.streams.plumbing.connection import RedisClient
 
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 

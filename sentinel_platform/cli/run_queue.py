@@ -25,9 +25,9 @@ from typing import Any
 
 import dagster as dg
 
-#: The step (the asset's op) that publishes each stream -> the stream's short name. The
-#: operations domain's ``STREAM_TARGETS`` holds the same pairs (a test keeps them equal).
-PUBLISH_STEPS: Mapping[str, str] = {"transaction_stream": "transactions", "axiom_stream": "axioms"}
+from sentinel_platform.registry import stream_specs
+from sentinel_platform.settings import SettingsError, load_settings
+
 STREAM_TAG = "sentinel/stream"
 PUBLISH_TAG_PREFIX = "sentinel/publishes."
 #: At most this many publish runs of one stream are in progress at once.
@@ -38,10 +38,19 @@ def publish_tag(stream: str) -> str:
     return f"{PUBLISH_TAG_PREFIX}{stream}"
 
 
+def publish_steps() -> dict[str, str]:
+    """The step (the asset's op) that publishes each declared stream -> the stream's name."""
+    try:
+        specs = stream_specs(load_settings())  # with SENTINEL_STREAM_MODULES' streams
+    except SettingsError:
+        specs = stream_specs()
+    return {spec.asset: spec.name for spec in specs}
+
+
 def streams_published(step_keys: Iterable[str]) -> list[str]:
-    """The streams a run with these steps publishes, in ``PUBLISH_STEPS`` order."""
+    """The streams a run with these steps publishes, in declaration order."""
     keys = set(step_keys)
-    return [stream for step, stream in PUBLISH_STEPS.items() if step in keys]
+    return [stream for step, stream in publish_steps().items() if step in keys]
 
 
 def queue_tags(existing: Mapping[str, str], streams: Sequence[str]) -> dict[str, str]:
@@ -57,7 +66,7 @@ def tag_concurrency_limits() -> list[dict[str, Any]]:
     """The ``tag_concurrency_limits`` of ``dagster.yaml``: one publish run per stream."""
     return [
         {"key": publish_tag(stream), "limit": PUBLISH_RUNS_PER_STREAM}
-        for stream in PUBLISH_STEPS.values()
+        for stream in publish_steps().values()
     ]
 
 

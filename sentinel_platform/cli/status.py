@@ -35,18 +35,18 @@ from sentinel_platform.cli.common import (
 )
 from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.settings import Settings, redact_url
-from sentinel_platform.streams import dlq_admin
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.dlq_capacity import fill_level, percent
-from sentinel_platform.streams.drain import card_rate, read_drain_rate
-from sentinel_platform.streams.eviction_policy import server_verdict
-from sentinel_platform.streams.keys import StreamKeys, all_stream_keys
-from sentinel_platform.streams.lag import measure_lag, read_lag_key
-from sentinel_platform.streams.progress import last_publish, progress
-from sentinel_platform.streams.replies import entries, text, text_dict
-from sentinel_platform.streams.retention import describe as describe_retention
-from sentinel_platform.streams.retention import retention_summary
-from sentinel_platform.streams.zones import limits_from_settings, work_seconds, zone
+from sentinel_platform.streams.operators import dlq_admin
+from sentinel_platform.streams.operators.dlq_capacity import fill_level, percent
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
+from sentinel_platform.streams.plumbing.keys import StreamKeys, all_stream_keys
+from sentinel_platform.streams.plumbing.replies import entries, text, text_dict
+from sentinel_platform.streams.pool.drain import card_rate, read_drain_rate
+from sentinel_platform.streams.pool.lag import measure_lag, read_lag_key
+from sentinel_platform.streams.pool.progress import last_publish, progress
+from sentinel_platform.streams.pool.retention import describe as describe_retention
+from sentinel_platform.streams.pool.retention import retention_summary
+from sentinel_platform.streams.pool.zones import limits_from_settings, work_seconds, zone
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.

@@ -39,27 +39,29 @@ from sentinel_platform.redis_server import (
     server_identity,
     stop_embedded,
 )
+from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings, redact_url
-from sentinel_platform.streams.connection import (
+from sentinel_platform.streams.plumbing.connection import (
     RedisClient,
     RedisConnectError,
     connect,
 )
-from sentinel_platform.streams.eviction_policy import server_verdict
-from sentinel_platform.streams.zones import in_flight_problem
+from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
+from sentinel_platform.streams.pool.zones import in_flight_problem
 
 log = logging.getLogger("sentinel.up")
 
 POLL_S = 0.5
 UI_PROBE_EVERY_S = 1.0
 DAGSTER_STOP_TIMEOUT_S = 30.0
-WORKER_MODULES = {"tx": "workers.watch_transactions", "ax": "workers.watch_axioms"}
+#: The one worker entry point; its first argument names the stream (the registry).
+WORKER_ENTRY = "sentinel_platform.workers"
 
 
 @dataclass(frozen=True)
 class UpOptions:
-    transaction_workers: int
-    axiom_workers: int
+    #: stream name (registry) -> how many workers to start for it
+    workers: Mapping[str, int]
     host: str
     port: int
     dagster: bool
@@ -92,8 +94,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Runs until Ctrl-C or SIGTERM, then stops workers, Dagster and the "
         "embedded Redis in that order. Logs go to $SENTINEL_HOME/logs.",
     )
-    parser.add_argument("--transaction-workers", type=_count, default=1, metavar="N")
-    parser.add_argument("--axiom-workers", type=_count, default=1, metavar="N")
+    for spec in _declared_streams():
+        parser.add_argument(
+            spec.workers_flag,
+            dest=_workers_dest(spec),
+            type=_count,
+            default=1,
+            metavar="N",
+            help=f"workers of stream {spec.name} (default 1)",
+        )
     parser.add_argument(
         "--worker-concurrency",
         type=_positive,
@@ -134,6 +143,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="how long workers may take to drain before SIGKILL",
     )
     parser.set_defaults(handler=run)
+
+
+def _declared_streams() -> tuple[StreamSpec, ...]:
+    """The streams to offer options for, SENTINEL_STREAM_MODULES' included when the
+    settings load (a bad setting is reported by ``run``, not while building the parser)."""
+    try:
+        return stream_specs(settings_from_env())
+    except (CliError, ValueError):
+        return stream_specs()
+
+
+def _workers_dest(spec: StreamSpec) -> str:
+    return f"workers_{spec.name}".replace("-", "_").replace(":", "_")
 
 
 def repo_root() -> Path:
@@ -341,13 +363,12 @@ def worker_specs(
     worker takes over its own pending entries instead of orphaning them) and differs from
     every other run's, so two runs never act as one consumer."""
     host = socket.gethostname()
-    counts = {"tx": options.transaction_workers, "ax": options.axiom_workers}
     specs = []
-    for kind, module in WORKER_MODULES.items():
-        for slot in range(1, counts[kind] + 1):
-            name = f"{kind}-{slot}"
+    for spec in stream_specs(settings):
+        for slot in range(1, options.workers.get(spec.name, 0) + 1):
+            name = f"{spec.worker_prefix}-{slot}"
             consumer = consumer_name(host, run_id, name)
-            argv = [sys.executable, "-m", module, "--consumer", consumer]
+            argv = [sys.executable, "-m", WORKER_ENTRY, spec.name, "--consumer", consumer]
             if options.worker_concurrency is not None:
                 argv += ["--concurrency", str(options.worker_concurrency)]
             specs.append(
@@ -465,8 +486,11 @@ def _check_eviction_policy(client: RedisClient, settings: Settings, where: str) 
 
 def options_from(args: argparse.Namespace) -> UpOptions:
     return UpOptions(
-        transaction_workers=args.transaction_workers,
-        axiom_workers=args.axiom_workers,
+        workers={
+            spec.name: getattr(args, _workers_dest(spec))
+            for spec in stream_specs()
+            if hasattr(args, _workers_dest(spec))
+        },
         host=args.host,
         port=args.port,
         dagster=not args.no_dagster,
@@ -482,15 +506,12 @@ def limits_problem(settings: Settings, options: UpOptions) -> str | None:
     """A count pause limit the pool of a stream fills by design (refused, never changed)."""
     if options.worker_concurrency is not None:
         settings = settings.model_copy(update={"worker_concurrency": options.worker_concurrency})
-    pools = {
-        "transaction": options.transaction_workers,
-        "axiom": options.axiom_workers,
-    }
-    for stream, workers in pools.items():
+    for spec in stream_specs(settings):
+        workers = options.workers.get(spec.name, 0)
         if workers:
-            problem = in_flight_problem(settings, workers, f"the {workers} {stream} worker(s)")
+            problem = in_flight_problem(settings, workers, f"the {workers} {spec.name} worker(s)")
             if problem:
-                return f"{problem}; --{stream}-workers and --worker-concurrency count too"
+                return f"{problem}; {spec.workers_flag} and --worker-concurrency count too"
     return None
 
 

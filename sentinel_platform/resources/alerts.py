@@ -16,7 +16,7 @@ from sentinel_platform.alerting.sink import Alerter, Delivery
 from sentinel_platform.alerting.webhook import WebhookSender, shared_sender
 from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 
 
 class AlertSink(dg.ConfigurableResource):

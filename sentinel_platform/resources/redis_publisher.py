@@ -30,6 +30,7 @@ from typing import Any
 import dagster as dg
 from pydantic import field_validator
 
+from sentinel_platform.registry import spec_for
 from sentinel_platform.resources.config_secrets import (
     PasswordInConfigError as PasswordInConfigError,  # re-exported: raised by this resource
 )
@@ -37,20 +38,19 @@ from sentinel_platform.resources.config_secrets import refuse_password
 from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.resources.wire_columns import wire_frame
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.backpressure import BackpressureConfig
-from sentinel_platform.streams.connection import RedisClient, connect, resolve_url
-from sentinel_platform.streams.eviction_policy import server_verdict
-from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
-from sentinel_platform.streams.progress import record_publish
-from sentinel_platform.streams.publish import (
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect, resolve_url
+from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
+from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform.streams.pool.progress import record_publish
+from sentinel_platform.streams.producer.backpressure import BackpressureConfig
+from sentinel_platform.streams.producer.publish import (
     STATS_SCHEMA,
     STOP_KEY_TTL_S,
-    Kind,
     PartitionPublisher,
     PublishStats,
     stop_key,
 )
-from sentinel_platform.streams.range_read import (
+from sentinel_platform.streams.producer.range_read import (
     ENTRY_SCHEMA,
     RANGE_SCHEMA,
     RangeReader,
@@ -106,14 +106,14 @@ class RedisPublisherResource(dg.ConfigurableResource):
     def backpressure_config(self, settings: Settings) -> BackpressureConfig:
         return BackpressureConfig.from_settings(settings, resume_lag=self.resume_lag)
 
-    def stream_keys(self, kind: Kind, settings: Settings | None = None) -> StreamKeys:
-        settings = settings or self._settings()
-        return transaction_keys(settings) if kind == "transactions" else axiom_keys(settings)
+    def stream_keys(self, kind: str, settings: Settings | None = None) -> StreamKeys:
+        """The keys of the declared stream named ``kind`` (see ``sentinel_platform.registry``)."""
+        return keys_for(settings or self._settings(), kind)
 
     def connect(self, settings: Settings | None = None) -> RedisClient:
         return connect(settings or self._settings())
 
-    def publish_client(self, kind: Kind, settings: Settings | None = None) -> RedisClient:
+    def publish_client(self, kind: str, settings: Settings | None = None) -> RedisClient:
         """A client to publish ``kind`` through, on a server that keeps what is published.
 
         A server whose ``maxmemory-policy`` may evict any key (the stream, with entries no
@@ -137,7 +137,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         return client
 
     # --- publish --------------------------------------------------------------------------
-    def publish_dataframe(self, df: Any, kind: Kind, run_id: str | None = None) -> PublishStats:
+    def publish_dataframe(self, df: Any, kind: str, run_id: str | None = None) -> PublishStats:
         """Publish ``df``'s wire columns from the executors; return the summed stats.
 
         The entries' strings are built by Spark (:func:`wire_frame`), so the executors'
@@ -145,6 +145,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         a :class:`~sentinel_platform.schemas.SchemaError` naming it.
         """
         settings = self._settings()
+        spec = spec_for(kind, settings)
         keys = self.stream_keys(kind, settings)
         client = self.publish_client(kind, settings)
         run_id = run_id or uuid.uuid4().hex
@@ -154,7 +155,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
             url=resolve_url(settings),
             cluster=settings.is_cluster,
             keys=keys,
-            kind=kind,
+            spec=spec,
             config=self.backpressure_config(settings),
             batch_size=settings.publish_batch_size,
             stop_key=stop,
@@ -164,7 +165,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         _tag_jobs(spark, tag)
         started = time.monotonic()
         try:
-            rows = wire_frame(df, kind).mapInArrow(publisher, STATS_SCHEMA).collect()
+            rows = wire_frame(df, spec).mapInArrow(publisher, STATS_SCHEMA).collect()
         except BaseException as exc:
             client.set(stop, "1", ex=STOP_KEY_TTL_S)
             _cancel_jobs(spark, tag)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import dagster as dg
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 
 
 class StreamInspector(dg.ConfigurableResource):

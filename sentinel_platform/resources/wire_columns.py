@@ -5,7 +5,7 @@ workers parse: the transaction ``data`` JSON through ``to_json(struct(...))`` an
 axioms' flat strings through casts, all evaluated in the JVM. The bytes equal those of
 the wire models (:meth:`Transaction.to_fields`, :meth:`Axiom.to_fields`) wherever the JVM
 and Python print values alike; for every other row the frame's
-:data:`~sentinel_platform.streams.publish.EXACT_COLUMN` is false and the executor
+:data:`~sentinel_platform.streams.producer.publish.EXACT_COLUMN` is false and the executor
 re-serialises that row through the wire model, which also rejects it if it is invalid.
 
 The JVM and Python print a double alike in fixed notation only: Java's
@@ -20,17 +20,16 @@ also routed to the wire model so that they fail on the producer with a
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, NumericType, StringType
 
+from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec
 from sentinel_platform.schemas import CATEGORIES, CURRENCIES, STATUSES, SchemaError
-from sentinel_platform.streams.publish import (
-    AXIOM_COLUMNS,
-    EXACT_COLUMN,
-    TRANSACTION_COLUMNS,
-    Kind,
-)
+from sentinel_platform.streams.producer.publish import EXACT_COLUMN
 
 #: Where Java's ``Double.toString``, Python's ``repr`` and pydantic's JSON all print the
 #: same fixed-notation digits.
@@ -40,26 +39,31 @@ MAX_TEXT = 1024
 MAX_MESSAGE = 4096
 
 
-def _expected_types(kind: Kind) -> dict[str, tuple[type[DataType], ...]]:
-    if kind == "transactions":
-        types: dict[str, tuple[type[DataType], ...]] = {
-            c: (StringType,) for c in TRANSACTION_COLUMNS
-        }
-        types["amount"] = (NumericType,)
-        types["is_threat"] = (BooleanType,)
-        return types
-    types = {c: (StringType,) for c in AXIOM_COLUMNS}
-    types["metric_value"] = types["anomaly_score"] = (NumericType,)
-    return types
+Types = dict[str, tuple[type[DataType], ...]]
+TRANSACTION_TYPES: Types = {
+    **{c: (StringType,) for c in TRANSACTIONS.columns},
+    "amount": (NumericType,),
+    "is_threat": (BooleanType,),
+}
+AXIOM_TYPES: Types = {
+    **{c: (StringType,) for c in AXIOMS.columns},
+    "metric_value": (NumericType,),
+    "anomaly_score": (NumericType,),
+}
 
 
-def check_schema(df: DataFrame, kind: Kind) -> None:
-    """Raise :class:`SchemaError` naming the first wire column missing or of the wrong type."""
-    model = "Transaction" if kind == "transactions" else "Axiom"
+def check_schema(df: DataFrame, spec: StreamSpec, types: Types | None = None) -> None:
+    """Raise :class:`SchemaError` naming the first wire column missing or of the wrong type.
+
+    Without ``types`` only the presence of ``spec.columns`` is checked: the wire model
+    judges the values on the executors.
+    """
+    model = spec.wire_model.__name__
     fields = {f.name: f.dataType for f in df.schema.fields}
-    for name, allowed in _expected_types(kind).items():
+    for name in spec.columns:
         if name not in fields:
             raise SchemaError(model, name, "column is missing from the DataFrame")
+    for name, allowed in (types or {}).items():
         if not isinstance(fields[name], allowed):
             wanted = " or ".join(t.__name__.removesuffix("Type").lower() for t in allowed)
             raise SchemaError(
@@ -87,9 +91,9 @@ def _text_ok(name: str, max_chars: int = MAX_TEXT, min_chars: int = 1) -> Column
 
 def transaction_frame(df: DataFrame) -> DataFrame:
     """``(data, wire_exact)``: the ``{"data": json}`` entry of each transaction row."""
-    check_schema(df, "transactions")
+    check_schema(df, TRANSACTIONS, TRANSACTION_TYPES)
     amount = F.col("amount").cast("double")
-    values = [amount.alias(c) if c == "amount" else F.col(c) for c in TRANSACTION_COLUMNS]
+    values = [amount.alias(c) if c == "amount" else F.col(c) for c in TRANSACTIONS.columns]
     data = F.to_json(F.struct(*values), {"ignoreNullFields": "true"})
     exact = _all(
         [
@@ -109,8 +113,8 @@ def transaction_frame(df: DataFrame) -> DataFrame:
 
 
 def axiom_frame(df: DataFrame) -> DataFrame:
-    """The axioms' flat string fields plus ``wire_exact``, in :data:`AXIOM_COLUMNS` order."""
-    check_schema(df, "axioms")
+    """The axioms' flat string fields plus ``wire_exact``, in ``AXIOMS.columns`` order."""
+    check_schema(df, AXIOMS, AXIOM_TYPES)
     metric = F.col("metric_value").cast("double")
     score = F.col("anomaly_score").cast("double")
     exact = _all(
@@ -135,6 +139,34 @@ def axiom_frame(df: DataFrame) -> DataFrame:
     )
 
 
-def wire_frame(df: DataFrame, kind: Kind) -> DataFrame:
-    """The columns :class:`~sentinel_platform.streams.publish.PartitionPublisher` sends."""
-    return transaction_frame(df) if kind == "transactions" else axiom_frame(df)
+def generic_frame(df: DataFrame, spec: StreamSpec) -> DataFrame:
+    """The wire fields of a stream with no JVM fast path: every row marked inexact.
+
+    The executors then send each row through ``spec``'s wire model, which writes the
+    exact bytes or rejects the row naming the field; correct for any stream, at the cost
+    of one model per row.
+    """
+    check_schema(df, spec)
+    if spec.payload_field:
+        data = F.to_json(F.struct(*(F.col(c) for c in spec.columns)))
+        fields = [data.alias(spec.payload_field)]
+    else:
+        fields = [F.col(c).cast("string").alias(c) for c in spec.columns]
+    return df.select(*fields, F.lit(False).alias(EXACT_COLUMN))
+
+
+def _fast_frame(spec: StreamSpec) -> Callable[[DataFrame], DataFrame] | None:
+    if spec.spark_frame is None:
+        return None
+    module, _, name = spec.spark_frame.partition(":")
+    builder: Callable[[DataFrame], DataFrame] = getattr(importlib.import_module(module), name)
+    return builder
+
+
+def wire_frame(df: DataFrame, spec: StreamSpec) -> DataFrame:
+    """The columns :class:`~sentinel_platform.streams.producer.publish.PartitionPublisher` sends.
+
+    The spec's JVM builder (``spark_frame``) when it has one, else :func:`generic_frame`.
+    """
+    fast = _fast_frame(spec)
+    return fast(df) if fast is not None else generic_frame(df, spec)

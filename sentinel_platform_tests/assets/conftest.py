@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.backpressure import BackpressureConfig, BackpressureGuard
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
 from sentinel_platform_tests.domains.conftest import data_resources
 
 __all__ = ["data_resources"]  # a fixture shared with the domain tests

@@ -16,9 +16,9 @@ from sentinel_platform.domains.transactions.definitions import ASSETS as TRANSAC
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.publish import AXIOM_COLUMNS, TRANSACTION_COLUMNS, id_order
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.producer.publish import AXIOM_COLUMNS, TRANSACTION_COLUMNS, id_order
 
 pytestmark = pytest.mark.spark
 DAY = "2026-11-20"

@@ -12,9 +12,9 @@ import pytest
 
 from sentinel_platform.resources.redis_publisher import PublishError, RedisPublisherResource
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import transaction_keys
-from sentinel_platform.streams.publish import (
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform.streams.producer.publish import (
     PUBLISHER_CLIENT_PREFIX,
     TRANSACTION_COLUMNS,
     stop_key,

@@ -10,18 +10,17 @@ import pytest
 import redis
 from pyspark.sql import functions as F
 
+from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec
 from sentinel_platform.resources.redis_publisher import PublishError, RedisPublisherResource
 from sentinel_platform.resources.wire_columns import wire_frame
 from sentinel_platform.schemas import CATEGORIES, STATUSES, Axiom, SchemaError, Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.publish import (
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.producer.publish import (
     AXIOM_COLUMNS,
     EXACT_COLUMN,
     TRANSACTION_COLUMNS,
-    WIRE_FIELDS,
-    Kind,
     PublishStats,
     axiom_fields,
     frame_entries,
@@ -195,19 +194,19 @@ def _as_dict(row: tuple[Any, ...], columns: tuple[str, ...]) -> dict[str, Any]:
     return dict(zip(columns, row, strict=True))
 
 
-def _frame_entries(frame: Any, kind: Kind) -> tuple[list[dict[str, str]], list[bool]]:
-    names = WIRE_FIELDS[kind]
+def _frame_entries(frame: Any, spec: StreamSpec) -> tuple[list[dict[str, str]], list[bool]]:
+    names = spec.wire_fields
     collected = frame.collect()
     columns = [[r[name] for r in collected] for name in names]
     exact = [r[EXACT_COLUMN] for r in collected]
-    return list(frame_entries(kind, columns, exact)), exact
+    return list(frame_entries(spec, columns, exact)), exact
 
 
 @pytest.mark.spark
 def test_spark_built_transaction_entries_are_the_models_bytes(spark: Any) -> None:
     rows = _transaction_rows(2_000, seed=11)
-    frame = wire_frame(spark.createDataFrame(rows, TXN_SCHEMA), "transactions")
-    entries, exact = _frame_entries(frame, "transactions")
+    frame = wire_frame(spark.createDataFrame(rows, TXN_SCHEMA), TRANSACTIONS)
+    entries, exact = _frame_entries(frame, TRANSACTIONS)
     expected = [transaction_fields(_as_dict(r, TRANSACTION_COLUMNS)) for r in rows]
     assert entries == expected
     # The ordinary rows are built by the JVM alone, not by the fallback.
@@ -218,8 +217,8 @@ def test_spark_built_transaction_entries_are_the_models_bytes(spark: Any) -> Non
 @pytest.mark.spark
 def test_spark_built_axiom_entries_are_the_models_bytes(spark: Any) -> None:
     rows = _axiom_rows(2_000, seed=12)
-    frame = wire_frame(spark.createDataFrame(rows, AXIOM_SCHEMA), "axioms")
-    entries, exact = _frame_entries(frame, "axioms")
+    frame = wire_frame(spark.createDataFrame(rows, AXIOM_SCHEMA), AXIOMS)
+    entries, exact = _frame_entries(frame, AXIOMS)
     assert entries == [axiom_fields(_as_dict(r, AXIOM_COLUMNS)) for r in rows]
     assert all(exact[:2_000])
     assert not all(exact[2_000:])
@@ -228,7 +227,7 @@ def test_spark_built_axiom_entries_are_the_models_bytes(spark: Any) -> None:
 @pytest.mark.spark
 @pytest.mark.parametrize("kind", ["transactions", "axioms"])
 def test_published_entries_are_the_models_bytes_and_parse_in_the_workers(
-    spark: Any, data_settings: Settings, redis_client: RedisClient, kind: Kind
+    spark: Any, data_settings: Settings, redis_client: RedisClient, kind: str
 ) -> None:
     keys = transaction_keys(data_settings) if kind == "transactions" else axiom_keys(data_settings)
     rows, schema, columns, to_fields = (
@@ -310,13 +309,13 @@ def test_rows_not_marked_exact_are_rewritten_by_the_model() -> None:
         '{"id":"t","merchant":"m","category":"other","currency":"USD","amount":1.0E7,'
         '"message":"\\u001F","source":"s","timestamp":"2026-11-21T00:00:00Z"}'
     )
-    (entry,) = frame_entries("transactions", [[jackson]], [False])
+    (entry,) = frame_entries(TRANSACTIONS, [[jackson]], [False])
     assert entry["data"] == (
         '{"id":"t","merchant":"m","category":"other","currency":"USD","amount":10000000.0,'
         '"message":"\\u001f","source":"s","timestamp":"2026-11-21T00:00:00Z"}'
     )
     (axiom,) = frame_entries(
-        "axioms",
+        AXIOMS,
         [["nominal"], ["1.0E-5"], ["0.5"], ["s"], ["2026-11-21T00:00:00Z"], [None]],
         [False],
     )
@@ -332,7 +331,7 @@ def test_rows_not_marked_exact_are_rewritten_by_the_model() -> None:
 def test_sample_check_rejects_a_bad_entry_before_it_is_sent() -> None:
     entries = iter([{"data": "{}"}])
     with pytest.raises(SchemaError, match=r"Transaction\.id"):
-        next(sample_checked("transactions", entries))
+        next(sample_checked(TRANSACTIONS, entries))
 
 
 # --- the hand-encoded XADD path --------------------------------------------------------------

@@ -30,7 +30,8 @@ HARNESS = """
 import sys, threading
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from bench._common import Fleet, base_parser, redis_server
+from bench._common import base_parser, redis_server
+from sentinel_platform_tests.harness.processes import Fleet
 base_parser("hygiene").parse_args([])
 idle = [sys.executable, "-c", "import threading; threading.Event().wait()"]
 with redis_server() as server, Fleet(Path(sys.argv[2])) as fleet:

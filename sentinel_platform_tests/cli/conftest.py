@@ -14,8 +14,8 @@ import pytest
 from sentinel_platform.cli.main import main
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.workers.conftest import start_worker, worker_env  # noqa: F401
 
 

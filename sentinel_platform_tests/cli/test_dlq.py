@@ -15,10 +15,10 @@ from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from sentinel_platform.cli.progress import Progress
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams import dlq_admin
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.dlq_admin import REPLAYED_FROM_FIELD, DlqError, DlqFilter
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.operators import dlq_admin
+from sentinel_platform.streams.operators.dlq_admin import REPLAYED_FROM_FIELD, DlqError, DlqFilter
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 from sentinel_platform_tests.conftest import wait_until
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams import dlq_export
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.operators import dlq_export
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 
 Cli = Callable[..., CliResult]

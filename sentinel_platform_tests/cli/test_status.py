@@ -20,12 +20,12 @@ from sentinel_platform.cli.common import (
 )
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.progress import MIN_SPAN_S, record_publish
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.pool.progress import MIN_SPAN_S, record_publish
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.processes import publish
+from sentinel_platform_tests.harness.streams import publish
 
 
 def _stream(doc: dict, name: str) -> dict:

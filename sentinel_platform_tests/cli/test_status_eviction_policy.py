@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.cli.conftest import CliResult
 
 

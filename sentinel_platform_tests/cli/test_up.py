@@ -19,8 +19,8 @@ from sentinel_platform.redis_server import (
     running_embedded_url,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import connect
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import connect
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.eviction_policy import ALLOW_SETTING
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.eviction_policy import ALLOW_SETTING
 from sentinel_platform_tests.cli.sentinel_up import SENTINEL
 
 #: Far longer than a refusal takes; a ``sentinel up`` that did not refuse runs until stopped.

@@ -19,13 +19,12 @@ import pytest
 from sentinel_platform.cli.supervisor import ChildSpec
 from sentinel_platform.cli.up import UpOptions, consumer_name, new_run_id, worker_specs
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
 
 OPTIONS = UpOptions(
-    transaction_workers=2,
-    axiom_workers=1,
+    workers={"transactions": 2, "axioms": 1},
     host="127.0.0.1",
     port=3000,
     dagster=False,

@@ -22,13 +22,11 @@ from sentinel_platform.cli.dagster_home import (
     storage_kind,
 )
 from sentinel_platform.cli.run_queue import (
-    PUBLISH_STEPS,
     StreamRunCoordinator,
     queue_tags,
     streams_published,
 )
 from sentinel_platform.cli.up import check_postgres
-from sentinel_platform.domains.operations.targets import STREAM_TARGETS
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform_tests.deploy.postgres import PASSWORD, PASSWORD_IN_URL
 
@@ -183,12 +181,6 @@ def test_streams_published(steps: list[str], streams: list[str]) -> None:
 )
 def test_queue_tags(existing: dict[str, str], streams: list[str], added: dict[str, str]) -> None:
     assert queue_tags(existing, streams) == added
-
-
-def test_publish_steps_are_the_operations_stream_targets() -> None:
-    assert {key: name for key, name in PUBLISH_STEPS.items()} == {
-        target.asset_key.to_user_string(): target.name for target in STREAM_TARGETS
-    }
 
 
 @pytest.mark.parametrize(

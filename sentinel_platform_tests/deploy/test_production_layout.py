@@ -35,7 +35,7 @@ import pytest
 from sentinel_platform.cli import proctree
 from sentinel_platform.redis_server import RedisServer, free_port
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import connect
+from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform_tests.cli.sentinel_up import SENTINEL, http_ok
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.deploy.postgres import PostgresServer

@@ -1,9 +1,9 @@
-"""Fixtures of the fault drills: worker processes that can import the bench processors.
+"""Fixtures of the fault drills: worker processes that can import the test processors.
 
-The drills start real worker processes (``python -m workers.watch_*``) through
-:class:`bench._common.Fleet`, which keeps each child's output in a log file (the drills
-read those logs: a password must never appear in them) and SIGKILLs any child still
-running when the test ends.
+The drills start real worker processes (``python -m sentinel_platform.workers <stream>``) through
+the harness's :class:`~sentinel_platform_tests.harness.processes.Fleet`, which keeps each child's
+output in a log file (the drills read those logs: a password must never appear in them) and SIGKILLs
+any child still running when the test ends.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench._common import Fleet, child_env
 from sentinel_platform.settings import Settings
+from sentinel_platform_tests.harness.processes import Fleet, child_env
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from bench._common import Child, Fleet, wait_leases
 from sentinel_platform.schemas import ERROR_MAX_CHARS, SchemaError, describe_error
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.drills import strategies
+from sentinel_platform_tests.harness.processes import Child, Fleet, wait_leases
 from workers.processors import AxiomProcessor, TransactionProcessor
 
 

@@ -22,14 +22,14 @@ import dagster as dg
 import pytest
 import redis
 
-from bench._common import Fleet, child_env, wait_leases
 from sentinel_platform.redis_server import RedisServer, free_port
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import SettingsError, load_settings
-from sentinel_platform.streams.connection import connect
-from sentinel_platform.streams.keys import axiom_keys
+from sentinel_platform.streams.plumbing.connection import connect
+from sentinel_platform.streams.plumbing.keys import axiom_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.drills.strategies import valid_axiom
+from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
 
 #: Every password below contains this; none of the outputs may.
 SECRET = "s3cret"

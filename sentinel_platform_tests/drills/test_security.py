@@ -20,15 +20,19 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench._common import Fleet, child_env, wait_leases
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams.backpressure import BackpressureConfig, BackpressureGuard
-from sentinel_platform.streams.connection import connect
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.publish import axiom_fields, publish_rows, transaction_fields
+from sentinel_platform.streams.plumbing.connection import connect
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
+from sentinel_platform.streams.producer.publish import (
+    axiom_fields,
+    publish_rows,
+    transaction_fields,
+)
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.drills.strategies import valid_axiom, valid_transaction
+from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
 
 ADMIN_PASSWORD = "admin-Pw-7f3e9c"
 USER = "sentinel"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.keys import (
+from sentinel_platform.streams.plumbing.keys import (
     attempt_key,
     attempt_key_prefix,
     axiom_keys,

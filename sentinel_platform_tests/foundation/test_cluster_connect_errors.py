@@ -10,7 +10,7 @@ import pytest
 import redis
 from redis.exceptions import ClusterDownError, RedisClusterException
 
-from sentinel_platform.streams.connection import cluster_connect_error
+from sentinel_platform.streams.plumbing.connection import cluster_connect_error
 
 WHERE = "redis+cluster://app:***@127.0.0.1:7000/0"
 SECRET = "pw-in-text-3"

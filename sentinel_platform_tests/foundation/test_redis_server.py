@@ -26,7 +26,7 @@ from sentinel_platform.redis_server import (
     stop_embedded,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import RedisConnectError, connect
+from sentinel_platform.streams.plumbing.connection import RedisConnectError, connect
 
 
 def test_fixture_server_is_real_and_flushed(redis_client: redis.Redis) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.metrics import Metrics
+from sentinel_platform.streams.consumer.metrics import Metrics
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings
 from workers.circuit_breaker import CircuitBreaker
 from workers.processors import TransactionProcessor

@@ -1,4 +1,4 @@
-"""The analyzer as the real workers use it: ``python -m workers.watch_*`` with
+"""The analyzer as the real workers use it: ``python -m sentinel_platform.workers <stream>`` with
 ``SENTINEL_ANALYZER_URL`` set, against a real HTTP analyzer on 127.0.0.1 and a real Redis.
 
 What is promised: only axioms scoring strictly above the audit threshold reach the
@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from bench._common import Child, Fleet, child_env, wait_leases
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys, axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 
 from .conftest import AnalyzerServer
 from .test_transaction_rules import BASE

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from sentinel_platform.streams.metrics import (
+from sentinel_platform.streams.consumer.metrics import (
     BUCKETS,
     COUNTERS,
     GAUGES,

@@ -10,8 +10,8 @@ import pytest
 from sentinel_platform.resources.redis_publisher import PublishError, RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.eviction_policy import ALLOW_SETTING
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.eviction_policy import ALLOW_SETTING
 
 
 def _publisher(settings: Settings, **overrides: str) -> RedisPublisherResource:

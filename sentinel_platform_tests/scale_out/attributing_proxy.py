@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._relay import Observer, Relay
+from sentinel_platform_tests.harness.relay import Observer, Relay
 from sentinel_platform_tests.scale_out.spark_standalone import ancestors
 
 #: A RESP bulk string naming the command: redis-py sends ``$4\r\nXADD\r\n``.

@@ -19,7 +19,8 @@ import pytest
 
 from sentinel_platform.redis_server import RedisServerError
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform.streams.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform_tests.harness.processes import FAST_TIMINGS
 from sentinel_platform_tests.scale_out.redis_cluster import (
     ClusterStartError,
     RedisClusterProcess,
@@ -32,7 +33,6 @@ from sentinel_platform_tests.scale_out.spark_standalone import (
     find_java,
 )
 from sentinel_platform_tests.workers.conftest import start_worker
-from sentinel_platform_tests.workers.processes import FAST_TIMINGS
 
 # Spark's Python workers must run this venv's interpreter (it has redis and the
 # platform installed); without it pyspark starts a bare ``python3`` on the executors.

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.eviction_policy import read_policies, server_verdict
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.eviction_policy import read_policies, server_verdict
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster

@@ -14,9 +14,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.dead_letter import DEAD_LETTER
-from sentinel_platform.streams.keys import (
+from sentinel_platform.streams.consumer.dead_letter import DEAD_LETTER
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import (
     StreamKeys,
     all_stream_keys,
     attempt_key,
@@ -24,7 +24,7 @@ from sentinel_platform.streams.keys import (
     dlq_streams,
     stream_keys,
 )
-from sentinel_platform.streams.publish import stop_key
+from sentinel_platform.streams.producer.publish import stop_key
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster

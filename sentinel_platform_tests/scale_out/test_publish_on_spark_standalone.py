@@ -24,8 +24,8 @@ import pytest
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.dagster_cli import last_run_records
 from sentinel_platform_tests.scale_out.attributing_proxy import AttributingProxy, Connection

@@ -7,7 +7,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster

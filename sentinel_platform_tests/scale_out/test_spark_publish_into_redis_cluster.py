@@ -16,8 +16,8 @@ from sentinel_platform.domains.shared.generation import generate_transactions
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]

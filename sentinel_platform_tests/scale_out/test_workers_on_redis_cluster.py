@@ -12,9 +12,9 @@ from redis.cluster import RedisCluster
 
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.dlq_admin import DlqFilter, list_entries, replay
-from sentinel_platform.streams.keys import (
+from sentinel_platform.streams.operators.dlq_admin import DlqFilter, list_entries, replay
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import (
     StreamKeys,
     attempt_key,
     attempt_key_prefix,
@@ -22,10 +22,10 @@ from sentinel_platform.streams.keys import (
     transaction_keys,
 )
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import publish
 from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.workers.conftest import StartWorker
-from sentinel_platform_tests.workers.processes import publish
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 pytestmark = pytest.mark.cluster
 

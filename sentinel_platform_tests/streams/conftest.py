@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient, connect
-from sentinel_platform.streams.consumer import Consumer
-from sentinel_platform.streams.keys import StreamKeys, attempt_key_prefix, transaction_keys
-from sentinel_platform.streams.metrics import Metrics
-from sentinel_platform.streams.processor import Processor
-from sentinel_platform.streams.runtime import load_processor
-from sentinel_platform_tests.workers.processes import FAST_TIMINGS, TEST_PROCESSOR
+from sentinel_platform.streams.consumer.loop import Consumer
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Processor
+from sentinel_platform.streams.consumer.runtime import load_processor
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key_prefix, transaction_keys
+from sentinel_platform_tests.harness.processes import FAST_TIMINGS, TEST_PROCESSOR
 
 #: ``FAST_TIMINGS`` of the worker-process tests, as settings field names.
 FAST_SETTINGS: dict[str, Any] = {

@@ -28,7 +28,7 @@ import pytest
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
 from sentinel_platform.cli.up import repo_root
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.cli.sentinel_up import (
     SENTINEL,
     dagster_log_tail,

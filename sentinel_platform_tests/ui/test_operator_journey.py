@@ -25,9 +25,9 @@ import pytest
 
 from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME as LAG_SENSOR
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import transaction_keys
-from sentinel_platform.streams.publish import transaction_fields
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform.streams.producer.publish import transaction_fields
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import read_alerts
 from sentinel_platform_tests.drills.strategies import valid_transaction

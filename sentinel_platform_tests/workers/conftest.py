@@ -1,15 +1,15 @@
 """Worker-process fixtures, shared by the worker, benchmark, cluster and CLI tests.
 
-``start_worker(...)`` launches a real ``python -m workers.watch_*`` process with the test
-settings in its environment (plus short recovery timings, see ``FAST_TIMINGS``),
-captures its JSON log lines, and SIGKILLs whatever is left at the end of the test.
-``WorkerProcess.wait_ready()`` waits until its lease exists, i.e. it is in the group.
+``start_worker(...)`` launches a real ``python -m sentinel_platform.workers <stream>``
+process with the test settings in its environment (plus short recovery timings, see
+``FAST_TIMINGS``), captures its JSON log lines, and SIGKILLs whatever is left at the end
+of the test. ``WorkerProcess.wait_ready()`` waits for its ``started`` line and its lease.
 
 Other test areas reuse them by importing the fixtures into their own conftest.py::
 
     from sentinel_platform_tests.workers.conftest import start_worker, worker_env  # noqa: F401
 
-The machinery itself (no pytest) is in ``processes.py``.
+The machinery itself (no pytest) is in ``sentinel_platform_tests/harness/processes.py``.
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.workers.processes import (
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import (
     FAST_TIMINGS,
     NOOP_PROCESSOR,
     TEST_PROCESSOR,
     WorkerProcess,
     launch_worker,
-    pending_of,
-    publish,
 )
+from sentinel_platform_tests.harness.streams import pending_of, publish
 
 __all__ = [
     "FAST_TIMINGS",

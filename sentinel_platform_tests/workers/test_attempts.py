@@ -1,5 +1,5 @@
 """Attempt records: counted once per delivery, never immortal (cleared on every exit path:
-see ``streams/test_consumer_dead_letters.py`` and ``test_consumer_recovery.py``).
+see ``streams/consumer/test_consumer_dead_letters.py`` and ``test_consumer_recovery.py``).
 
 The records are looked up without assuming their layout (one hash per message, or
 fields of a shared hash): whatever key or field names a message id is its record.
@@ -16,10 +16,10 @@ import redis
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.attempts import read_attempts, record_call
-from sentinel_platform.streams.connection import RedisClient, connect
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.consumer.attempts import read_attempts, record_call
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.streams.conftest import records_of
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
@@ -54,6 +54,7 @@ def _stall(server: RedisServer, seconds: float) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow  # the server stalls past the client's socket timeout: over 10 s
 def test_a_call_record_resent_after_a_lost_reply_is_counted_once(
     debug_server: RedisServer, tmp_path: Path
 ) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.backoff import Backoff, backoff_delay
-from sentinel_platform.streams.consumer import BACKOFF_CAP_S, BACKOFF_START_S
+from sentinel_platform.streams.consumer.loop import BACKOFF_CAP_S, BACKOFF_START_S
+from sentinel_platform.streams.plumbing.backoff import Backoff, backoff_delay
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from sentinel_platform.schemas import DeadLetter
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, WorkerProcess, publish
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from sentinel_platform.schemas import Transaction
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.lag import read_lag_key
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.pool.lag import read_lag_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
 
@@ -37,7 +37,7 @@ def test_lag_key_counts_backlog_plus_pending_and_survives_a_slow_message(
     messages = [{"key": "slow", "sleep_ms": "3000"}] + [{"key": f"m{n}"} for n in range(4)]
     publish(redis_client, tx_keys, messages)
     start_worker(args=["--count", "1"]).wait_ready(redis_client)
-    from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
+    from sentinel_platform_tests.harness.processors import CALLS_KEY
 
     wait_until(lambda: redis_client.hget(CALLS_KEY, "slow"), 10)
     deadline = time.monotonic() + 3.5

@@ -8,12 +8,12 @@ import json
 
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams import dlq_admin
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.operators import dlq_admin
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import StartWorker
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 RETENTION_OFF = {"SENTINEL_STREAM_RETENTION_ENABLED": "false"}
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench._relay import Relay
 from sentinel_platform.redis_server import RedisServer
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.relay import Relay
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,8 @@ from pathlib import Path
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import RedisClient, connect
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import NOOP_PROCESSOR, StartWorker, publish
 

@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.lease import Lease
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.consumer.lease import Lease
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import (
     FAST_TIMINGS,
     TEST_PROCESSOR,
@@ -32,7 +33,6 @@ from sentinel_platform_tests.workers.conftest import (
     pending_of,
     publish,
 )
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 LEASE_TTL_S = int(FAST_TIMINGS["SENTINEL_LEASE_TTL_MS"]) / 1000
 UNSHARE = [shutil.which("unshare") or "unshare", "--pid", "--fork", "--kill-child"]

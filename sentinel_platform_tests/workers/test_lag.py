@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.lag import (
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.pool.lag import (
     COUNT_PAGE,
     RECOUNT_INTERVAL_S,
     REFRESH_S,

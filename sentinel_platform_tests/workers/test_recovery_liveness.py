@@ -10,12 +10,13 @@ from typing import Any
 
 from redis.cluster import RedisCluster
 
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys, attempt_key
-from sentinel_platform.streams.liveness import Registration, registration_key
-from sentinel_platform.streams.recovery import CLAIM
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.consumer.liveness import Registration, registration_key
+from sentinel_platform.streams.consumer.recovery import CLAIM
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import (
     NOOP_PROCESSOR,
     StartWorker,
@@ -23,7 +24,6 @@ from sentinel_platform_tests.workers.conftest import (
     pending_of,
     publish,
 )
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 #: Long enough that a claim seen before it ran out cannot have come from the lease rule.
 LONG_LEASE = {"SENTINEL_LEASE_TTL_MS": "30000", "SENTINEL_LAG_KEY_TTL_S": "30"}

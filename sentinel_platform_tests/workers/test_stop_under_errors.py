@@ -28,11 +28,12 @@ import pytest
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import RedisClient, connect
-from sentinel_platform.streams.consumer import EXIT_UNCOMMITTED
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.runtime import EXIT_USAGE
+from sentinel_platform.streams.consumer.loop import EXIT_UNCOMMITTED
+from sentinel_platform.streams.consumer.runtime import EXIT_USAGE
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import (
     NOOP_PROCESSOR,
     StartWorker,
@@ -40,7 +41,6 @@ from sentinel_platform_tests.workers.conftest import (
     pending_of,
     publish,
 )
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 SHUTDOWN_TIMEOUT_S = 2.0
 

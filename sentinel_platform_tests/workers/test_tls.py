@@ -1,6 +1,6 @@
 """TLS to Redis, end to end, on a real TLS-only ``redis-server`` with a private CA.
 
-Workers (``python -m workers.watch_transactions``), ``sentinel status`` and the Spark
+Workers (``python -m sentinel_platform.workers transactions``), ``sentinel status`` and the Spark
 publisher's executors reach the server only through ``rediss://`` URLs whose query string
 carries redis-py's TLS options: ``ssl_ca_certs`` (trust the private CA), ``ssl_certfile``
 and ``ssl_keyfile`` (the client certificate; ``ssl_password`` for an encrypted key). The
@@ -30,8 +30,8 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.connection import RedisClient, RedisConnectError, connect
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError, connect
+from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import NOOP_PROCESSOR, StartWorker, publish
 from sentinel_platform_tests.workers.tls import (

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 
 from sentinel_platform.redis_server import RedisServer
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
 from sentinel_platform_tests.workers.lossy_relay import LossyRelay
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ import redis
 
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.group import ensure_group
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
-from sentinel_platform_tests.workers.processors_for_tests import CALLS_KEY
 
 BAD_VALUE = b"\xff\xfe not utf-8 \xc3"
 BAD_NAME = b"\x80field"

@@ -15,8 +15,8 @@ from typing import Any
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.metrics import Metrics
-from sentinel_platform.streams.processor import Effect
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Effect
 from workers.analyzer import Analyzer, analyzer_from_settings
 
 FALLBACK_PREFIX = "Rule-based fallback"

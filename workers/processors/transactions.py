@@ -37,8 +37,8 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.metrics import Metrics
-from sentinel_platform.streams.processor import Effect
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Effect
 from workers.analyzer import Analyzer, analyzer_from_settings
 
 log = logging.getLogger(__name__)

@@ -26,11 +26,11 @@ from sentinel_platform.domains.shared.common import DAILY, publish_selection
 from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
-from sentinel_platform.streams.connection import RedisConnectError, connect
-from sentinel_platform.streams.drain import read_drain_rate
-from sentinel_platform.streams.keys import all_stream_keys
-from sentinel_platform.streams.lag import measure_lag
-from sentinel_platform.streams.zones import limits_from_settings, zone
+from sentinel_platform.streams.plumbing.connection import RedisConnectError, connect
+from sentinel_platform.streams.plumbing.keys import all_stream_keys
+from sentinel_platform.streams.pool.drain import read_drain_rate
+from sentinel_platform.streams.pool.lag import measure_lag
+from sentinel_platform.streams.pool.zones import limits_from_settings, zone
 
 SCHEDULE_NAME = "demo_publish_schedule"
 JOB_NAME = "demo_publish"

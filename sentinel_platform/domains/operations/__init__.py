@@ -2,6 +2,6 @@
 delivery-anomaly and run-failure sensors, and the alerts they raise."""
 
 from sentinel_platform.domains.operations.definitions import defs
-from sentinel_platform.domains.operations.targets import PublishTarget
+from sentinel_platform.domains.operations.targets import PublishTarget, publish_targets
 
-__all__ = ["PublishTarget", "defs"]
+__all__ = ["PublishTarget", "defs", "publish_targets"]

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.inspect import (
+from sentinel_platform.streams.operators.group_view import (
     PendingEntry,
     live_consumers,
     pending_by_consumer,
     registered_consumers,
     scan_pending,
 )
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 SAMPLE_IDS = 10
 STALL_WINDOW_TICKS = 5

@@ -33,19 +33,19 @@ from sentinel_platform.domains.operations.stream_health import (
     dead_letter_verdict,
     latest_materialization,
 )
-from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET, STREAM_TARGETS
+from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
-from sentinel_platform.streams.dlq_capacity import crossed, fill_level, fullest, percent
-from sentinel_platform.streams.inspect import (
+from sentinel_platform.streams.operators.dlq_capacity import crossed, fill_level, fullest, percent
+from sentinel_platform.streams.operators.group_view import (
     DLQ_READ_CAP,
     DeadLetterEntry,
     dlq_depth,
     last_dead_letter_id,
     read_dead_letters,
 )
-from sentinel_platform.streams.keys import dlq_streams
+from sentinel_platform.streams.plumbing.keys import dlq_streams
 
 SENSOR_NAME = "dead_letter_queue_sensor"
 INTERVAL_S = 30
@@ -161,7 +161,7 @@ def dead_letter_queue_sensor(
             DLQ_CHECK,
             target=latest_materialization(context.instance, target.asset_key),
         )
-        for target in STREAM_TARGETS
+        for target in stream_targets()
     ]
     seen = (
         {"observed": fingerprint, "observed_at": now_s}

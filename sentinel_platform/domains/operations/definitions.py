@@ -19,10 +19,10 @@ from sentinel_platform.domains.operations.stream_health import (
     build_stream_health_checks,
 )
 from sentinel_platform.domains.operations.targets import (
-    STREAM_TARGETS,
     PublishTarget,
     StreamTarget,
     dead_letter_queue,
+    stream_targets,
 )
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
@@ -32,11 +32,12 @@ from sentinel_platform.resources.stream_inspector import StreamInspector
 def defs(
     settings: SettingsResource,
     publish: Mapping[str, PublishTarget] | None = None,
-    streams: Sequence[StreamTarget] = STREAM_TARGETS,
+    streams: Sequence[StreamTarget] | None = None,
 ) -> dg.Definitions:
     """The DLQ asset, the stream-health checks and their schedule, the sensors and the
     ``settings``/``alerts``/``stream_inspector`` resources; ``publish`` maps stream names
     to the jobs the lag gate launches."""
+    streams = stream_targets() if streams is None else streams
     checks = build_stream_health_checks(streams)
     return dg.Definitions(
         assets=[dead_letter_queue],

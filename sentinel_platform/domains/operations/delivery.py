@@ -28,7 +28,7 @@ from sentinel_platform.domains.operations.stream_health import (
     evaluate_delivery,
     latest_materialization,
 )
-from sentinel_platform.domains.operations.targets import STREAM_TARGETS, StreamTarget
+from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
@@ -104,11 +104,14 @@ def anomaly_alerts(
 
 
 def build_delivery_sensor(
-    streams: Sequence[StreamTarget] = STREAM_TARGETS,
+    streams: Sequence[StreamTarget] | None = None,
     window_ticks: int = STALL_WINDOW_TICKS,
     name: str = SENSOR_NAME,
     interval_s: int = INTERVAL_S,
 ) -> dg.SensorDefinition:
+    """The delivery sensor for ``streams`` (default: every declared stream)."""
+    streams = stream_targets() if streams is None else streams
+
     @dg.sensor(
         name=name,
         minimum_interval_seconds=interval_s,

@@ -6,7 +6,7 @@ alert) and documents the cursor. Every tick, per stream, the shell:
 
 1. reads: the lag card (worker key, else the group's own backlog) and the lag check's
    verdict, the lag peaks and backpressure episodes since the last tick (taken, i.e. read
-   and reset, see :mod:`sentinel_platform.streams.peaks`), the pause flag, the due and
+   and reset, see :mod:`sentinel_platform.streams.pool.peaks`), the pause flag, the due and
    materialised partitions, and the publish runs that failed during a pause ending now;
 2. steps the policy with the state kept in the cursor;
 3. applies the actions: the ``AssetObservation`` on the stream asset with the
@@ -54,20 +54,20 @@ from sentinel_platform.domains.operations.stream_health import (
     lag_figures_short,
     latest_materialization,
 )
-from sentinel_platform.domains.operations.targets import STREAM_TARGETS, PublishTarget, StreamTarget
+from sentinel_platform.domains.operations.targets import PublishTarget, StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.drain import card_rate
-from sentinel_platform.streams.inspect import LagSnapshot, lag_snapshot
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.peaks import take_peaks
-from sentinel_platform.streams.progress import progress
-from sentinel_platform.streams.replies import optional_text
-from sentinel_platform.streams.retention import retained_entries
-from sentinel_platform.streams.zones import limits_from_settings, work_seconds
+from sentinel_platform.streams.operators.group_view import LagSnapshot, lag_snapshot
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.replies import optional_text
+from sentinel_platform.streams.pool.drain import card_rate
+from sentinel_platform.streams.pool.peaks import take_peaks
+from sentinel_platform.streams.pool.progress import progress
+from sentinel_platform.streams.pool.retention import retained_entries
+from sentinel_platform.streams.pool.zones import limits_from_settings, work_seconds
 
 SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
@@ -359,13 +359,15 @@ def _note(stream: StreamTarget, state: GateState, read: StreamRead) -> str:
 
 
 def build_lag_sensor(
-    streams: Sequence[StreamTarget] = STREAM_TARGETS,
+    streams: Sequence[StreamTarget] | None = None,
     publish: Mapping[str, PublishTarget] | None = None,
     clock: Clock = _utc_now,
     name: str = SENSOR_NAME,
     interval_s: int = INTERVAL_S,
 ) -> dg.SensorDefinition:
-    """The lag gate for ``streams``; ``publish`` maps a stream name to the job it may launch."""
+    """The lag gate for ``streams`` (default: every declared stream); ``publish`` maps a
+    stream name to the job it may launch."""
+    streams = stream_targets() if streams is None else streams
     publish = dict(publish or {})
     jobs = list({target.job_name: target.job for target in publish.values()}.values())
 

@@ -24,19 +24,19 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.domains.operations.anomalies import Anomalies, find_anomalies, summarise
-from sentinel_platform.domains.operations.targets import STREAM_TARGETS, StreamTarget
+from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.eviction_policy import EvictionVerdict, server_verdict
-from sentinel_platform.streams.inspect import (
+from sentinel_platform.streams.operators.group_view import (
     LagSnapshot,
     dlq_depth,
     lag_snapshot,
     recent_dead_letters,
 )
-from sentinel_platform.streams.peaks import Peaks
-from sentinel_platform.streams.zones import (
+from sentinel_platform.streams.plumbing.eviction_policy import EvictionVerdict, server_verdict
+from sentinel_platform.streams.pool.peaks import Peaks
+from sentinel_platform.streams.pool.zones import (
     ZoneLimits,
     limits_from_settings,
     thresholds,
@@ -142,7 +142,7 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     the highest lag and the backpressure episodes in between, so a short spike is recorded
     even when the current lag is back to normal. The verdict itself is about the present.
 
-    Zones as everywhere (:mod:`sentinel_platform.streams.zones`): seconds of work at the
+    Zones as everywhere (:mod:`sentinel_platform.streams.pool.zones`): seconds of work at the
     pool's drain rate past what the live workers hold in flight, or Sentinel-L7's counts
     when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
     limits = limits_from_settings(settings, workers=snapshot.consumers_alive)
@@ -232,7 +232,7 @@ def lag_advice(current: str, limits: ZoneLimits) -> str:
     if current == "worker_off":
         return (
             "No live worker: start the workers (`sentinel up`, or `python -m "
-            "workers.watch_transactions` / `watch_axioms`); publishing is paused until they "
+            "sentinel_platform.workers <stream>`); publishing is paused until they "
             "drain the backlog."
         )
     counts = (
@@ -408,9 +408,10 @@ def _eviction_check(target: StreamTarget) -> dg.AssetChecksDefinition:
 
 
 def build_stream_health_checks(
-    targets: Sequence[StreamTarget] = STREAM_TARGETS,
+    targets: Sequence[StreamTarget] | None = None,
 ) -> list[dg.AssetChecksDefinition]:
-    """The four health checks for every stream asset."""
+    """The four health checks for every stream asset (default: every declared stream)."""
+    targets = stream_targets() if targets is None else targets
     return [
         factory(target)
         for target in targets

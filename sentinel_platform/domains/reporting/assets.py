@@ -1,7 +1,7 @@
 """Read-back: the workers' result streams into Spark, and a compliance report over them.
 
 The streams are read by the executors, each over a slice of the id range
-(:mod:`sentinel_platform.streams.range_read`), so a million verdicts never pass through
+(:mod:`sentinel_platform.streams.producer.range_read`), so a million verdicts never pass through
 the driver. The report's small summary tables are the only thing collected, to show them
 in the Dagster UI.
 
@@ -25,7 +25,7 @@ from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
 from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.streams.keys import dlq_streams
+from sentinel_platform.streams.plumbing.keys import dlq_streams
 
 VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "driver_used", "processed_at")
 EVENT_FIELDS = (

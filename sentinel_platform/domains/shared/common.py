@@ -7,10 +7,11 @@ from datetime import date
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from sentinel_platform.registry import spec_for
 from sentinel_platform.resources.io_manager import column_schema
 from sentinel_platform.resources.spark import session_metadata
-from sentinel_platform.streams.keys import StreamKeys
-from sentinel_platform.streams.publish import WIRE_COLUMNS, Kind, PublishStats
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.producer.publish import PublishStats
 
 #: One slice per day: the unit a user backfills or re-publishes.
 DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01", end_offset=1)
@@ -33,10 +34,10 @@ def publish_selection(group: str, stream_asset: dg.AssetsDefinition) -> dg.Asset
 
 
 def publish_metadata(
-    stats: PublishStats, keys: StreamKeys, kind: Kind, published: DataFrame
+    stats: PublishStats, keys: StreamKeys, kind: str, published: DataFrame
 ) -> dict[str, dg.MetadataValue]:
     """A publish run's figures, the rows and wire columns it sent, and its Spark session."""
-    wire = published.select(*WIRE_COLUMNS[kind])
+    wire = published.select(*spec_for(kind).columns)
     return {
         "dagster/row_count": dg.MetadataValue.int(stats.rows),
         "dagster/column_schema": dg.MetadataValue.table_schema(column_schema(wire.schema)),

@@ -16,8 +16,8 @@ from sentinel_platform.domains.shared.resources import data_resources
 from sentinel_platform.domains.transactions.definitions import ASSETS as TRANSACTION_ASSETS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import StreamKeys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 TICK = datetime(2026, 3, 10, 12, 5, tzinfo=timezone.utc)
 

@@ -15,7 +15,7 @@ from sentinel_platform.domains.operations.dead_letters import dead_letter_queue_
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter

@@ -5,9 +5,9 @@ from __future__ import annotations
 from sentinel_platform.domains.operations.delivery import SENSOR_NAME, build_delivery_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.inspect import scan_pending
-from sentinel_platform.streams.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.operators.group_view import scan_pending
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 

@@ -30,9 +30,9 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
 )
 from sentinel_platform.domains.operations.stream_health import evaluate_lag
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.inspect import LagSnapshot
-from sentinel_platform.streams.lag import LagReading, Zone
-from sentinel_platform.streams.peaks import Peaks
+from sentinel_platform.streams.operators.group_view import LagSnapshot
+from sentinel_platform.streams.pool.lag import LagReading, Zone
+from sentinel_platform.streams.pool.peaks import Peaks
 
 WALL_MS = 1_767_960_000_000
 EPISODE = "1767950000000"

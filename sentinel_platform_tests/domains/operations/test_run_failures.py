@@ -14,7 +14,7 @@ from sentinel_platform.domains.operations.run_failures import (
     root_error,
 )
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.domains.operations.conftest import DAILY, read_alerts
 
 SPARK_LIKE_ERROR = (

@@ -10,9 +10,9 @@ import pytest
 from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.range_read import id_slices
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.producer.range_read import id_slices
 
 pytestmark = pytest.mark.spark
 

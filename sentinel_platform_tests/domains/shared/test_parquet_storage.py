@@ -24,8 +24,8 @@ from sentinel_platform.domains.transactions.checks import transactions_quality
 from sentinel_platform.domains.transactions.definitions import ASSETS as TRANSACTION_ASSETS
 from sentinel_platform.resources.io_manager import PARTITION_COLUMN
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.domains.conftest import resources_on
 
 pytestmark = pytest.mark.spark

@@ -17,8 +17,8 @@ import pytest
 from sentinel_platform.domains.shared.execution import MULTIPROCESS
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys
 from sentinel_platform_tests.domains.dagster_cli import StepRecord, last_run_records, materialize
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

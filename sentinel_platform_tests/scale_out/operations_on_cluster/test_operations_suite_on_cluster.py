@@ -14,8 +14,8 @@ import pytest
 
 from sentinel_platform.domains.operations.dead_letters import SENSOR_NAME, dead_letter_queue_sensor
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.connection import RedisClient
-from sentinel_platform.streams.keys import axiom_keys, transaction_keys
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 from sentinel_platform_tests.domains.operations.test_alerting import (
     test_alert_stream_is_capped,

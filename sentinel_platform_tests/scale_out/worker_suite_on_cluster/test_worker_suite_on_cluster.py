@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform_tests.streams.test_consumer import (
+from sentinel_platform_tests.streams.consumer.test_consumer import (
     test_the_same_record_published_twice_has_one_effect,
 )
-from sentinel_platform_tests.streams.test_consumer_dead_letters import (
+from sentinel_platform_tests.streams.consumer.test_consumer_dead_letters import (
     test_invalid_message_is_dead_lettered_at_once_and_the_worker_keeps_going,
     test_poison_message_is_processed_exactly_limit_times_then_dead_lettered,
 )
-from sentinel_platform_tests.streams.test_consumer_domains import (
+from sentinel_platform_tests.streams.consumer.test_consumer_domains import (
     test_axiom_worker_writes_one_compliance_event_per_reading,
     test_messages_published_before_the_group_exists_are_consumed,
 )

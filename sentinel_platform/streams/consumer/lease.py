@@ -1,0 +1,373 @@
+"""Liveness leases: how the pool tells a dead consumer from a slow one.
+
+Idle time alone cannot tell them apart: a message being processed slowly is as idle as
+one held by a dead process. Each worker therefore holds ``keys.lease(consumer)``, a key
+with a ``SENTINEL_LEASE_TTL_MS`` TTL that a heartbeat *thread* refreshes every third of
+the TTL, independently of the message being processed and of every other write: the lag
+key is written beside it, by a thread of its own (:class:`SideWrites`), so a lag write
+that fails or is slow never lets the lease lapse. A live worker's messages are never
+claimed, however long they take; a killed worker's lease expires within one TTL and its
+messages become claimable.
+
+A lease outlives a SIGKILL by up to one TTL, so the lease holder also keeps a dedicated
+connection registered beside it (``liveness.py``): the kernel closes a killed process's
+socket at once, and survivors that see the registered connection gone claim at once.
+The lease TTL stays the rule for vanished hosts and for holders without a registration.
+
+Workers also register in the hash ``keys.consumers`` (pid, host, start time) so the
+pool can tell a registered worker whose lease is gone (claimable after one lease TTL of
+idleness) from a consumer that never spoke the lease protocol, such as a legacy
+Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS`` of idleness: nothing
+better is known about it).
+
+**One identity per process.** The lease value is ``host:pid:token`` with a random token,
+so two processes never mistake each other's lease for their own, even when they share a
+hostname and a pid (containers with a fixed hostname are all pid 1). A second process
+started with a name in use waits up to two TTLs (a killed predecessor's lease runs out)
+and then refuses to start (:class:`LeaseHeldError`, exit status 2). A process whose lease
+was taken while it stalled (its lease expired, another process took the name) stops at
+its next heartbeat instead of overwriting it, and claims nothing meanwhile (the claim
+script checks the lease). Every write to the lease is a compare-and-set on the token,
+and leaving the group (:meth:`Lease.leave`) deletes the consumer only in the same atomic
+step that checks its PEL is empty and the name is not held by another process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Literal
+
+import redis
+
+from sentinel_platform.streams.consumer.liveness import Link
+from sentinel_platform.streams.plumbing.connection import (
+    FAILOVER_ERRORS,
+    TRANSIENT_ERRORS,
+    RedisClient,
+)
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.scripts import LuaScript
+
+log = logging.getLogger(__name__)
+
+#: Exit status of a worker whose consumer name is used by another live process (the
+#: supervisor's "bad configuration": restarting it with the same name cannot help).
+EXIT_NAME_IN_USE = 2
+
+RefreshResult = Literal["held", "retaken", "taken"]
+LeaveResult = Literal["left", "holds_messages", "name_taken"]
+
+#: Extend the lease if it is ours, take it again if it expired, never overwrite another's.
+#: A lease taken again drops the connection registered under it: that connection may have
+#: died while we stalled (the link registers the live one).
+REFRESH = LuaScript(
+    "refresh_lease",
+    """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return 1 end
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+redis.call('DEL', KEYS[3])
+return 0
+""",
+)
+
+#: Delete the lease only if it is ours.
+RELEASE = LuaScript(
+    "release_lease",
+    """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+""",
+)
+
+#: Release our lease and leave the group in one step: DELCONSUMER drops the consumer's
+#: pending entries, so it runs only if there are none and no other process holds the name.
+LEAVE = LuaScript(
+    "leave_group",
+    """
+local stream, lease, consumers, connection = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local group, consumer, value = ARGV[1], ARGV[2], ARGV[3]
+local holder = redis.call('GET', lease)
+if holder and holder ~= value then return -1 end
+if holder then redis.call('DEL', lease, connection) end
+if #redis.call('XPENDING', stream, group, '-', '+', 1, consumer) > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', stream, group, consumer)
+redis.call('HDEL', consumers, consumer)
+return 1
+""",
+)
+
+_REFRESHED: dict[int, RefreshResult] = {1: "held", 0: "retaken", -1: "taken"}
+_LEFT: dict[int, LeaveResult] = {1: "left", 0: "holds_messages", -1: "name_taken"}
+
+
+class LeaseHeldError(RuntimeError):
+    """Another live process holds the lease of this consumer name."""
+
+
+class Lease:
+    """The liveness lease and registry entry of one consumer."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: StreamKeys,
+        consumer: str,
+        ttl_ms: int,
+        with_link: bool = True,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.consumer = consumer
+        self.ttl_ms = ttl_ms
+        self.key = keys.lease(consumer)
+        self.token = secrets.token_hex(8)
+        self.value = f"{socket.gethostname()}:{os.getpid()}:{self.token}"
+        self.registration = json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "token": self.token,
+                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+        )
+        #: the dedicated connection survivors check (``liveness.py``)
+        self.with_link = with_link
+        log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        self.link = Link(client, keys, consumer, self.value, log_fields)
+        self._link_started = False
+
+    def acquire(self, wait_s: float | None = None) -> None:
+        """Take the lease and register, before the first read puts anything in our PEL.
+
+        A lease held by another process means the consumer name is taken. A killed
+        predecessor's lease runs out within one TTL, so we wait up to two TTLs before
+        concluding that a live process uses the name (two processes sharing one name
+        would retry each other's in-flight messages) and raising :class:`LeaseHeldError`.
+        """
+        deadline = time.monotonic() + (2 * self.ttl_ms / 1000 if wait_s is None else wait_s)
+        while not self.client.set(self.key, self.value, px=self.ttl_ms, nx=True):
+            holder = self.client.get(self.key)
+            if holder == self.value:
+                break
+            if time.monotonic() > deadline:
+                raise LeaseHeldError(
+                    f"consumer name {self.consumer!r} of {self.keys.stream} is in use by "
+                    f"{holder!s} (lease {self.key}); choose another --consumer"
+                )
+            time.sleep(self.ttl_ms / 4000)
+        self.client.hset(self.keys.consumers, self.consumer, self.registration)
+        self.start_link()
+
+    def refresh(self) -> RefreshResult:
+        """Extend the lease: ``held``; ``retaken`` if it had expired (taken again and
+        re-registered); ``taken`` if another process holds it now (left untouched)."""
+        keys = [self.key, self.keys.consumers, self.link.key]
+        args = [self.value, self.ttl_ms, self.consumer, self.registration]
+        return _REFRESHED[int(REFRESH.run(self.client, keys, args))]
+
+    def release(self) -> None:
+        """Delete the lease if it is still ours (the registered connection then no longer
+        counts: survivors go by the lease)."""
+        self.stop_link()
+        RELEASE.run(self.client, [self.key], [self.value])
+
+    def start_link(self) -> None:
+        """Register our dedicated connection beside the lease (once per process)."""
+        if self.with_link and not self.link.is_alive() and not self._link_started:
+            self._link_started = True
+            self.link.start()
+
+    def stop_link(self) -> None:
+        self.link.stop()
+
+    def leave(self) -> LeaveResult:
+        """Release the lease and, if we hold no pending entry, leave the group and the
+        registry, all in one atomic step."""
+        self.stop_link()
+        keys = [self.keys.stream, self.key, self.keys.consumers, self.link.key]
+        args = [self.keys.group, self.consumer, self.value]
+        return _LEFT[int(LEAVE.run(self.client, keys, args))]
+
+
+class Heartbeat(threading.Thread):
+    """Refreshes the lease on a fixed period; no other write can stop or delay the refresh.
+
+    It is a thread, not a step of the loop, precisely so that a slow message does not stop
+    the lease from being refreshed. Each beat runs ``on_beat`` (the hang watchdog, which
+    may give the worker up) and then refreshes the lease; nothing else. Side writes (the
+    lag key and the peaks record) run on the same period in a thread of their own,
+    :class:`SideWrites`: a side write that fails (a key of the wrong type, a full server)
+    or is slow (the in-server count of a backlog whose lag the server no longer knows) is
+    logged as ``side_write_failed`` and delays no refresh, so a healthy worker's lease
+    never lapses because of one.
+
+    ``on_unreachable`` is told (from either thread) whenever Redis could not be reached.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        interval_s: float,
+        on_beat: Callable[[], None],
+        log_fields: dict[str, str],
+        on_taken: Callable[[], None] | None = None,
+        side_writes: Callable[[], object] | None = None,
+        on_unreachable: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.lease = lease
+        self.interval_s = interval_s
+        self.on_beat = on_beat
+        self.log_fields = log_fields
+        self.on_taken = on_taken
+        self.on_unreachable = on_unreachable
+        self._halt = threading.Event()
+        self.failures = SideWriteFailures(log_fields)
+        self.side: SideWrites | None = None
+        if side_writes is not None:
+            self.side = SideWrites(
+                side_writes, interval_s, self._halt, self.failures, on_unreachable
+            )
+
+    def start(self) -> None:
+        super().start()
+        if self.side is not None:
+            self.side.start()
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval_s):
+            self.beat()
+
+    def beat(self) -> None:
+        started = time.monotonic()
+        try:
+            self.on_beat()  # first: the watchdog may decide the worker is hung
+        except Exception:  # the refresh must outlive any bad check
+            log.exception("heartbeat_error", extra=self.log_fields)
+        if self._halt.is_set():
+            return
+        try:
+            self._refresh()
+        except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as exc:
+            if self.on_unreachable is not None:
+                self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
+            log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
+        except redis.ResponseError as exc:  # e.g. OOM: the lease may lapse, nothing to fix here
+            log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
+        except Exception:  # the heartbeat must outlive any single bad beat
+            log.exception("heartbeat_error", extra=self.log_fields)
+        elapsed = time.monotonic() - started
+        if elapsed > self.interval_s:
+            log.warning("heartbeat_slow", extra={**self.log_fields, "elapsed_s": round(elapsed, 3)})
+
+    def _refresh(self) -> None:
+        refreshed = self.lease.refresh()
+        if refreshed == "retaken":
+            log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
+        elif refreshed == "taken":
+            log.error(
+                "lease_taken",
+                extra={
+                    **self.log_fields,
+                    "lease": self.lease.key,
+                    "error": "another process took this consumer name while this one "
+                    "stalled; stopping so the two never act as one consumer",
+                },
+            )
+            self._halt.set()
+            if self.on_taken is not None:
+                self.on_taken()
+
+    def stop(self) -> None:
+        """Halt both threads; from another thread, wait (bounded) until they have ended."""
+        self._halt.set()
+        current = threading.current_thread()
+        if current is self or current is self.side:  # e.g. the watchdog giving up: no wait
+            return
+        for thread in (self, self.side):
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=5)
+
+
+class SideWriteFailures:
+    """Logs failed side writes: the first of a streak, a changed error, then once a minute;
+    and ``side_write_recovered`` when one succeeds again. Any thread may report."""
+
+    #: Between two lines about the same failing write and error.
+    REPEAT_S = 60.0
+
+    def __init__(self, log_fields: dict[str, str]) -> None:
+        self.log_fields = log_fields
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[str, float, int]] = {}  # write -> (error, logged at, since)
+
+    def failed(self, write: str, exc: Exception) -> None:
+        error, now = str(exc), time.monotonic()
+        with self._lock:
+            last_error, logged_at, since = self._last.get(write, ("", 0.0, 0))
+            repeats = since + 1
+            quiet = last_error == error and now - logged_at < self.REPEAT_S
+            self._last[write] = (last_error, logged_at, repeats) if quiet else (error, now, 0)
+        if not quiet:
+            log.warning(
+                "side_write_failed",
+                extra={**self.log_fields, "write": write, "error": error, "repeats": repeats},
+            )
+
+    def succeeded(self, write: str) -> None:
+        with self._lock:
+            streak = self._last.pop(write, None)
+        if streak is not None:
+            log.info("side_write_recovered", extra={**self.log_fields, "write": write})
+
+
+class SideWrites(threading.Thread):
+    """Runs the heartbeat's side writes on its period, beside it: never before a refresh."""
+
+    def __init__(
+        self,
+        write: Callable[[], object],
+        interval_s: float,
+        halt: threading.Event,
+        failures: SideWriteFailures,
+        on_unreachable: Callable[[], None] | None = None,
+        name: str = "lag",
+    ) -> None:
+        super().__init__(name="heartbeat-side-writes", daemon=True)
+        self.write = write
+        self.interval_s = interval_s
+        self._halt = halt
+        self.failures = failures
+        self.on_unreachable = on_unreachable
+        self.write_name = name
+
+    def run(self) -> None:
+        while not self._halt.wait(self.interval_s):
+            self.once()
+
+    def once(self) -> None:
+        try:
+            self.write()
+        except Exception as exc:  # logged, never raised: nothing waits for a side write
+            unreachable = isinstance(exc, (*TRANSIENT_ERRORS, *FAILOVER_ERRORS))
+            if unreachable and self.on_unreachable is not None:
+                self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
+            self.failures.failed(self.write_name, exc)
+        else:
+            self.failures.succeeded(self.write_name)
+
+
+def heartbeat_interval_s(lease_ttl_ms: int, lag_key_ttl_s: int) -> float:
+    """A third of the shorter of the lease TTL and the lag key TTL: two beats may be missed."""
+    return min(lease_ttl_ms / 1000, lag_key_ttl_s) / 3

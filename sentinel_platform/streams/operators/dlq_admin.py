@@ -1,0 +1,364 @@
+"""Operator actions on the dead-letter queue: list, show, replay, purge.
+
+Every dead letter is a stream entry with the full payload, so an operator can inspect it
+and, once the cause is fixed, put it back. Replay is the delicate part: it must never lose
+a message and never publish one twice. One Lua script therefore checks that the DLQ entry
+still exists, XADDs the original fields to the source stream as a NEW message (fresh
+delivery count) and XDELs the DLQ entry, atomically. Replaying the same entry twice
+publishes once, and the entry leaves the DLQ only if the re-publish happened. On a Redis
+Cluster the DLQ of a stream shares the stream's hash slot (see :mod:`keys`), so the script
+stays single-slot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Literal
+
+import redis
+
+from sentinel_platform.schemas import DeadLetter, SchemaError
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import all_stream_keys, dlq_streams, stream_keys
+from sentinel_platform.streams.plumbing.replies import entries
+from sentinel_platform.streams.plumbing.undecodable import readable
+
+#: Field added to a replayed message: the id it had when it was dead-lettered.
+REPLAYED_FROM_FIELD = "_replayed_from"
+#: Field added to a replayed message: how many times it has been replayed (loop detector).
+REPLAY_COUNT_FIELD = "_replays"
+PAGE_SIZE = 500
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+# KEYS[1] = DLQ stream, KEYS[2] = source stream; ARGV[1] = DLQ entry id, ARGV[2..] = fields.
+_REPLAY_LUA = """
+if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then
+  return false
+end
+local new_id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
+redis.call('XDEL', KEYS[1], ARGV[1])
+return new_id
+"""
+
+
+class DlqError(ValueError):
+    """A DLQ request cannot be carried out (bad filter, unknown id, unsafe replay)."""
+
+
+@dataclass(frozen=True)
+class DlqFilter:
+    """Which dead letters an operation applies to. Empty filter = all of them."""
+
+    stream: str | None = None
+    reason: str | None = None
+    since: datetime | None = None
+    limit: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.stream is None and self.reason is None and self.since is None
+
+
+@dataclass(frozen=True)
+class DlqEntry:
+    """One DLQ stream entry; ``letter`` is None when its fields do not parse."""
+
+    dlq: str
+    entry_id: str
+    fields: dict[str, str]
+    letter: DeadLetter | None
+    problem: str | None = None
+
+    @property
+    def source_stream(self) -> str | None:
+        return self.letter.stream if self.letter else self.fields.get("stream")
+
+    @property
+    def reason(self) -> str | None:
+        return self.letter.reason if self.letter else self.fields.get("reason")
+
+    @property
+    def dead_lettered_at(self) -> datetime:
+        """When the entry entered the DLQ: the millisecond part of its stream id."""
+        millis = int(self.entry_id.split("-", 1)[0])
+        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+
+    def payload(self) -> dict[str, str] | None:
+        """The original message's fields as text (bytes that are not UTF-8 shown as
+        ``\\xNN`` escapes), or None when the payload is not a readable JSON object."""
+        exact = self.payload_bytes()
+        if exact is None:
+            return None
+        return {readable(name): readable(value) for name, value in exact.items()}
+
+    def payload_bytes(self) -> dict[bytes, bytes] | None:
+        """The original message's fields as the exact bytes its producer wrote, or None
+        when the payload is not a readable JSON object."""
+        if self.letter is not None:
+            try:
+                return self.letter.original_bytes()
+            except (ValueError, TypeError, AttributeError):  # not JSON, not an object, not b64
+                return None
+        raw = self.fields.get("payload")
+        try:
+            value = json.loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+        if not isinstance(value, dict):
+            return None
+        return {
+            str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode()
+            for k, v in value.items()
+        }
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "dlq": self.dlq,
+            "id": self.entry_id,
+            "dead_lettered_at": self.dead_lettered_at.isoformat(),
+            **self.fields,
+        }
+        payload = self.payload()
+        if payload is not None:
+            if self.fields.get("payload_encoding") == "base64":
+                out["payload_raw"] = self.fields.get("payload")  # base64: the exact bytes
+            out["payload"] = payload
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+
+@dataclass
+class ReplayOutcome:
+    """What happened to one entry: ``replayed`` (with ``new_id``), ``would_replay``
+    (dry run), ``gone`` (someone else replayed or purged it first) or ``refused``."""
+
+    entry_id: str
+    status: Literal["replayed", "would_replay", "gone", "refused"]
+    stream: str | None = None
+    new_id: str | None = None
+    detail: str | None = None
+
+
+@dataclass
+class ReplaySummary:
+    outcomes: list[ReplayOutcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.status == status)
+
+
+Progress = Callable[[int], None]
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``--since``: an ISO-8601 instant (UTC when naive) or a duration back from now
+    (``90s``, ``15m``, ``2h``, ``1d``, ``1w``)."""
+    now = now or datetime.now(timezone.utc)
+    match = _DURATION.match(text.strip().lower())
+    if match:
+        return now - timedelta(seconds=float(match[1]) * _UNIT_SECONDS[match[2]])
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise DlqError(
+            f"--since {text!r} is neither an ISO-8601 time (2024-05-01T12:00:00Z) "
+            "nor a duration (30s, 15m, 2h, 1d, 1w)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _entry(dlq: str, entry_id: str, fields: dict[str, str]) -> DlqEntry:
+    try:
+        return DlqEntry(dlq, entry_id, dict(fields), DeadLetter.from_fields(fields))
+    except SchemaError as exc:
+        return DlqEntry(dlq, entry_id, dict(fields), None, problem=str(exc))
+
+
+def _matches(entry: DlqEntry, filt: DlqFilter) -> bool:
+    if filt.stream is not None and entry.source_stream != filt.stream:
+        return False
+    return filt.reason is None or entry.reason == filt.reason
+
+
+def _min_id(since: datetime | None) -> str:
+    return "-" if since is None else f"{int(since.timestamp() * 1000)}-0"
+
+
+def _scan(client: RedisClient, dlq: str, since: datetime | None) -> Iterator[DlqEntry]:
+    """Every entry of one DLQ stream from ``since`` on, oldest first, paged."""
+    low = _min_id(since)
+    while True:
+        page = entries(client.xrange(dlq, min=low, max="+", count=PAGE_SIZE))
+        for entry_id, fields in page:
+            yield _entry(dlq, entry_id, fields)
+        if len(page) < PAGE_SIZE:
+            return
+        low = f"({page[-1][0]}"
+
+
+def iter_entries(client: RedisClient, settings: Settings, filt: DlqFilter) -> Iterator[DlqEntry]:
+    """Matching dead letters, oldest first within each DLQ stream, at most ``filt.limit``."""
+    produced = 0
+    for dlq in dlq_streams(settings):
+        for entry in _scan(client, dlq, filt.since):
+            if filt.limit is not None and produced >= filt.limit:
+                return
+            if _matches(entry, filt):
+                produced += 1
+                yield entry
+
+
+def list_entries(client: RedisClient, settings: Settings, filt: DlqFilter) -> list[DlqEntry]:
+    return list(iter_entries(client, settings, filt))
+
+
+def depth(client: RedisClient, settings: Settings) -> dict[str, int]:
+    """Entries per DLQ stream (XLEN, constant time)."""
+    return {dlq: int(client.xlen(dlq)) for dlq in dlq_streams(settings)}
+
+
+def get_entry(client: RedisClient, settings: Settings, ref: str) -> DlqEntry:
+    """One entry by id; ``DLQ/ID`` disambiguates when several DLQ streams exist."""
+    dlqs = dlq_streams(settings)
+    if "/" in ref:
+        dlq, entry_id = ref.rsplit("/", 1)
+        if dlq not in dlqs:
+            raise DlqError(f"{dlq!r} is not a DLQ stream (known: {', '.join(dlqs)})")
+        dlqs = [dlq]
+    else:
+        entry_id = ref
+    found: list[DlqEntry] = []
+    for dlq in dlqs:
+        try:
+            rows = entries(client.xrange(dlq, min=entry_id, max=entry_id))
+        except redis.ResponseError:
+            raise DlqError(f"{entry_id!r} is not a stream id (like 1715000000000-0)") from None
+        found.extend(_entry(dlq, row_id, fields) for row_id, fields in rows)
+    if not found:
+        raise DlqError(f"no dead letter with id {ref}")
+    if len(found) > 1:
+        options = ", ".join(f"{e.dlq}/{e.entry_id}" for e in found)
+        raise DlqError(f"id {ref} is in several DLQ streams; pick one of {options}")
+    return found[0]
+
+
+def replay_fields(entry: DlqEntry) -> dict[bytes, bytes]:
+    """The message to re-publish: the original fields, as the exact bytes its producer
+    wrote, plus where it came from.
+
+    Extra fields are ignored by the wire schemas (transactions only read ``data``; axioms
+    ignore unknown keys), so the workers parse a replayed message like the original.
+    """
+    payload = entry.payload_bytes()
+    if payload is None:
+        raise DlqError(f"{entry.entry_id}: payload is not a JSON object, nothing to replay")
+    if not payload:
+        raise DlqError(f"{entry.entry_id}: payload is empty, nothing to replay")
+    original_id = entry.letter.message_id if entry.letter else entry.fields.get("message_id", "")
+    previous = payload.get(REPLAY_COUNT_FIELD.encode(), b"0")
+    replays = int(previous) + 1 if previous.isdigit() else 1
+    return {
+        **payload,
+        REPLAYED_FROM_FIELD.encode(): original_id.encode(),
+        REPLAY_COUNT_FIELD.encode(): str(replays).encode(),
+    }
+
+
+def _target_stream(settings: Settings, entry: DlqEntry) -> str:
+    """The source stream, checked to be a place the replay may safely write to."""
+    stream = entry.source_stream
+    if not stream:
+        raise DlqError(f"{entry.entry_id}: no source stream recorded")
+    if settings.is_cluster:
+        known = {keys.stream: keys for keys in all_stream_keys(settings)}
+        group = entry.letter.group if entry.letter else ""
+        expected = known[stream].dlq if stream in known else None
+        if expected is None:
+            expected = stream_keys(settings, stream, group or "-", "results").dlq
+        if expected != entry.dlq:
+            raise DlqError(
+                f"{entry.entry_id}: stream {stream!r} does not share a hash slot with {entry.dlq}"
+            )
+    return stream
+
+
+def replay_one(
+    client: RedisClient, settings: Settings, entry: DlqEntry, dry_run: bool = False
+) -> ReplayOutcome:
+    """Re-publish one dead letter; see the module docstring for the guarantees."""
+    try:
+        stream = _target_stream(settings, entry)
+        fields = replay_fields(entry)
+    except DlqError as exc:
+        return ReplayOutcome(entry.entry_id, "refused", entry.source_stream, detail=str(exc))
+    if dry_run:
+        return ReplayOutcome(entry.entry_id, "would_replay", stream)
+    args: list[str | bytes] = [entry.entry_id]
+    for name, value in fields.items():
+        args += [name, value]
+    script = client.register_script(_REPLAY_LUA)
+    new_id = script(keys=[entry.dlq, stream], args=args)
+    if new_id is None:
+        return ReplayOutcome(entry.entry_id, "gone", stream, detail="no longer in the DLQ")
+    return ReplayOutcome(entry.entry_id, "replayed", stream, new_id=new_id)
+
+
+def replay(
+    client: RedisClient,
+    settings: Settings,
+    entries: Sequence[DlqEntry],
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ReplaySummary:
+    summary = ReplaySummary()
+    for done, entry in enumerate(entries, start=1):
+        summary.outcomes.append(replay_one(client, settings, entry, dry_run))
+        if progress:
+            progress(done)
+    return summary
+
+
+def purge(
+    client: RedisClient,
+    entries: Sequence[DlqEntry],
+    progress: Progress | None = None,
+    batch: int = PAGE_SIZE,
+) -> int:
+    """Delete the given entries (XDEL in batches); returns how many were still there."""
+    by_dlq: dict[str, list[str]] = {}
+    for entry in entries:
+        by_dlq.setdefault(entry.dlq, []).append(entry.entry_id)
+    deleted = done = 0
+    for dlq, ids in by_dlq.items():
+        for start in range(0, len(ids), batch):
+            chunk = ids[start : start + batch]
+            deleted += int(client.xdel(dlq, *chunk))
+            done += len(chunk)
+            if progress:
+                progress(done)
+    return deleted
+
+
+def depth_by_stream(
+    client: RedisClient, settings: Settings, cap: int = 10_000
+) -> dict[str, int] | None:
+    """Dead letters per source stream. On a single server all streams share one DLQ, so
+    this counts by scanning; None when the DLQ holds more than ``cap`` entries (then only
+    the total from :func:`depth` is cheap enough to show)."""
+    totals = depth(client, settings)
+    if sum(totals.values()) > cap:
+        return None
+    counts: dict[str, int] = {}
+    for dlq in totals:
+        for entry in _scan(client, dlq, None):
+            name = entry.source_stream or "(unknown)"
+            counts[name] = counts.get(name, 0) + 1
+    return counts

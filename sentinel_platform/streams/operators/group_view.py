@@ -1,0 +1,173 @@
+"""Read-only inspection of a consumer group: leases, pending entries and dead letters.
+
+Every function here does bounded work (a cap on entries and consumers), so a sensor tick
+costs the same whether the PEL holds ten entries or ten million. Oldest pending entries
+are looked at first: they are the ones most likely stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.replies import entries, pending_rows
+from sentinel_platform.streams.pool.drain import read_drain_rate
+from sentinel_platform.streams.pool.lag import LagReading, measure_lag, read_lag_key
+
+#: Most pending entries examined per stream per call.
+PENDING_SCAN_CAP = 1000
+#: Most consumers whose lease is checked per stream per call.
+CONSUMER_CAP = 500
+#: Most dead letters read per call.
+DLQ_READ_CAP = 500
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    message_id: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+
+@dataclass(frozen=True)
+class LagSnapshot:
+    """What the lag card shows for one stream, read in a handful of round trips."""
+
+    worker_lag: int | None  # the worker-written key; None = no recent report
+    reading: LagReading  # the group's own backlog + pending
+    consumers_alive: int
+    #: The pool's drain rate the producers measured (rows/s); None = none recently.
+    drain_rate: float | None = None
+
+    @property
+    def lag(self) -> int:
+        return self.reading.lag if self.worker_lag is None else self.worker_lag
+
+    @property
+    def zone_lag(self) -> int | None:
+        """The lag the zone is judged on; None only when no worker is alive at all.
+
+        A lag key that expired while a lease is still held means a worker busy with a
+        slow message, not a dead pool (nor a lag of 0): judge the group's own figure then
+        instead of flapping into worker off.
+        """
+        if self.worker_lag is not None:
+            return self.worker_lag
+        return self.reading.lag if self.consumers_alive else None
+
+
+@dataclass(frozen=True)
+class DeadLetterEntry:
+    entry_id: str
+    fields: dict[str, str]
+
+    @property
+    def stream(self) -> str:
+        return self.fields.get("stream", "?")
+
+    @property
+    def reason(self) -> str:
+        return self.fields.get("reason", "?")
+
+    @property
+    def error(self) -> str:
+        return self.fields.get("error", "")
+
+
+def registered_consumers(
+    client: RedisClient, keys: StreamKeys, cap: int = CONSUMER_CAP
+) -> list[str]:
+    """Consumers the workers registered, plus those the group knows (bounded)."""
+    names: set[str] = set()
+    for name, _ in client.hscan_iter(keys.consumers, count=cap):
+        names.add(name)
+        if len(names) >= cap:
+            break
+    try:
+        for consumer in client.xinfo_consumers(keys.stream, keys.group)[:cap]:
+            names.add(consumer["name"])
+    except redis.ResponseError:  # no stream or group yet
+        pass
+    return sorted(names)[:cap]
+
+
+def live_consumers(client: RedisClient, keys: StreamKeys, names: list[str]) -> set[str]:
+    """The subset of ``names`` holding a lease right now (lease key exists ⇔ alive)."""
+    if not names:
+        return set()
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.exists(keys.lease(name))
+    return {name for name, alive in zip(names, pipe.execute(), strict=True) if alive}
+
+
+def lag_snapshot(client: RedisClient, keys: StreamKeys) -> LagSnapshot:
+    names = registered_consumers(client, keys)
+    return LagSnapshot(
+        worker_lag=read_lag_key(client, keys),
+        reading=measure_lag(client, keys),
+        consumers_alive=len(live_consumers(client, keys, names)),
+        drain_rate=read_drain_rate(client, keys),
+    )
+
+
+def pending_by_consumer(client: RedisClient, keys: StreamKeys) -> dict[str, int]:
+    """XPENDING summary: pending count per consumer (one round trip)."""
+    try:
+        summary = client.xpending(keys.stream, keys.group)
+    except redis.ResponseError:
+        return {}
+    return {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
+
+
+def scan_pending(
+    client: RedisClient, keys: StreamKeys, cap: int = PENDING_SCAN_CAP
+) -> list[PendingEntry]:
+    """The oldest ``cap`` pending entries with idle time and delivery count."""
+    try:
+        rows = pending_rows(
+            client.xpending_range(keys.stream, keys.group, min="-", max="+", count=cap)
+        )
+    except redis.ResponseError:
+        return []
+    return [
+        PendingEntry(
+            message_id=row["message_id"],
+            consumer=row["consumer"],
+            idle_ms=int(row["time_since_delivered"]),
+            deliveries=int(row["times_delivered"]),
+        )
+        for row in rows
+    ]
+
+
+def dlq_depth(client: RedisClient, dlq: str) -> int:
+    try:
+        return int(client.xlen(dlq))
+    except redis.ResponseError:
+        return 0
+
+
+def last_dead_letter_id(client: RedisClient, dlq: str) -> str | None:
+    rows = entries(client.xrevrange(dlq, max="+", min="-", count=1))
+    return rows[0][0] if rows else None
+
+
+def read_dead_letters(
+    client: RedisClient, dlq: str, after_id: str, cap: int = DLQ_READ_CAP
+) -> list[DeadLetterEntry]:
+    """Dead letters strictly after ``after_id``, oldest first, at most ``cap``."""
+    rows = entries(client.xrange(dlq, min=f"({after_id}", max="+", count=cap))
+    return [DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in rows]
+
+
+def recent_dead_letters(
+    client: RedisClient, dlq: str, since_ms: int, cap: int = DLQ_READ_CAP
+) -> list[DeadLetterEntry]:
+    """Dead letters added at or after ``since_ms`` (their ids carry the time), at most ``cap``."""
+    rows = entries(client.xrevrange(dlq, max="+", min=f"{since_ms}-0", count=cap))
+    return [DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in reversed(rows)]

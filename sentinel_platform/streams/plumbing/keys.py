@@ -1,0 +1,162 @@
+"""Key names of one stream, derived in one place.
+
+On a single Redis server the names are those of Sentinel-L7 (``sentinel:dlq``,
+``sentinel:consumer_lag:<stream>``, ...), so its producers and dashboards keep working.
+On a Redis Cluster every key that takes part in an atomic operation with the stream
+(DLQ + XACK, result + idempotency marker + XACK, replay) must live in the stream's hash
+slot, so the names carry the stream's hash tag instead: ``{transactions}:dlq``. The
+stream key itself is unchanged, and the slot of ``{transactions}`` equals the slot of
+``transactions``, so both streams may live on different shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec, spec_for, stream_specs
+from sentinel_platform.settings import Settings
+
+
+@dataclass(frozen=True)
+class StreamKeys:
+    """Every Redis key the platform uses for one stream and its consumer group."""
+
+    stream: str
+    group: str
+    dlq: str
+    results: str
+    lag: str
+    paused: str
+    lease_prefix: str
+    marker_prefix: str
+    consumers: str
+    recent: str | None = None
+
+    def lease(self, consumer: str) -> str:
+        return f"{self.lease_prefix}{consumer}"
+
+    def marker(self, natural_key: str) -> str:
+        return f"{self.marker_prefix}{natural_key}"
+
+
+def _tag(stream: str) -> str:
+    # A stream already carrying a hash tag keeps it; otherwise the whole name is the tag.
+    if "{" in stream and "}" in stream.split("{", 1)[1]:
+        return stream
+    return "{" + stream + "}"
+
+
+def stream_keys(
+    settings: Settings,
+    stream: str,
+    group: str,
+    results: str,
+    recent: str | None = None,
+) -> StreamKeys:
+    if settings.is_cluster:
+        tag = _tag(stream)
+        return StreamKeys(
+            stream=stream,
+            group=group,
+            dlq=f"{tag}:dlq",
+            results=f"{tag}:{results.split(':')[-1]}",
+            lag=f"{tag}:consumer_lag",
+            paused=f"{tag}:producer_paused",
+            lease_prefix=f"{tag}:lease:",
+            marker_prefix=f"{tag}:done:",
+            consumers=f"{tag}:consumers",
+            recent=f"{tag}:{recent.split(':')[-1]}" if recent else None,
+        )
+    return StreamKeys(
+        stream=stream,
+        group=group,
+        dlq=settings.dlq_stream,
+        results=results,
+        lag=f"sentinel:consumer_lag:{stream}",
+        paused=f"sentinel:producer_paused:{stream}",
+        lease_prefix=f"sentinel:lease:{stream}:",
+        marker_prefix=f"sentinel:done:{stream}:",
+        consumers=f"sentinel:consumers:{stream}",
+        recent=recent,
+    )
+
+
+def keys_for(settings: Settings, spec: StreamSpec | str) -> StreamKeys:
+    """The keys of one declared stream (a spec or its registry name)."""
+    if isinstance(spec, str):
+        spec = spec_for(spec, settings)
+    return stream_keys(
+        settings,
+        spec.stream_key(settings),
+        spec.group_name(settings),
+        spec.results_key(settings),
+        spec.recent_key(settings),
+    )
+
+
+def transaction_keys(settings: Settings) -> StreamKeys:
+    return keys_for(settings, TRANSACTIONS)
+
+
+def axiom_keys(settings: Settings) -> StreamKeys:
+    return keys_for(settings, AXIOMS)
+
+
+def all_stream_keys(settings: Settings) -> tuple[StreamKeys, ...]:
+    """The keys of every declared stream (:func:`~sentinel_platform.registry.stream_specs`)."""
+    return tuple(keys_for(settings, spec) for spec in stream_specs(settings))
+
+
+def dlq_streams(settings: Settings) -> list[str]:
+    """Distinct DLQ streams (one on a single server, one per stream on a cluster)."""
+    return sorted({keys.dlq for keys in all_stream_keys(settings)})
+
+
+def attempt_key_prefix(keys: StreamKeys) -> str:
+    """The prefix shared by every attempt record of ``keys.stream``; itself names no key.
+
+    Each redelivered message has a record of its own (:func:`attempt_key`), so that one
+    message's writes never refresh another's TTL. ``<prefix>*`` matches every record of
+    the stream: ``sentinel:attempts:<stream>:`` on one server, ``{<stream>}:attempts:`` on a
+    cluster. Derived from the marker prefix, so on a cluster it carries the stream's hash
+    tag and every record lives in the stream's slot, next to the keys it is deleted with.
+    """
+    if ":done:" in keys.marker_prefix:
+        return keys.marker_prefix.replace(":done:", ":attempts:", 1)
+    return f"{keys.marker_prefix}__attempts:"
+
+
+def dead_letters_key(keys: StreamKeys) -> str:
+    """The sorted set of ``keys.stream``'s dead-lettered message ids (score: when, in ms).
+
+    ``sentinel:dead_lettered:<stream>`` on one server, ``{<stream>}:dead_lettered`` on a
+    cluster: derived from the marker prefix, so it shares the stream's hash slot and the
+    dead-letter script stays single-slot.
+    """
+    if ":done:" in keys.marker_prefix:
+        return keys.marker_prefix.replace(":done:", ":dead_lettered:", 1).rstrip(":")
+    return f"{keys.marker_prefix}__dead_lettered"
+
+
+def attempt_key(keys: StreamKeys, message_id: str) -> str:
+    """The attempt record of one message of ``keys.stream`` (see ``streams.attempts``)."""
+    return f"{attempt_key_prefix(keys)}{message_id}"
+
+
+def _beside_lag(keys: StreamKeys, name: str) -> str:
+    """A per-stream key next to the lag key: ``sentinel:<name>:<stream>`` on one server,
+    ``{<stream>}:<name>`` (the stream's hash slot) on a cluster."""
+    single = "sentinel:consumer_lag:"
+    if keys.lag.startswith(single):
+        return f"sentinel:{name}:{keys.lag[len(single) :]}"
+    return f"{keys.lag.rsplit(':consumer_lag', 1)[0]}:{name}"
+
+
+def drain_rate_key(keys: StreamKeys) -> str:
+    """The pool's measured drain rate in rows/s (a float, with a TTL; streams/drain.py)."""
+    return _beside_lag(keys, "drain_rate")
+
+
+def work_seconds_key(keys: StreamKeys) -> str:
+    """Seconds of queued work: the lag over the drain rate when it was measured (TTL)."""
+    return _beside_lag(keys, "work_seconds")

@@ -1,0 +1,404 @@
+"""Publishing rows to a stream in pipelined batches, from wherever the rows are.
+
+The same code runs in a benchmark loop, in a test, and inside a Spark executor's
+``mapInArrow``. On an executor nothing live may cross the wire, so
+:class:`PartitionPublisher` carries only plain data (URL, key names, guard config) and
+opens its own connection; it returns one small :class:`PublishStats` per partition and
+never sends rows back to the driver.
+
+On the executors the field strings arrive ready-made: Spark builds them in the JVM
+(``sentinel_platform.resources.wire_columns``) and marks the few rows whose bytes it
+cannot guarantee (:data:`EXACT_COLUMN` false); only those go through the stream's wire
+model here (:attr:`StreamSpec.wire_model`), which re-serialises them exactly as its
+``to_fields`` would, or rejects them. The first :attr:`PartitionPublisher.sample_rows`
+entries of each partition are parsed as the workers parse them, a cheap canary for the
+whole path; building a model for every row would cost more than sending it.
+
+Outside Spark, :meth:`StreamSpec.row_to_fields` turns a row into its entry through the
+wire model itself: the reference the Spark columns are tested against.
+
+A retried Spark task republishes its partition from the start. That is safe because
+every entry carries its natural key and the workers' idempotency markers absorb repeats.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.undecodable import ENCODING_ERRORS
+from sentinel_platform.streams.producer.backpressure import (
+    BackpressureConfig,
+    BackpressureGuard,
+    BackpressureTimeout,
+    PublishInterrupted,
+)
+
+log = logging.getLogger(__name__)
+
+STOP_KEY_TTL_S = 3600
+#: Boolean column of a wire frame: false where the row must go through its wire model.
+EXACT_COLUMN = "wire_exact"
+#: Entries of each partition parsed by the wire model before they are sent.
+SAMPLE_ROWS = 64
+#: The built-in streams' row columns (read from their specs; kept for readers of rows).
+TRANSACTION_COLUMNS = TRANSACTIONS.columns
+AXIOM_COLUMNS = AXIOMS.columns
+
+
+def transaction_fields(row: Mapping[str, Any]) -> dict[str, str]:
+    """The ``{"data": json}`` entry of one transaction row (validated by the wire model)."""
+    return TRANSACTIONS.row_to_fields(row)
+
+
+def axiom_fields(row: Mapping[str, Any]) -> dict[str, str]:
+    """The flat string entry of one axiom row (validated by the wire model)."""
+    return AXIOMS.row_to_fields(row)
+
+
+def frame_entries(
+    spec: StreamSpec, columns: Sequence[Sequence[str | None]], exact: Sequence[bool | None]
+) -> Iterator[dict[str, str]]:
+    """Entries of one wire-frame batch, given column-wise (``spec.wire_fields`` order).
+
+    Null values are left out, as the models leave out ``None``; a row not marked exact is
+    re-serialised by its wire model.
+    """
+    names = spec.wire_fields
+    if len(names) == 1:  # one JSON payload field: skip the per-row zip of columns
+        (name,), (column,) = names, columns
+        for value, ok in zip(column, exact, strict=True):
+            single = {name: value} if value is not None else {}
+            yield single if ok else spec.reserialised(single)
+        return
+    for values, ok in zip(zip(*columns, strict=True), exact, strict=True):
+        fields = {n: v for n, v in zip(names, values, strict=True) if v is not None}
+        yield fields if ok else spec.reserialised(fields)
+
+
+def sample_checked(
+    spec: StreamSpec, entries: Iterable[Mapping[str, str]], rows: int = SAMPLE_ROWS
+) -> Iterator[Mapping[str, str]]:
+    """``entries`` unchanged, the first ``rows`` of them parsed as the workers parse them."""
+    source = iter(entries)
+    parse = spec.wire_model.from_fields
+    for fields in itertools.islice(source, rows):
+        parse(fields)
+        yield fields
+    yield from source
+
+
+def id_order(stream_id: str) -> tuple[int, int]:
+    """Sort key of a stream id (``ms-seq``)."""
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def stop_key(keys: StreamKeys, run_id: str) -> str:
+    """The key whose presence tells every executor of one run to stop (same slot as the stream)."""
+    return f"{keys.paused}:run:{run_id}:stop"
+
+
+@dataclass
+class PublishStats:
+    """What one publish did; small enough to return from every Spark partition."""
+
+    rows: int = 0
+    batches: int = 0
+    first_id: str | None = None
+    last_id: str | None = None
+    duration_s: float = 0.0
+    paused_s: float = 0.0
+    slowed_s: float = 0.0
+    soft_events: int = 0
+    hard_events: int = 0
+    max_lag: int = 0
+    partitions: int = 1
+    wall_s: float = field(default=0.0)
+    #: ``host:pid`` of the processes that published, comma-separated: proof of where it ran.
+    executors: str = ""
+
+    @property
+    def rows_per_s(self) -> float:
+        elapsed = self.wall_s or self.duration_s
+        return self.rows / elapsed if elapsed > 0 else 0.0
+
+    def merge(self, other: PublishStats) -> PublishStats:
+        """Combine partitions: sums, the lowest first id, the highest last id."""
+        ids_first = [i for i in (self.first_id, other.first_id) if i]
+        ids_last = [i for i in (self.last_id, other.last_id) if i]
+        return PublishStats(
+            rows=self.rows + other.rows,
+            batches=self.batches + other.batches,
+            first_id=min(ids_first, key=id_order) if ids_first else None,
+            last_id=max(ids_last, key=id_order) if ids_last else None,
+            duration_s=max(self.duration_s, other.duration_s),
+            paused_s=self.paused_s + other.paused_s,
+            slowed_s=self.slowed_s + other.slowed_s,
+            soft_events=self.soft_events + other.soft_events,
+            hard_events=self.hard_events + other.hard_events,
+            max_lag=max(self.max_lag, other.max_lag),
+            partitions=self.partitions + other.partitions,
+            wall_s=max(self.wall_s, other.wall_s),
+            executors=",".join(
+                sorted({e for e in (*self.executors.split(","), *other.executors.split(",")) if e})
+            ),
+        )
+
+    @classmethod
+    def combine(cls, parts: Iterable[PublishStats]) -> PublishStats:
+        total: PublishStats | None = None
+        for part in parts:
+            total = part if total is None else total.merge(part)
+        return total or cls(partitions=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class XaddEncoder:
+    """XADD commands to one stream, encoded as RESP bytes by hand.
+
+    Encoding an entry is a few byte joins; redis-py's per-command packing and pipeline
+    bookkeeping cost several times the server's own work for these small commands.
+    """
+
+    def __init__(self, stream: str, maxlen: int | None = None) -> None:
+        args = [b"XADD", stream.encode()]
+        if maxlen is not None:
+            args += [b"MAXLEN", b"~", str(maxlen).encode()]
+        args.append(b"*")
+        self._head = b"".join(_bulk(arg) for arg in args)
+        self._argc = len(args)
+        self._names: dict[tuple[str, ...], tuple[bytes, list[bytes]]] = {}
+
+    def encode(self, fields: Mapping[str, str]) -> bytes:
+        """The RESP array of ``XADD stream [MAXLEN ~ n] * field value ...``."""
+        names = tuple(fields)
+        cached = self._names.get(names)
+        if cached is None:
+            header = b"*%d\r\n%s" % (self._argc + 2 * len(names), self._head)
+            cached = self._names[names] = (header, [_bulk(n.encode()) for n in names])
+        header, encoded_names = cached
+        parts = [header]
+        for name, value in zip(encoded_names, fields.values(), strict=True):
+            data = value.encode()
+            parts.append(b"%s$%d\r\n%s\r\n" % (name, len(data), data))
+        return b"".join(parts)
+
+
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def send_packed(client: redis.Redis, commands: list[bytes]) -> list[Any]:
+    """Write ``commands`` in one send and read their replies, as a pipeline would.
+
+    A connection error resends the whole batch under the client's retry policy (the
+    workers' idempotency markers absorb an entry written twice); an error reply raises
+    and the connection, with replies still unread, is dropped.
+    """
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    payload = b"".join(commands)
+
+    def send() -> list[Any]:
+        conn.send_packed_command([payload], check_health=False)
+        return [conn.read_response() for _ in commands]
+
+    try:
+        replies: list[Any] = conn.retry.call_with_retry(send, lambda _error: conn.disconnect())
+        return replies
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _pipelined(
+    client: RedisClient, keys: StreamKeys, maxlen: int | None
+) -> Callable[[list[Mapping[str, str]]], list[Any]]:
+    """How one batch is sent: hand-encoded on a plain client, a pipeline on a cluster."""
+    if isinstance(client, redis.Redis):
+        encoder = XaddEncoder(keys.stream, maxlen)
+        plain = client
+        return lambda batch: send_packed(plain, [encoder.encode(fields) for fields in batch])
+
+    def pipeline(batch: list[Mapping[str, str]]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
+        for fields in batch:
+            entry: dict[Any, Any] = dict(fields)
+            pipe.xadd(keys.stream, entry, maxlen=maxlen, approximate=True)
+        ids: list[Any] = pipe.execute()
+        return ids
+
+    return pipeline
+
+
+def publish_rows(
+    client: RedisClient,
+    keys: StreamKeys,
+    entries: Iterable[Mapping[str, str]],
+    batch_size: int,
+    guard: BackpressureGuard | None = None,
+    maxlen: int | None = None,
+) -> PublishStats:
+    """XADD ``entries`` (field maps) in pipelined batches, asking ``guard`` before each batch.
+
+    Each batch is one write and one read of its replies (:func:`send_packed`; a pipeline
+    on a cluster client). A batch that fails raises: the entries of earlier batches stay.
+    """
+    started = time.monotonic()
+    stats = PublishStats()
+    source = iter(entries)
+    send = _pipelined(client, keys, maxlen)
+    while True:
+        budget = guard.wait_before_batch(batch_size) if guard else batch_size
+        batch = list(itertools.islice(source, budget))
+        if not batch:
+            break
+        ids = send(batch)
+        if guard is not None:
+            guard.record_sent(len(batch))
+        stats.first_id = stats.first_id or _text(ids[0])
+        stats.last_id = _text(ids[-1])
+        stats.rows += len(batch)
+        stats.batches += 1
+    stats.duration_s = time.monotonic() - started
+    if guard is not None:
+        stats.paused_s = guard.stats.paused_s
+        stats.slowed_s = guard.stats.slowed_s
+        stats.soft_events = guard.stats.soft_events
+        stats.hard_events = guard.stats.hard_events
+        stats.max_lag = guard.stats.max_lag
+    return stats
+
+
+def _text(stream_id: str | bytes) -> str:
+    return stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+
+
+#: CLIENT LIST name of every executor-side publisher connection (``<prefix><stream>``).
+PUBLISHER_CLIENT_PREFIX = "sentinel-publisher:"
+
+
+def client_from_url(
+    url: str, cluster: bool, socket_timeout_s: float = 30.0, name: str | None = None
+) -> RedisClient:
+    """A plain client for an executor (no embedded server, no version check: the driver did it).
+
+    ``name`` shows in CLIENT LIST, so an operator (or a test) can see which executors are
+    still publishing.
+    """
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "encoding_errors": ENCODING_ERRORS,  # foreign bytes never fail a read-back
+        "socket_timeout": socket_timeout_s,
+        "socket_connect_timeout": 5,
+    }
+    if name:
+        options["client_name"] = name
+    if cluster or "+cluster://" in url:
+        return RedisCluster.from_url(url.replace("+cluster://", "://", 1), **options)
+    return redis.Redis.from_url(url, **options)
+
+
+STATS_SCHEMA = (
+    "rows long, batches long, first_id string, last_id string, duration_s double, "
+    "paused_s double, slowed_s double, soft_events long, hard_events long, max_lag long, "
+    "partitions long, wall_s double, executors string"
+)
+
+
+@dataclass(frozen=True)
+class PartitionPublisher:
+    """The function Spark runs on each partition: plain data in, one stats row out.
+
+    Used as ``wire_frame(df, spec).mapInArrow(publisher, STATS_SCHEMA)``, which works on
+    classic Spark and on Spark Connect alike (``rdd.mapPartitions`` does not exist on
+    Connect). Its input batches hold the ``spec.wire_fields`` strings and
+    :data:`EXACT_COLUMN`.
+    """
+
+    url: str
+    cluster: bool
+    keys: StreamKeys
+    spec: StreamSpec
+    config: BackpressureConfig
+    batch_size: int
+    stop_key: str | None = None
+    maxlen: int | None = None
+    sample_rows: int = SAMPLE_ROWS
+
+    def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
+        """Publish rows of ``spec.columns`` values, each through its wire model."""
+        return self.publish_entries(self.spec.row_to_fields(row) for row in rows)
+
+    def publish_entries(self, entries: Iterable[Mapping[str, str]]) -> PublishStats:
+        """Publish ready field maps in batches, the guard asked before each batch."""
+        name = f"{PUBLISHER_CLIENT_PREFIX}{self.keys.stream}"
+        client = client_from_url(self.url, self.cluster, name=name)
+        guard = BackpressureGuard(
+            client,
+            self.keys,
+            self.config,
+            should_stop=self._stop_requested(client),
+            stop_key=self.stop_key,
+        )
+        started = time.monotonic()
+        try:
+            stats = publish_rows(client, self.keys, entries, self.batch_size, guard, self.maxlen)
+        except (BackpressureTimeout, PublishInterrupted):
+            # Tell the sibling partitions (and any retry of this task) to stop too.
+            if self.stop_key:
+                client.set(self.stop_key, "1", ex=STOP_KEY_TTL_S)
+            raise
+        finally:
+            client.close()
+        stats.wall_s = time.monotonic() - started
+        stats.executors = f"{socket.gethostname()}:{os.getpid()}"
+        return stats
+
+    def _stop_requested(self, client: RedisClient) -> Callable[[], bool]:
+        # Polled by the guard between wait slices (<= 0.25 s), never on the nominal path.
+        key = self.stop_key
+        return (lambda: bool(client.exists(key))) if key else (lambda: False)
+
+    def entries(self, batches: Iterable[Any]) -> Iterator[Mapping[str, str]]:
+        """The entries of a partition's Arrow batches of a wire frame, sample-checked."""
+        names = self.spec.wire_fields
+
+        def unchecked() -> Iterator[dict[str, str]]:
+            for batch in batches:
+                columns = [batch.column(name).to_pylist() for name in names]
+                exact = batch.column(EXACT_COLUMN).to_pylist()
+                yield from frame_entries(self.spec, columns, exact)
+
+        return sample_checked(self.spec, unchecked(), self.sample_rows)
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        yield stats_batch(self.publish_entries(self.entries(batches)))
+
+
+def stats_batch(stats: PublishStats) -> Any:
+    """One partition's stats as the single-row Arrow batch of :data:`STATS_SCHEMA`."""
+    import pyarrow as pa
+
+    types = {"long": pa.int64(), "string": pa.string(), "double": pa.float64()}
+    schema = pa.schema(
+        [(name, types[kind]) for name, kind in (c.split() for c in STATS_SCHEMA.split(", "))]
+    )
+    return pa.RecordBatch.from_pylist([stats.as_dict()], schema=schema)

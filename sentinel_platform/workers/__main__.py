@@ -1,0 +1,10 @@
+"""``python -m sentinel_platform.workers <stream> [options]``: run one worker."""
+
+from __future__ import annotations
+
+import sys
+
+from sentinel_platform.workers.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""The one harness of the tests and the benchmarks (``bench/``).
+
+Plain functions and classes, no pytest, so a bench script imports them as the tests do:
+
+* :mod:`.waits`: :func:`~.waits.wait_until`, the one poll with a deadline;
+* :mod:`.processes`: real worker processes (``python -m sentinel_platform.workers
+  <stream>``, the command read from the stream registry), their environment, their JSON
+  log lines, a :class:`~.processes.Fleet` that kills what is left, and readiness (the
+  ``started`` log line and the lease);
+* :mod:`.processors`: the processors a test or a bench plugs into a worker
+  (``--processor sentinel_platform_tests.harness.processors:<factory>``);
+* :mod:`.streams`: writing and reading the test streams;
+* :mod:`.relay`: a switchable TCP relay standing in front of a failover.
+
+Importing the harness changes nothing in the environment (the test ``conftest.py`` does:
+it scrubs ``SENTINEL_*`` variables), so a bench can use it as it is.
+"""

@@ -1,0 +1,128 @@
+"""The processors tests and benchmarks plug into a worker with ``--processor module:factory``
+(``sentinel_platform_tests.harness.processors:counting`` or ``:noop``).
+
+A message is flat fields: ``key`` (required: the natural key), and optional behaviour
+switches: ``invalid=1`` fails validation (dead-lettered at once), ``poison=1`` raises on
+every call (dead-lettered after the delivery limit), ``fail_times=N`` raises on the first
+N calls, ``sleep_ms=N`` takes that long, ``hang_once=1`` never returns from the first
+call, ``parse_bug=1`` raises a non-schema error in ``parse``, ``key_bug=1`` makes
+``natural_key`` return None, ``bad_effect=none|bool|dict|empty`` returns an effect the
+client cannot send (on the first ``bad_times`` calls, default every call). ``counting``
+counts every call of ``process`` in the Redis hash :data:`CALLS_KEY` (field = key), so a
+test or a drill sees exactly how often the processor ran, across processes and kills,
+and can tell a duplicate *processing* from a duplicate *effect*. ``noop`` makes no Redis
+call and does no work: it measures the consumer machinery alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sentinel_platform.schemas import SchemaError
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+
+CALLS_KEY = "test:processor_calls"
+#: Calls of messages with ``sleep_ms`` running now, and the most ever running at once.
+#: One hash tag: the script that updates both runs on a Redis Cluster too.
+IN_FLIGHT_KEY = "test:{processor}:in_flight"
+PEAK_KEY = "test:{processor}:peak"
+MODEL = "TestMessage"
+_ENTER = """
+local now = redis.call('INCR', KEYS[1])
+if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
+return now
+"""
+#: Results a buggy plug-in might return: values redis-py refuses to encode, or no fields.
+BAD_RESULTS: dict[str, Any] = {
+    "none": {"key": "k", "score": None},
+    "bool": {"key": "k", "flagged": True},
+    "dict": {"key": "k", "details": {"nested": "1"}},
+    "empty": {},
+}
+
+
+def _validated(fields: Mapping[str, str]) -> dict[str, str]:
+    if not fields.get("key"):
+        raise SchemaError(MODEL, "key", "field is missing")
+    if fields.get("invalid") == "1":
+        raise SchemaError(MODEL, "invalid", "message marked invalid")
+    return dict(fields)
+
+
+class NoopProcessor:
+    """No Redis calls, no work: a one-field result per message."""
+
+    name = "noop"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def parse(self, fields: Mapping[str, str]) -> dict[str, str]:
+        return _validated(fields)
+
+    def natural_key(self, message: Mapping[str, str]) -> str:
+        return message["key"]
+
+    def process(self, message: Mapping[str, str]) -> Effect:
+        return Effect(message["key"], {"key": message["key"]})
+
+
+class CountingProcessor:
+    """Counts every call of ``process`` in Redis and obeys the behaviour switches."""
+
+    name = "counting"
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._client: RedisClient | None = None
+
+    @property
+    def client(self) -> RedisClient:
+        """Connected on first use, so a worker starting while Redis is away still starts."""
+        if self._client is None:
+            self._client = connect(self._settings)
+        return self._client
+
+    def parse(self, fields: Mapping[str, str]) -> dict[str, str]:
+        message = _validated(fields)
+        if message.get("parse_bug") == "1":
+            raise ValueError("a bug in the parser, not a bad message")
+        if "sleep_ms" in message and not message["sleep_ms"].isdigit():
+            raise SchemaError(MODEL, "sleep_ms", "must be a non-negative integer")
+        return message
+
+    def natural_key(self, message: dict[str, str]) -> str:
+        if message.get("key_bug") == "1":
+            return None  # type: ignore[return-value]  # a plug-in's bug the worker must survive
+        return message["key"]
+
+    def process(self, message: dict[str, str]) -> Effect:
+        key = message["key"]
+        calls = int(self.client.hincrby(CALLS_KEY, key, 1))
+        if message.get("sleep_ms"):
+            self.client.eval(_ENTER, 2, IN_FLIGHT_KEY, PEAK_KEY)
+            try:
+                time.sleep(int(message["sleep_ms"]) / 1000)
+            finally:
+                self.client.decr(IN_FLIGHT_KEY)
+        if message.get("hang_once") == "1" and calls == 1:
+            time.sleep(3600)  # a call that never returns (the watchdog must act)
+        if message.get("poison") == "1":
+            raise RuntimeError(f"poison message {key} (call {calls})")
+        if calls <= int(message.get("fail_times", "0")):
+            raise RuntimeError(f"transient failure of {key} (call {calls})")
+        if message.get("bad_effect") and calls <= int(message.get("bad_times", "1000000")):
+            return Effect(key, BAD_RESULTS[message["bad_effect"]], recent=key)
+        return Effect(key, {"key": key, "call": str(calls)}, recent=key)
+
+
+def counting(settings: Settings) -> CountingProcessor:
+    return CountingProcessor(settings)
+
+
+def noop(settings: Settings) -> NoopProcessor:
+    return NoopProcessor(settings)

@@ -1,0 +1,88 @@
+"""Writing and reading the streams under test, as a producer or a finished worker would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import redis
+
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+
+
+def fill_stream(
+    client: redis.Redis,
+    stream: str,
+    messages: Iterable[Mapping[str, str]],
+    batch: int = 1000,
+    atomic: bool = False,
+) -> list[str]:
+    """XADD every message with pipelining; returns the ids Redis acknowledged.
+
+    ``atomic`` wraps each batch in MULTI/EXEC, so a reader blocked on the stream wakes
+    once and sees the whole batch (otherwise it may wake after the first entry).
+    """
+    ids: list[str] = []
+    pipe = client.pipeline(transaction=atomic)
+    pending = 0
+    for fields in messages:
+        pipe.xadd(stream, dict(fields))
+        pending += 1
+        if pending >= batch:
+            ids.extend(pipe.execute())
+            pending = 0
+    if pending:
+        ids.extend(pipe.execute())
+    return ids
+
+
+def publish(
+    client: RedisClient, keys: StreamKeys, messages: Sequence[Mapping[str, str]]
+) -> list[str]:
+    """XADD every message to the source stream of ``keys`` in one pipeline; their ids."""
+    return fill_stream(client, keys.stream, messages, batch=max(1, len(messages)))
+
+
+def read_and_ack(
+    client: RedisClient, keys: StreamKeys, count: int, consumer: str = "c"
+) -> list[str]:
+    """Read up to ``count`` new entries as ``consumer`` of the group and acknowledge them.
+
+    Stands in for a worker that has finished those entries; returns their ids, oldest first.
+    """
+    read = client.xreadgroup(keys.group, consumer, {keys.stream: ">"}, count=count)
+    ids = [message_id for message_id, _fields in read[0][1]]
+    client.xack(keys.stream, keys.group, *ids)
+    return ids
+
+
+def pending_of(client: RedisClient, keys: StreamKeys, consumer: str) -> int:
+    """How many messages ``consumer`` holds (0 when the group or consumer is gone)."""
+    try:
+        summary = client.xpending(keys.stream, keys.group)
+    except Exception:
+        return 0
+    return sum(int(c["pending"]) for c in summary.get("consumers") or [] if c["name"] == consumer)
+
+
+def group_drained(client: redis.Redis, stream: str, group: str) -> bool:
+    """Every entry delivered to the group and acknowledged."""
+    try:
+        info = client.xinfo_stream(stream)
+        groups = client.xinfo_groups(stream)
+    except redis.ResponseError:
+        return False
+    mine = next((g for g in groups if g["name"] == group), None)
+    if mine is None:
+        return False
+    return mine["pending"] == 0 and mine["last-delivered-id"] == info["last-generated-id"]
+
+
+def unacked(client: redis.Redis, stream: str, group: str) -> int:
+    """Entries of the stream the group has not acknowledged (backlog + pending)."""
+    groups = client.xinfo_groups(stream)
+    mine = next(g for g in groups if g["name"] == group)
+    backlog = mine.get("lag")
+    if backlog is None:
+        backlog = len(client.xrange(stream, min=f"({mine['last-delivered-id']}", max="+"))
+    return int(backlog) + int(mine["pending"])
