@@ -122,13 +122,13 @@ class RedisPublisherResource(dg.ConfigurableResource):
         keys with a TTL (or an accepted one) is published to with a warning in the run log.
         """
         settings = settings or self._settings()
+        stream = self.stream_keys(kind, settings).stream
         client = connect(settings)
         try:
             verdict = server_verdict(client, settings.allow_evicting_server)
         except BaseException:
             client.close()
             raise
-        stream = self.stream_keys(kind, settings).stream
         if verdict.refused:
             client.close()
             raise PublishError(f"publish to {stream!r} refused: {verdict.message}")
@@ -145,9 +145,9 @@ class RedisPublisherResource(dg.ConfigurableResource):
         a :class:`~sentinel_platform.schemas.SchemaError` naming it.
         """
         settings = self._settings()
-        spec = spec_for(kind, settings)
-        keys = self.stream_keys(kind, settings)
-        client = self.publish_client(kind, settings)
+        spec = spec_for(kind, settings)  # the one look-up: everything below uses the spec
+        keys = keys_for(settings, spec)
+        client = self.publish_client(spec.name, settings)
         run_id = run_id or uuid.uuid4().hex
         stop = stop_key(keys, run_id)
         client.delete(stop)
