@@ -488,9 +488,9 @@ def _legacy(tree: Path) -> bool:
 def _check_imports_from(tree: Path, env: dict[str, str]) -> None:
     """Fail unless a worker started in ``tree`` imports the code of ``tree``."""
     module = _noop_processor_of(tree).partition(":")[0]
+    # Modules every commit has: the processor, the entry point started, the platform.
     probe = (
-        f"import {module} as b, sentinel_platform.workers.cli as w\n"
-        "import sentinel_platform.streams.consumer.loop as s\n"
+        f"import {module} as b, workers.watch_transactions as w, sentinel_platform as s\n"
         "print(b.__file__, s.__file__, w.__file__, sep='\\n')"
     )
     found = subprocess.run(
