@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import redis
 
+from sentinel_platform.schemas import Transaction
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 
@@ -86,3 +87,17 @@ def unacked(client: redis.Redis, stream: str, group: str) -> int:
     if backlog is None:
         backlog = len(client.xrange(stream, min=f"({mine['last-delivered-id']}", max="+"))
     return int(backlog) + int(mine["pending"])
+
+
+def sample_transaction(n: int) -> Transaction:
+    """The ``n``-th of a series of valid transactions (odd ones ``suspicious``)."""
+    return Transaction(
+        id=f"txn-{n}",
+        merchant=f"merchant-{n}",
+        category="suspicious" if n % 2 else "grocery",
+        currency="USD",
+        amount=12.5 + n,
+        message="weekly shop",
+        source="test",
+        timestamp="2026-11-21T10:00:00Z",
+    )

@@ -5,25 +5,11 @@ from __future__ import annotations
 
 import time
 
-from sentinel_platform.schemas import Transaction
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.pool.lag import read_lag_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
-
-
-def _transaction(n: int) -> Transaction:
-    return Transaction(
-        id=f"txn-{n}",
-        merchant=f"merchant-{n}",
-        category="suspicious" if n % 2 else "grocery",
-        currency="USD",
-        amount=12.5 + n,
-        message="weekly shop",
-        source="test",
-        timestamp="2026-11-21T10:00:00Z",
-    )
 
 
 def _lag(client: RedisClient, keys: StreamKeys) -> int | None:

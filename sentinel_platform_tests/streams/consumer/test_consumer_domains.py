@@ -5,32 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from sentinel_platform.registry import AXIOMS, TRANSACTIONS
-from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.schemas import Axiom
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.streams import pending_of, publish, sample_transaction
 from sentinel_platform_tests.streams.conftest import MakeConsumer
-
-
-def _transaction(n: int) -> Transaction:
-    return Transaction(
-        id=f"txn-{n}",
-        merchant=f"merchant-{n}",
-        category="suspicious" if n % 2 else "grocery",
-        currency="USD",
-        amount=12.5 + n,
-        message="weekly shop",
-        source="test",
-        timestamp="2026-11-21T10:00:00Z",
-    )
 
 
 def test_messages_published_before_the_group_exists_are_consumed(
     redis_client: RedisClient, settings: Settings, make_consumer: MakeConsumer
 ) -> None:
     keys = transaction_keys(settings)
-    ids = publish(redis_client, keys, [_transaction(n).to_fields() for n in range(20)])
+    ids = publish(redis_client, keys, [sample_transaction(n).to_fields() for n in range(20)])
     assert not redis_client.exists(keys.results)
 
     consumer = make_consumer(processor=TRANSACTIONS.processor)
