@@ -116,8 +116,12 @@ def test_healthy_default_pool_publishing_a_partition_raises_no_alert(
     assert not loud, [a.summary for a in loud]
     assert not paused_seen.is_set(), "the producers were paused"
     assert stats.hard_events == 0 and stats.paused_s == 0
-    assert {obs["zone"] for obs in recorded} == {"nominal"}
-    assert {obs["peak_zone"] for obs in recorded} == {"nominal"}
+    # Paced (elevated) is the controller holding the producer at its set point, which a
+    # healthy pool on a loaded machine may briefly need; never backpressure or worker_off.
+    quiet = {"nominal", "elevated"}
+    assert {obs["zone"] for obs in recorded} <= quiet
+    assert {obs["peak_zone"] for obs in recorded} <= quiet
+    assert "nominal" in {obs["zone"] for obs in recorded}
     # The observations show the lag and the seconds of work, at the measured drain rate.
     assert redis_client.get(drain_rate_key(keys)) is not None
     measured = [obs for obs in recorded if obs["drain_rate_per_s"]]
