@@ -23,7 +23,7 @@ reads the registry through :func:`stream_specs`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -230,11 +230,6 @@ def spec_for(name: str, settings: Settings | None = None) -> StreamSpec:
             f"no stream named {name!r}; declared: {', '.join(sorted(specs)) or '(none)'}"
         )
     return specs[name]
-
-
-def spec_lookup(settings: Settings) -> Callable[[str], StreamSpec]:
-    """``spec_for`` bound to ``settings``: for callers that resolve many names."""
-    return lambda name: spec_for(name, settings)
 
 
 TRANSACTIONS = register(

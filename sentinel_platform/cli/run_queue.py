@@ -20,6 +20,7 @@ imports nothing heavier than Dagster.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,8 +39,13 @@ def publish_tag(stream: str) -> str:
     return f"{PUBLISH_TAG_PREFIX}{stream}"
 
 
+@functools.cache
 def publish_steps() -> dict[str, str]:
-    """The step (the asset's op) that publishes each declared stream -> the stream's name."""
+    """The step (the asset's op) that publishes each declared stream -> the stream's name.
+
+    Read once per process (the coordinator calls it for every submitted run): the
+    declared streams do not change while an instance runs.
+    """
     try:
         specs = stream_specs(load_settings())  # with SENTINEL_STREAM_MODULES' streams
     except SettingsError:
