@@ -119,7 +119,7 @@ def test_a_full_queue_drops_alerts_without_blocking_the_caller(
         wait_until(lambda: endpoint.arrivals, timeout_s=10)  # the first one is in flight
         started = time.monotonic()
         accepted = [sender.submit(_alert(n)) for n in range(1, 5)]
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < 2.0  # a blocking submit would wait for the hung post
         assert accepted == [True, True, False, False]
         assert sender.stats.dropped == 2
         endpoint.release.set()

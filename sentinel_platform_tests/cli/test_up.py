@@ -51,15 +51,19 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
         def leases_held() -> bool:
             names = {keys: client.hkeys(keys.consumers) for keys in (tx, ax)}
             return [len(names[tx]), len(names[ax])] == [2, 1] and all(
-                client.exists(keys.lease(name)) for keys, ns in names.items() for name in ns
+                client.exists(keys.lease(str(name))) for keys, ns in names.items() for name in ns
             )
 
         wait_until(leases_held, timeout_s=60, interval_s=0.2)
-        started = [
-            json.loads(line)
-            for line in (home / "logs" / "worker-tx-2.log").read_text().splitlines()
-            if '"started"' in line
-        ]
+        # "started" is logged just after the lease is taken: wait for the line too.
+        started = wait_until(
+            lambda: [
+                json.loads(line)
+                for line in (home / "logs" / "worker-tx-2.log").read_text().splitlines()
+                if '"started"' in line
+            ],
+            timeout_s=15,
+        )
         assert [event["concurrency"] for event in started] == [3]
         redis_pid = int(json.loads((home / "redis" / "server.json").read_text())["pid"])
 
@@ -67,11 +71,21 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
         crashed = _child_pid(home, "tx-1")
         assert crashed is not None
         os.kill(crashed, signal.SIGKILL)
-        wait_until(
-            lambda: _child_pid(home, "tx-1") not in (None, crashed), timeout_s=30, interval_s=0.1
+        restarted = wait_until(
+            lambda: (pid := _child_pid(home, "tx-1")) not in (None, crashed) and pid,
+            timeout_s=30,
+            interval_s=0.1,
         )
         assert _state(home)["children"]["tx-1"]["restarts"] == 1
-        wait_until(leases_held, timeout_s=30, interval_s=0.2)
+
+        def lease_retaken() -> bool:
+            # The lease value is "host:pid:token"; the crashed worker's lease lingers until
+            # its TTL ends, so only the new pid in it shows the restarted worker took over.
+            holders = [client.get(tx.lease(str(name))) for name in client.hkeys(tx.consumers)]
+            pids = {str(holder).rsplit(":", 2)[1] for holder in holders if holder}
+            return str(restarted) in pids and leases_held()
+
+        wait_until(lease_retaken, timeout_s=30, interval_s=0.2)
         assert "restarting in" in (home / "logs" / "sentinel-up.log").read_text()
 
         seen = {

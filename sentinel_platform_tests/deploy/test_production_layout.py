@@ -193,6 +193,15 @@ def _lag_gate_runs(instance: Any) -> list[Any]:
     ]
 
 
+def _submitted(runs: list[Any], count: int) -> list[Any]:
+    """``runs`` once there are ``count`` and the run coordinator has taken each (the
+    status leaves NOT_STARTED after the coordinator's tags are written), else []."""
+    import dagster as dg
+
+    taken = [run for run in runs if run.status != dg.DagsterRunStatus.NOT_STARTED]
+    return runs if len(runs) >= count and len(taken) == len(runs) else []
+
+
 def _cursor(instance: Any, name: str) -> str | None:
     for state in instance.all_instigator_state():
         if state.name == name and state.instigator_data is not None:
@@ -210,7 +219,10 @@ def _queued_while(instance: Any, waiting: str, running: str, passes: int = 5) ->
             return
         # (a backfill's run is created, then submitted: NOT_STARTED comes before QUEUED)
         status = instance.get_run_by_id(waiting).status
-        assert status in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED), status
+        if status not in (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED):
+            # ``running`` may have finished (and ``waiting`` left the queue) since the read above.
+            assert instance.get_run_by_id(running).is_finished, status
+            return
         time.sleep(1)
 
 
@@ -230,10 +242,9 @@ def test_lag_gate_graphql_run_and_backfill_complete_across_restarts(platform: Pl
 
     with _instance(up) as instance:
         assert type(instance.run_storage).__name__ == "PostgresRunStorage"
-        # The lag gate's first tick launches today's partition of both publish jobs.
-        gate = wait_until(
-            lambda: len(_lag_gate_runs(instance)) >= 2 and _lag_gate_runs(instance), 120, 1
-        )
+        # The lag gate's first tick launches today's partition of both publish jobs. A run
+        # exists (NOT_STARTED) before the coordinator tags and queues it: wait for the queue.
+        gate = wait_until(lambda: _submitted(_lag_gate_runs(instance), 2), 120, 1)
         gate_by_stream = {run.tags["sentinel/stream"]: run.run_id for run in gate}
         assert set(gate_by_stream) == {"transactions", "axioms"}
         for stream, run_id in gate_by_stream.items():  # tagged by the queue on submission

@@ -65,7 +65,7 @@ def test_hanging_analyzer_falls_back_within_the_timeout(
     elapsed = time.monotonic() - started
     assert effect.result["driver_used"] == "fallback"
     assert (effect.result["is_threat"], effect.result["risk_level"]) == ("false", "low")
-    assert timeout_s <= elapsed < timeout_s + 1.0
+    assert timeout_s <= elapsed < timeout_s + 3.0  # the hang lasts 30 s
     assert "timed out" in effect.log_fields["analyzer_error"]
 
 

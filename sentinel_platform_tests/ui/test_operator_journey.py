@@ -46,7 +46,8 @@ RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } }
 EVENT_TIME = re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{1,2}:\d{2} [AP]M$")
 SENSOR_TICKS = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
   ... on Sensor { sensorState { ticks(limit: 20) { skipReason } } } } }"""
-LAST_RUN = "{ runsOrError(limit: 1) { ... on Runs { results { runId status } } } }"
+PARTITION_RUNS = """query($f: RunsFilter!) { runsOrError(filter: $f, limit: 20) { ... on Runs {
+  results { runId assetSelection { path } tags { key value } } } } }"""
 
 
 def _build_upstream(platform: Platform, partition: str) -> str:
@@ -69,6 +70,19 @@ def _build_upstream(platform: Platform, partition: str) -> str:
     launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return launched["run"]["runId"]
+
+
+def _ui_runs(platform: Platform, partition: str) -> list[str]:
+    """Runs of ``partition`` materialising `transaction_stream` that no sensor or schedule
+    launched (theirs carry ``sentinel/launched_by``): the one launched from the UI."""
+    tag = {"key": "dagster/partition", "value": partition}
+    runs = platform.graphql(PARTITION_RUNS, {"f": {"tags": [tag]}})["runsOrError"]["results"]
+    return [
+        run["runId"]
+        for run in runs
+        if {"path": ["transaction_stream"]} in (run["assetSelection"] or [])
+        and not any(t["key"] == "sentinel/launched_by" for t in run["tags"])
+    ]
 
 
 def _flood_once_publishing(client: RedisClient, settings: Settings) -> None:
@@ -135,7 +149,8 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     shot("2-launch-latest-partition")
     dialog.get_by_role("button", name="Launch 1 run").click()
     page.get_by_text("Launched run").wait_for()
-    run_id = platform.graphql(LAST_RUN)["runsOrError"]["results"][0]["runId"]
+    # Not simply the newest run: the platform's sensors and schedules launch runs too.
+    (run_id,) = wait_until(lambda: _ui_runs(platform, today), timeout_s=30, interval_s=0.5)
     _flood_once_publishing(redis_client, settings)
 
     # 3. The run page: wait for the run to succeed.

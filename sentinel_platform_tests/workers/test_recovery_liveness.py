@@ -75,13 +75,15 @@ def test_a_killed_workers_messages_are_claimed_at_connection_close_before_its_le
 def test_a_slow_live_worker_is_never_robbed_with_service_time_ten_times_the_lease(
     redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
 ) -> None:
-    env = {"SENTINEL_LEASE_TTL_MS": "300", "SENTINEL_RECLAIM_IDLE_MS": "300"}
-    publish(redis_client, tx_keys, [{"key": f"slow{n}", "sleep_ms": "3000"} for n in range(2)])
+    # A 1 s lease (heartbeat every ~0.33 s) rides out a stall on a loaded machine. The call
+    # lasts ten lease TTLs; meanwhile slow1, read in the same batch, waits as long in the PEL.
+    env = {"SENTINEL_LEASE_TTL_MS": "1000", "SENTINEL_RECLAIM_IDLE_MS": "1000"}
+    publish(redis_client, tx_keys, [{"key": "slow0", "sleep_ms": "10000"}, {"key": "slow1"}])
     slow = start_worker(env=env, args=["--count", "2"]).wait_ready(redis_client)
     wait_until(lambda: pending_of(redis_client, tx_keys, slow.consumer) == 2)
     survivor = start_worker(env=env).wait_ready(redis_client)
 
-    wait_until(lambda: redis_client.xlen(tx_keys.results) == 2, 20)
+    wait_until(lambda: redis_client.xlen(tx_keys.results) == 2, 30)
     time.sleep(0.5)  # a late thief would show up as a second call
     assert redis_client.hgetall(CALLS_KEY) == {"slow0": "1", "slow1": "1"}
     assert not survivor.events("recovered")

@@ -146,7 +146,8 @@ def test_a_worker_waiting_for_room_at_start_still_stops_at_once(
     worker.terminate()
     asked = time.monotonic()
     assert worker.wait(10) == 0, worker.text()[-4000:]
-    assert time.monotonic() - asked < 3
+    # room for a loaded machine; a wait that ignored the stop could last the 5 s backoff cap
+    assert time.monotonic() - asked < 4
     assert "Traceback" not in worker.text()
     assert not own_server.client.keys("sentinel:lease:*")
 
