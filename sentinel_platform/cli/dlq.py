@@ -1,4 +1,4 @@
-"""``sentinel dlq list|show|replay|purge|export``: the operator's hands on dead letters.
+"""``sentinel dlq list|show|replay|purge|export|import``: the operator's hands on dead letters.
 
 The safety rules live in :mod:`sentinel_platform.streams.operators.dlq_admin` (atomic, idempotent
 replay); this module only turns command lines into filters, asks for confirmation where
@@ -24,9 +24,10 @@ from sentinel_platform.cli.common import (
 from sentinel_platform.cli.progress import Progress
 from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.operators import dlq_admin, dlq_export
+from sentinel_platform.streams.operators import dlq_admin, dlq_export, dlq_import
 from sentinel_platform.streams.operators.dlq_admin import DlqEntry, DlqError, DlqFilter
 from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import dlq_streams
 
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 
@@ -50,7 +51,9 @@ def _add_filters(parser: argparse.ArgumentParser, limit_default: int | None) -> 
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    dlq = subparsers.add_parser("dlq", help="list, show, replay, purge or export dead letters")
+    dlq = subparsers.add_parser(
+        "dlq", help="list, show, replay, purge, export or import dead letters"
+    )
     actions = dlq.add_subparsers(dest="dlq_action", metavar="ACTION", required=True)
 
     listing = actions.add_parser("list", help="dead letters, oldest first")
@@ -101,6 +104,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="make room: delete each exported entry once its line is written and flushed",
     )
     export.set_defaults(handler=run_export)
+
+    imports = actions.add_parser(
+        "import",
+        help="put the lines of an export back into the DLQ",
+        description="Each line becomes a new entry of its DLQ with every field as exported "
+        f"and its old id in field {dlq_import.IMPORTED_FROM_FIELD}. The whole file is checked "
+        "first (a bad line imports nothing); an entry imported before, or still in the DLQ, "
+        "is skipped, so importing a file twice adds it once.",
+    )
+    imports.add_argument("file", help="a file written by `sentinel dlq export`, or - for stdin")
+    imports.add_argument("--json", action="store_true")
+    imports.set_defaults(handler=run_import)
 
 
 def _filter(args: argparse.Namespace) -> DlqFilter:
@@ -259,4 +274,35 @@ def run_export(args: argparse.Namespace) -> int:
         + deleted,
         file=sys.stderr,
     )
+    return EXIT_OK
+
+
+def _read_export(path: str, dlqs: list[str]) -> list[dlq_import.ImportEntry]:
+    if path == "-":
+        return dlq_import.read_export(sys.stdin, dlqs)
+    try:
+        with open(path, encoding="utf-8") as source:
+            return dlq_import.read_export(source, dlqs)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise CliError(f"{path} is not UTF-8 text (an export is JSON Lines)") from None
+
+
+def run_import(args: argparse.Namespace) -> int:
+    settings = settings_from_env()
+    try:
+        entries = _read_export(args.file, dlq_streams(settings))
+    except dlq_import.ImportFileError as exc:
+        raise CliError(f"{args.file}: {exc}; nothing was imported", code=EXIT_USAGE) from None
+    client = open_client(settings)
+    with Progress(len(entries), "importing") as bar:
+        summary = dlq_import.import_entries(client, entries, bar.update)
+    if args.json:
+        print_json({"imported": summary.imported, "skipped": summary.skipped})
+    else:
+        print(
+            f"imported {summary.imported} dead letter(s); {summary.skipped} skipped "
+            "(imported before or still in the DLQ)"
+        )
     return EXIT_OK
