@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sentinel_platform.cli.common import EXIT_OK, EXIT_USAGE
+from sentinel_platform.streams.operators import dlq_import
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -40,6 +41,12 @@ def _seed(client: RedisClient, keys: StreamKeys, add_dead_letter: AddLetter) -> 
     client.xadd(keys.dlq, {b"payload": b"\xff\xfe raw", b"reason\xc3": b"x"})
 
 
+def _export_deleting(cli: Cli, path: Path) -> list[str]:
+    """``sentinel dlq export -o path --delete-exported``; the file's lines."""
+    assert cli("dlq", "export", "-o", str(path), "--delete-exported").code == EXIT_OK
+    return path.read_text(encoding="utf-8").splitlines()
+
+
 def test_an_export_deleted_from_the_dlq_comes_back_exactly_and_can_be_replayed(
     cli: Cli,
     redis_client: RedisClient,
@@ -49,9 +56,8 @@ def test_an_export_deleted_from_the_dlq_comes_back_exactly_and_can_be_replayed(
 ) -> None:
     _seed(redis_client, tx_keys, add_dead_letter)
     exported = tmp_path / "dlq.jsonl"
-    assert cli("dlq", "export", "-o", str(exported), "--delete-exported").code == EXIT_OK
+    before = [json.loads(line) for line in _export_deleting(cli, exported)]
     assert redis_client.xlen(tx_keys.dlq) == 0
-    before = _lines(exported.read_text(encoding="utf-8"))
 
     result = cli("dlq", "import", str(exported))
     assert result.code == EXIT_OK, result.err
@@ -85,7 +91,7 @@ def test_importing_twice_or_what_is_still_in_the_dlq_adds_each_entry_once(
     assert redis_client.xlen(tx_keys.dlq) == 3
 
     moved = tmp_path / "moved.jsonl"
-    assert cli("dlq", "export", "-o", str(moved), "--delete-exported").code == EXIT_OK
+    _export_deleting(cli, moved)
     first = cli("dlq", "import", str(moved), "--json")
     second = cli("dlq", "import", str(moved), "--json")
     assert json.loads(first.out) == {"imported": 3, "skipped": 0}
@@ -101,9 +107,7 @@ def test_a_bad_line_imports_nothing_and_names_the_line(
     tmp_path: Path,
 ) -> None:
     _seed(redis_client, tx_keys, add_dead_letter)
-    exported = tmp_path / "dlq.jsonl"
-    assert cli("dlq", "export", "-o", str(exported), "--delete-exported").code == EXIT_OK
-    good = exported.read_text(encoding="utf-8").splitlines()
+    good = _export_deleting(cli, tmp_path / "dlq.jsonl")
     cases = {
         "not JSON": ([*good[:2], "{truncated"], "line 3: not JSON"),
         "another deployment's DLQ": (
@@ -126,3 +130,17 @@ def test_a_bad_line_imports_nothing_and_names_the_line(
         assert result.code == EXIT_USAGE, name
         assert expected in result.err and "nothing was imported" in result.err, result.err
         assert redis_client.xlen(tx_keys.dlq) == 0, name
+
+
+def test_a_file_of_several_pages_is_imported_whole_in_order(
+    cli: Cli, redis_client: RedisClient, tx_keys: StreamKeys, tmp_path: Path
+) -> None:
+    pipe = redis_client.pipeline(transaction=False)
+    for n in range(dlq_import.PAGE_SIZE + 7):  # more than one round trip
+        pipe.xadd(tx_keys.dlq, {"stream": tx_keys.stream, "payload": "{}", "n": str(n)})
+    pipe.execute()
+    _export_deleting(cli, tmp_path / "big.jsonl")
+    result = cli("dlq", "import", str(tmp_path / "big.jsonl"), "--json")
+    assert json.loads(result.out) == {"imported": dlq_import.PAGE_SIZE + 7, "skipped": 0}
+    order = [fields["n"] for _id, fields in redis_client.xrange(tx_keys.dlq)]
+    assert order == [str(n) for n in range(dlq_import.PAGE_SIZE + 7)]

@@ -19,19 +19,25 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.scripts import LuaScript, with_scripts
 
 IMPORTED_FROM_FIELD = "_imported_from"
+#: Entries sent per round trip (one pipeline of script calls).
+PAGE_SIZE = 500
 _ENTRY_ID = re.compile(r"^\d+-\d+$")
 
 # KEYS: the DLQ stream, its set of imported ids. ARGV: the exported id, then the fields as
 # name/value pairs. Returns the new entry id, or false when the entry is there already.
-_IMPORT_LUA = """
+IMPORT_ENTRY = LuaScript(
+    "import_entry",
+    """
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return false end
 if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) > 0 then return false end
 local fields = {}
@@ -39,7 +45,8 @@ for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
 local new_id = redis.call('XADD', KEYS[1], '*', unpack(fields))
 redis.call('SADD', KEYS[2], ARGV[1])
 return new_id
-"""
+""",
+)
 
 
 class ImportFileError(ValueError):
@@ -119,19 +126,28 @@ def import_entries(
     entries: Sequence[ImportEntry],
     progress: Callable[[int], None] | None = None,
 ) -> ImportSummary:
-    """Add each entry to its DLQ unless it is there already (one script call each)."""
-    script = client.register_script(_IMPORT_LUA)
+    """Add each entry to its DLQ unless it is there already: one script call per entry,
+    a page of calls per round trip (the script is safe to run twice)."""
     summary = ImportSummary()
-    for done, entry in enumerate(entries, start=1):
+    for start in range(0, len(entries), PAGE_SIZE):
+        page = entries[start : start + PAGE_SIZE]
+        replies = with_scripts(client, [IMPORT_ENTRY], functools.partial(_send, client, page))
+        for entry, new_id in zip(page, replies, strict=True):
+            if new_id is None:
+                summary.skipped += 1
+            else:
+                summary.imported += 1
+                summary.per_dlq[entry.dlq] = summary.per_dlq.get(entry.dlq, 0) + 1
+        if progress:
+            progress(start + len(page))
+    return summary
+
+
+def _send(client: RedisClient, page: Sequence[ImportEntry]) -> list[object]:
+    pipe = client.pipeline(transaction=False)
+    for entry in page:
         args: list[str | bytes] = [entry.entry_id]
         for name, value in entry.fields.items():
             args += [name, value]
-        new_id = script(keys=[entry.dlq, imported_key(entry.dlq)], args=args)
-        if new_id is None:
-            summary.skipped += 1
-        else:
-            summary.imported += 1
-            summary.per_dlq[entry.dlq] = summary.per_dlq.get(entry.dlq, 0) + 1
-        if progress:
-            progress(done)
-    return summary
+        IMPORT_ENTRY.queue(pipe, [entry.dlq, imported_key(entry.dlq)], args)
+    return list(pipe.execute())
