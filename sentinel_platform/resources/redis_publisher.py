@@ -167,7 +167,8 @@ class RedisPublisherResource(dg.ConfigurableResource):
         try:
             rows = wire_frame(df, spec).mapInArrow(publisher, STATS_SCHEMA).collect()
         except BaseException as exc:
-            client.set(stop, "1", ex=STOP_KEY_TTL_S)
+            # An executor's reason, set first, is kept; else the run's own.
+            client.set(stop, f"the run ended: {type(exc).__name__}", ex=STOP_KEY_TTL_S, nx=True)
             _cancel_jobs(spark, tag)
             reason = executor_error(exc)
             _record_outcome(client, keys, run_id, None, reason or f"{type(exc).__name__}: {exc}")

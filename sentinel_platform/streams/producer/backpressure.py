@@ -40,6 +40,7 @@ and the guard is built inside the partition function from a client opened there.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -53,6 +54,7 @@ import redis
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
+from sentinel_platform.streams.plumbing.replies import optional_text
 from sentinel_platform.streams.pool.drain import (
     DrainMeter,
     completed_count,
@@ -354,7 +356,18 @@ class BackpressureGuard:
     # --- waiting ----------------------------------------------------------------------
     def _check_stop(self, signal: Signal | None = None) -> None:
         if (signal is not None and signal.stop) or self.should_stop():
-            raise PublishInterrupted(f"publish to stream {self.keys.stream!r} was asked to stop")
+            raise PublishInterrupted(self._stop_message())
+
+    def _stop_message(self) -> str:
+        """Why we stop, with the reason kept in the stop key by whoever set it (a sibling
+        task that gave up, the driver): Spark reports the first task to fail, which may
+        be this one, so the cause must travel with it."""
+        message = f"publish to stream {self.keys.stream!r} was asked to stop"
+        reason = None
+        if self.stop_key:
+            with contextlib.suppress(redis.RedisError):
+                reason = optional_text(self.client.get(self.stop_key))
+        return f"{message}: {reason}" if reason and reason != "1" else message
 
     def _stoppable_sleep(self, seconds: float) -> None:
         deadline = self.clock() + seconds

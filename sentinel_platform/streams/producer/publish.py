@@ -361,10 +361,12 @@ class PartitionPublisher:
         started = time.monotonic()
         try:
             stats = publish_rows(client, self.keys, entries, self.batch_size, guard, self.maxlen)
-        except (BackpressureTimeout, PublishInterrupted):
-            # Tell the sibling partitions (and any retry of this task) to stop too.
+        except (BackpressureTimeout, PublishInterrupted) as exc:
+            # Tell the sibling partitions (and any retry of this task) to stop too, and
+            # why: the first reason set is kept, so a sibling's error names the cause.
             if self.stop_key:
-                client.set(self.stop_key, "1", ex=STOP_KEY_TTL_S)
+                reason = f"{type(exc).__name__}: {exc}"
+                client.set(self.stop_key, reason, ex=STOP_KEY_TTL_S, nx=True)
             raise
         finally:
             client.close()

@@ -283,6 +283,31 @@ def test_stop_key_interrupts_an_executor_wait_and_blocks_retries(
     assert redis_client.xlen(txn_keys.stream) == 0
 
 
+def test_a_sibling_stopped_by_a_timeout_names_the_timeout_not_just_the_stop(
+    redis_client: RedisClient, txn_keys: StreamKeys, settings: Any
+) -> None:
+    """Spark reports whichever task fails first: a partition stopped because its sibling
+    gave up must carry the sibling's reason, or the run's error hides the cause."""
+    redis_client.set(txn_keys.lag, 777)
+    publisher = PartitionPublisher(
+        url=settings.redis_url_value,
+        cluster=False,
+        keys=txn_keys,
+        spec=TRANSACTIONS,
+        config=BackpressureConfig(lag_warn=50, lag_pause=200, max_pause_s=0.3),
+        batch_size=10,
+        stop_key=stop_key(txn_keys, "run-2"),
+    )
+    with pytest.raises(BackpressureTimeout) as gave_up:
+        publisher.publish_entries(_entries(1))
+    with pytest.raises(PublishInterrupted) as sibling:
+        publisher.publish_entries(_entries(1))
+    message = str(sibling.value)
+    assert "was asked to stop" in message
+    assert f"BackpressureTimeout: {gave_up.value}" in message
+    assert "lag 777" in message and "SENTINEL_MAX_PAUSE_S" in message
+
+
 def test_missing_lag_key_with_big_backlog_pauses_until_drained(
     redis_client: RedisClient,
     txn_keys: StreamKeys,
