@@ -21,7 +21,10 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys
 from sentinel_platform_tests.domains.dagster_cli import StepRecord, last_run_records, materialize
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# A multiprocess run starts one Spark driver per step, one after another: about 90 s alone,
+# over three times that beside the suite's other Spark and Dagster tests on 2 cores.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+RUN_BUDGET_S = 780
 DAY = "2026-11-20"
 SELECT = "telemetry_readings,axioms,axiom_stream"
 SMALL = {"ops": {"telemetry_readings": {"config": {"sources": 3, "readings_per_source": 60}}}}
@@ -68,7 +71,7 @@ def test_every_step_of_a_multiprocess_run_uses_the_configured_session(
     dead_master_env: dict[str, str], redis_client: RedisClient, settings: Settings, tmp_path: Path
 ) -> None:
     done = materialize(
-        SELECT, DAY, dead_master_env, tmp_path / "dagster", {**MULTIPROCESS, **SMALL}
+        SELECT, DAY, dead_master_env, tmp_path / "dagster", {**MULTIPROCESS, **SMALL}, RUN_BUDGET_S
     )
     assert done.returncode == 0, done.stdout[-5000:]
     assert "Failed to connect to master" not in done.stdout
@@ -82,7 +85,7 @@ def test_the_code_locations_executor_runs_a_whole_run_in_one_session(
     dead_master_env: dict[str, str], redis_client: RedisClient, settings: Settings, tmp_path: Path
 ) -> None:
     # No execution config: what the UI's Materialize, sensors and schedules get.
-    done = materialize(SELECT, DAY, dead_master_env, tmp_path / "dagster", SMALL)
+    done = materialize(SELECT, DAY, dead_master_env, tmp_path / "dagster", SMALL, RUN_BUDGET_S)
     assert done.returncode == 0, done.stdout[-5000:]
 
     apps = _assert_configured_session_in_every_step(last_run_records(tmp_path / "dagster"))
