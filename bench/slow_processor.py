@@ -57,12 +57,10 @@ import os
 import statistics
 import subprocess
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import redis
@@ -81,6 +79,7 @@ from bench._common import (
 from bench.worker_throughput import _cpu_seconds, _prepare, _release_and_time
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import (
     NOOP_PROCESSOR,
     PYTHON,
@@ -110,7 +109,6 @@ GOAL_FAST = 0.8  # L = 100 ms, C = 32
 GOAL_SLOW = 0.9  # L = 2 s, C = 128
 GOAL_DOWN = 0.8
 GOAL_NOOP = 0.95
-REPLY = {"is_threat": False, "risk_level": "low", "narrative": "bench analyzer stub"}
 TRANSACTION = {
     "merchant": "ACME Corp",
     "category": "retail",
@@ -120,124 +118,6 @@ TRANSACTION = {
     "source": "bench",
     "timestamp": "2026-01-01T00:00:00Z",
 }
-
-
-# --- the analyzer --------------------------------------------------------------------------
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024  # C connections may arrive at once; the default backlog is 5
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that gave up (its timeout) and closed is no error of the stub."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class AnalyzerStub:
-    """A real HTTP analyzer on 127.0.0.1 that answers every request after ``latency_s``.
-
-    It serves requests concurrently (one thread per connection, HTTP/1.1 keep-alive, as
-    :class:`workers.analyzer.HttpAnalyzer` expects) and counts the requests received
-    (``calls``), answered (``answered``), in flight now and at the peak, and the TCP
-    connections opened. With ``hang=True`` it answers nothing: each request is held
-    ``latency_s`` and its connection closed, past any client timeout shorter than that.
-    """
-
-    def __init__(self, latency_s: float, hang: bool = False) -> None:
-        self.latency_s = latency_s
-        self.hang = hang
-        self.calls = 0
-        self.answered = 0
-        self.in_flight = 0
-        self.peak_in_flight = 0
-        self.connections = 0
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="analyzer-stub", daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/assess"
-
-    def start(self) -> AnalyzerStub:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; held requests end at once (their connections are closed)."""
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> AnalyzerStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def counters(self) -> dict[str, int]:
-        with self._lock:
-            return {
-                "calls": self.calls,
-                "answered": self.answered,
-                "peak_in_flight": self.peak_in_flight,
-                "connections": self.connections,
-            }
-
-    def _enter(self) -> None:
-        with self._lock:
-            self.calls += 1
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-
-    def _leave(self, answered: bool) -> None:
-        with self._lock:
-            self.in_flight -= 1
-            self.answered += answered
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        stub = self
-        payload = json.dumps(REPLY).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connections
-            # Headers and body are two writes: with Nagle's algorithm the body would wait
-            # for the client's delayed ACK of the headers (40 ms on Linux) on every reply.
-            disable_nagle_algorithm = True
-
-            def setup(self) -> None:
-                super().setup()
-                with stub._lock:
-                    stub.connections += 1
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                stub._enter()
-                answered = False
-                try:
-                    stub._closing.wait(stub.latency_s)
-                    if stub.hang or stub._closing.is_set():
-                        self.close_connection = True
-                        return
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    self.wfile.flush()
-                    answered = True
-                finally:
-                    stub._leave(answered)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        return Handler
 
 
 # --- one cell: one worker draining N transactions --------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "UnknownStreamError",
     "WireModel",
     "register",
+    "resolve_stream",
     "spec_for",
     "stream_specs",
 ]
@@ -230,6 +231,24 @@ def spec_for(name: str, settings: Settings | None = None) -> StreamSpec:
             f"no stream named {name!r}; declared: {', '.join(sorted(specs)) or '(none)'}"
         )
     return specs[name]
+
+
+def resolve_stream(name: str, settings: Settings) -> StreamSpec:
+    """The stream an operator means by ``name``: its registry name (``axioms``) or its
+    Redis key (``synapse:axioms``), whichever one declared stream answers to.
+
+    Every command-line option naming a stream goes through here, so a stream has the
+    same names everywhere and a typo is refused instead of matching nothing.
+    :class:`UnknownStreamError` lists the declared streams (name and key) when no stream,
+    or more than one, answers to ``name``.
+    """
+    specs = stream_specs(settings)
+    matches = [spec for spec in specs if name in (spec.name, spec.stream_key(settings))]
+    if len(matches) == 1:
+        return matches[0]
+    declared = ", ".join(f"{spec.name} ({spec.stream_key(settings)})" for spec in specs)
+    problem = "is ambiguous" if matches else "is not a declared stream"
+    raise UnknownStreamError(f"{name!r} {problem}; declared streams: {declared or '(none)'}")
 
 
 TRANSACTIONS = register(

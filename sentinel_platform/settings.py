@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -21,13 +21,15 @@ from pydantic import (
     SecretStr,
     ValidationError,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
     field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sentinel_platform.redaction import redact_url as redact_url  # shown URLs: always redacted
-from sentinel_platform.redaction import scrub
+from sentinel_platform.redaction import remember_secret, scrub
 from sentinel_platform.storage_uri import as_uri, registered_schemes, storage_problem
 
 ENV_PREFIX = "SENTINEL_"
@@ -35,6 +37,16 @@ REDIS_URL_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "unix
 #: The Dagster instance's PostgreSQL URL is a SQLAlchemy URL naming psycopg2: SQLAlchemy
 #: 2.1 reads a bare ``postgresql://`` as psycopg 3, which dagster-postgres does not support.
 POSTGRES_URL_SCHEMES = ("postgresql+psycopg2",)
+
+
+AUTO = "auto"
+DEFAULT_MAX_CONCURRENCY = 256
+
+
+class AutoConcurrency(int):
+    """``SENTINEL_WORKER_CONCURRENCY=auto``: an ``int`` worth the maximum in-flight limit
+    (what readers that need one number use to size threads and connection pools) that
+    remembers it stands for an adaptive limit (:attr:`Settings.worker_concurrency_pinned`)."""
 
 
 class SettingsError(ValueError):
@@ -186,13 +198,54 @@ class Settings(BaseSettings):
         description="TTL of the lag key the workers publish (missing key: no live worker)",
     )
     read_count: int = Field(100, ge=1, le=10_000, description="batch size of each read")
+    worker_concurrency_max: int = Field(
+        256,
+        ge=1,
+        le=1024,
+        description="the most messages one worker may have in hand at once when "
+        "SENTINEL_WORKER_CONCURRENCY is auto; also the analyzer client's connections then",
+    )
     worker_concurrency: int = Field(
         1,
         ge=1,
         le=1024,
         description="messages one worker process handles at once (threads); raise it for "
-        "I/O-bound processors such as an analyzer call, keep 1 for CPU-bound ones",
+        "I/O-bound processors such as an analyzer call, keep 1 for CPU-bound ones; auto: "
+        "adaptive, up to SENTINEL_WORKER_CONCURRENCY_MAX (readers that need one number, "
+        "such as thread and connection pools, get that maximum)",
     )
+
+    @field_validator("worker_concurrency", mode="wrap")
+    @classmethod
+    def _concurrency_or_auto(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> int:
+        """``auto`` becomes :class:`AutoConcurrency` (the maximum, remembering it is auto);
+        anything else is validated as the pinned number."""
+        if isinstance(value, AutoConcurrency) or (
+            isinstance(value, str) and value.strip().lower() == AUTO
+        ):
+            return AutoConcurrency(info.data.get("worker_concurrency_max", DEFAULT_MAX_CONCURRENCY))
+        try:
+            pinned: int = handler(value)
+        except ValidationError:
+            raise ValueError("must be a whole number from 1 to 1024, or auto") from None
+        return pinned
+
+    @field_serializer("worker_concurrency")
+    def _dump_concurrency(self, value: int) -> int | str:
+        # A dump loads back to the same meaning: auto stays auto.
+        return AUTO if isinstance(value, AutoConcurrency) else int(value)
+
+    @property
+    def worker_concurrency_pinned(self) -> int | None:
+        """The pinned in-flight limit, or None for ``auto`` (adaptive up to
+        ``worker_concurrency_max``). ``worker_concurrency`` itself is always a number:
+        the pinned one, or the maximum for auto, for readers that size threads or pools."""
+        if isinstance(self.worker_concurrency, AutoConcurrency):
+            return None
+        return self.worker_concurrency
+
     block_ms: int = Field(1_000, ge=0, le=60_000, description="longest a read blocks")
     simulate_latency_ms: int = Field(
         0,
@@ -339,7 +392,32 @@ class Settings(BaseSettings):
         gt=0,
         le=3600,
         description="how long an open analyzer breaker refuses calls before one probe "
-        "call may try again (a Retry-After from the analyzer overrides it)",
+        "call may try again (a Retry-After is not a failure: it holds the fleet's calls, "
+        "not the breaker)",
+    )
+    analyzer_when_down: Literal["rules", "wait"] = Field(
+        "rules",
+        description="an analyzer that is down (refused, timing out, 5xx without Retry-After, "
+        "breaker open): rules decides by the rules (driver_used=fallback); wait keeps the "
+        "message waiting for the analyzer (docs/analyzer.md). A busy analyzer (429, 503 with "
+        "Retry-After) always means wait",
+    )
+    analyzer_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="names the analyzer service in the fleet's shared Retry-After hold and "
+        "rate limit; unset: a hash of the URL's scheme, host, port and path (never its "
+        "credentials), so workers calling one URL share them",
+    )
+    analyzer_rate_limit: float | None = Field(
+        None,
+        gt=0,
+        le=1000,
+        description="most analyzer calls per second across all workers (one shared Redis "
+        "limiter, fair between workers; at most 1000, one call a millisecond); unset: "
+        "no limit",
     )
 
     # --- alerting ------------------------------------------------------------------------
@@ -403,6 +481,18 @@ class Settings(BaseSettings):
         description="most Dagster runs (each a Spark driver JVM) in progress at once; unset: "
         "half the CPU cores, at least 2; publish runs of one stream run one at a time",
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _remember_secrets(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every secret value read, valid or not, is masked by ``scrub`` from now on, so no
+        error text (a driver's quoting part of it, say) can show its password."""
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and "SecretStr" in str(field.annotation):
+            raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+            if isinstance(raw, str) and raw:
+                remember_secret(raw)
+        return value
 
     @field_validator("redis_url")
     @classmethod

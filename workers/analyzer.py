@@ -1,167 +1,125 @@
 """An optional second opinion for the processors, behind a small interface.
 
 The rules in :mod:`workers.processors` always work; an analyzer (an HTTP service, in the
-original a hosted model) may know better but can be slow, down or wrong. So the
-processors treat it as advice: every way it can fail surfaces as :class:`AnalyzerError`,
-and the caller falls back to the rules. The HTTP client keeps its connections alive
-across messages (urllib3's pool, at most one connection per message a worker handles at
-once) and validates the reply strictly, because a half-understood answer is worse than
-none. A circuit breaker (:mod:`workers.circuit_breaker`) stops asking an analyzer that
-keeps failing, so its outage costs each message milliseconds instead of the timeout
-(``docs/analyzer.md``).
+original a hosted model) may know better but can be slow, down, busy or wrong. What the
+caller gets for each (:mod:`workers.analyzer_replies`):
+
+* **busy** (429, 503 with ``Retry-After``, the fleet's hold or rate limit, no local
+  connection in time): :class:`~sentinel_platform.streams.consumer.processor.Busy`. The
+  message waits for the analyzer; it never gets a rules verdict for the analyzer being
+  busy, and the circuit breaker does not count it.
+* **down** (refused, timed out, 5xx without ``Retry-After``): :class:`AnalyzerDown`, so
+  the rules decide (``SENTINEL_ANALYZER_WHEN_DOWN=rules``), or :class:`Busy`
+  (``wait``). A circuit breaker (:mod:`workers.circuit_breaker`) stops asking an
+  analyzer that keeps failing, so its outage costs each message milliseconds instead of
+  the timeout.
+* **wrong** (4xx, a reply outside the contract): :class:`AnalyzerError`, the rules decide.
+
+The HTTP client keeps its connections alive across messages and validates the reply
+strictly, because a half-understood answer is worse than none (``docs/analyzer.md``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, get_args
+from typing import Any, Literal, Protocol
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
 from urllib3.util import make_headers
 
-from sentinel_platform.redaction import scrub
-from sentinel_platform.schemas import Axiom, RiskLevel, Transaction
+from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings, SettingsError, redact_url, url_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from workers.analyzer_replies import (
+    MAX_RETRY_AFTER_S,
+    AnalyzerBusy,
+    AnalyzerDown,
+    AnalyzerError,
+    AnalyzerTimeout,
+    Assessment,
+    CircuitOpenError,
+    NoFreeConnection,
+    describe,
+    parse_assessment,
+    retry_after_seconds,
+    status_error,
+    unreachable,
+)
 from workers.circuit_breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
+from workers.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
+
+__all__ = [
+    "MAX_RETRY_AFTER_S",
+    "AnalyzerBusy",
+    "AnalyzerDown",
+    "AnalyzerError",
+    "AnalyzerTimeout",
+    "Assessment",
+    "CircuitOpenError",
+    "HttpAnalyzer",
+    "NoFreeConnection",
+    "analyzer_from_settings",
+    "parse_assessment",
+    "retry_after_seconds",
+]
 
 log = logging.getLogger(__name__)
 
-RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
+WhenDown = Literal["rules", "wait"]
 #: A reply larger than this is not an assessment; refuse it rather than buffer it.
 MAX_REPLY_BYTES = 64 * 1024
-NARRATIVE_MAX_CHARS = 4000
 READ_CHUNK_BYTES = 16 * 1024
 #: Connections one analyzer keeps alive when not told otherwise: one message at a time.
 POOL_SIZE = 1
 DEFAULT_BREAKER_FAILURES = 5
 DEFAULT_BREAKER_COOLDOWN_S = 30.0
-#: A longer ``Retry-After`` is cut to this: a bogus header must not switch the analyzer
-#: off for days.
-MAX_RETRY_AFTER_S = 3600.0
-#: Answers that mean "not now": with a ``Retry-After`` they open the breaker for that long.
-BACK_OFF_STATUSES = (429, 503)
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-_DELAY_SECONDS = re.compile(r"[0-9]+")
-
-
-class AnalyzerError(RuntimeError):
-    """The analyzer could not give a usable answer (unreachable, slow, HTTP error, bad reply).
-
-    ``outcome`` is the label of the ``analyzer_calls`` metric the failure counts under.
-    """
-
-    outcome = "error"
-
-
-class AnalyzerTimeout(AnalyzerError):
-    """No answer within the timeout (connecting, waiting for a free connection, reading)."""
-
-    outcome = "timeout"
-
-
-class AnalyzerBackOff(AnalyzerError):
-    """HTTP 429, or 503 with ``Retry-After``: the analyzer asked for quiet, for
-    ``retry_after_s`` seconds when it said how long."""
-
-    outcome = "rate_limited"
-
-    def __init__(self, message: str, retry_after_s: float | None) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class CircuitOpenError(AnalyzerError):
-    """Not sent: the circuit breaker is open (or half-open with its probe out)."""
-
-    outcome = "rejected_open"
-
-
-@dataclass(frozen=True)
-class Assessment:
-    """An analyzer's verdict on one message."""
-
-    is_threat: bool
-    risk_level: RiskLevel
-    narrative: str
 
 
 class Analyzer(Protocol):
-    """Anything that can assess transactions and axioms; raise ``AnalyzerError`` on failure."""
+    """Anything that can assess transactions and axioms; raise ``AnalyzerError`` on
+    failure and :class:`Busy` when at capacity."""
 
     def assess_transaction(self, txn: Transaction) -> Assessment: ...
 
     def assess_axiom(self, axiom: Axiom) -> Assessment: ...
 
 
-def parse_assessment(body: bytes) -> Assessment:
-    """Validate a reply: a JSON object with a bool ``is_threat``, a known ``risk_level`` and
-    a string ``narrative``. Anything else raises ``AnalyzerError``."""
-    try:
-        reply = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise AnalyzerError(f"reply is not JSON ({exc})") from None
-    if not isinstance(reply, dict):
-        raise AnalyzerError("reply is not a JSON object")
-    is_threat, risk, narrative = (reply.get(k) for k in ("is_threat", "risk_level", "narrative"))
-    if not isinstance(is_threat, bool):
-        raise AnalyzerError(f"is_threat must be true or false, got {is_threat!r:.40}")
-    if risk not in RISK_LEVELS:
-        raise AnalyzerError(f"risk_level must be one of {', '.join(RISK_LEVELS)}, got {risk!r:.40}")
-    if not isinstance(narrative, str):
-        raise AnalyzerError(f"narrative must be a string, got {type(narrative).__name__}")
-    return Assessment(is_threat, risk, narrative[:NARRATIVE_MAX_CHARS])
-
-
-def retry_after_seconds(value: str | None, now: datetime) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait: delay-seconds (``120``) or an
-    HTTP date (``Tue, 24 Nov 2026 12:00:30 GMT``; a past date is 0). None when absent or
-    not valid (RFC 9110 allows no fraction or sign), so it cannot open the breaker."""
-    text = (value or "").strip()
-    if _DELAY_SECONDS.fullmatch(text):
-        return float(int(text))
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - now).total_seconds())
-
-
 class HttpAnalyzer:
     """POSTs ``{"kind": "transaction"|"axiom", "payload": {...}}`` as JSON to ``url``.
 
     One analyzer holds one connection pool for its whole life (a worker builds one) and
-    is shared by all the worker's threads: at most ``max_connections`` (the worker's
-    concurrency) connections exist, kept alive across calls, and a thread that finds them
-    all busy waits for one (up to ``timeout_s``) instead of opening another, so the
-    analyzer never sees more requests at once from a worker than it handles messages.
-    ``timeout_s`` bounds connecting, waiting for the reply and reading it: a call gives up
-    after about ``timeout_s``, twice that at the very worst. Nothing is retried: the
-    caller's fallback is the answer to a failed call, and a retry would only double the
-    time a failing analyzer costs each message. Credentials in the URL
-    (``https://user:password@host/...``) are sent as HTTP Basic auth, never in the request
-    line. An axiom's W3C trace context travels as ``traceparent``/``tracestate`` headers,
-    not in the body, so the analyzer's spans join the producer's trace.
+    is shared by all the worker's threads. The pool holds up to ``max_connections``
+    (the worker's largest in-flight limit), kept alive across calls, and *blocks*: a
+    thread that finds them all busy waits for one instead of opening another, and if
+    none comes free within ``timeout_s`` it raises :class:`NoFreeConnection` (a
+    :class:`Busy`): waiting for a local connection says nothing about the analyzer, so
+    that wait is neither a failure nor part of the call's own timeout. ``timeout_s``
+    then bounds connecting, waiting for the reply and reading it. Nothing is
+    retried here: a busy answer goes back to the consumer loop, which calls again
+    later. Credentials in the URL (``https://user:password@host/...``) are sent as HTTP
+    Basic auth, never in the request line. An axiom's W3C trace context travels as
+    ``traceparent``/``tracestate`` headers, so the analyzer's spans join the trace.
 
-    Every call passes ``breaker`` first (:mod:`workers.circuit_breaker`): any
-    :class:`AnalyzerError` counts as a failure, and while it is open a call raises
-    :class:`CircuitOpenError` at once. HTTP 429, and 503 with ``Retry-After``, open it
-    for the ``Retry-After`` (at most ``MAX_RETRY_AFTER_S``); a 429 without one is an
-    ordinary failure. Each change of the breaker is logged (``analyzer_circuit``) and,
-    once :meth:`bind_metrics` has been called, counted along with every call's outcome.
+    Before each call the fleet's hold is checked (:class:`FleetLimits`: a
+    ``Retry-After`` any worker received), then the breaker, then a slot of the fleet's
+    optional rate limit is taken (so a call the breaker refuses takes none). The breaker:
+    a call that fails as *down* or *wrong* counts as a failure, and while it is open a
+    call raises :class:`CircuitOpenError` at once. A *busy* answer counts neither way
+    and sets the fleet's hold for its ``Retry-After``. With ``when_down="wait"`` every
+    *down* outcome, an open breaker included, is raised as :class:`Busy` instead.
 
-    Health changes are logged once each (``analyzer_unavailable`` with the error, then
-    ``analyzer_recovered``), not once per message, so an outage does not flood the log.
+    Breaker changes are logged (``analyzer_circuit``) and, once :meth:`bind_metrics`
+    has been called, counted with every call's outcome. Health changes are logged once
+    each (``analyzer_unavailable`` / ``analyzer_busy``, then ``analyzer_recovered``), not
+    once per message.
     """
 
     def __init__(
@@ -170,6 +128,8 @@ class HttpAnalyzer:
         timeout_s: float,
         max_connections: int = POOL_SIZE,
         breaker: CircuitBreaker | None = None,
+        when_down: WhenDown = "rules",
+        limits: FleetLimits | None = None,
     ) -> None:
         problem = url_problem(url, ("http", "https"), needs_host=True)
         if problem:
@@ -178,17 +138,24 @@ class HttpAnalyzer:
             raise ValueError(f"analyzer timeout must be positive, got {timeout_s}")
         if max_connections < 1:
             raise ValueError(f"analyzer connections must be at least 1, got {max_connections}")
+        if when_down not in ("rules", "wait"):
+            raise ValueError(f"when_down must be rules or wait, got {when_down!r}")
         self.url = url
         self.timeout_s = timeout_s
         self.max_connections = max_connections
+        self.when_down: WhenDown = when_down
         self.breaker = breaker or CircuitBreaker(
             DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_COOLDOWN_S
         )
+        self.limits = limits or FleetLimits(analyzer_key_id(url))
         self._target, credentials = split_credentials(url)
         self._headers = {**JSON_HEADERS, **credentials}
         self._health_lock = threading.Lock()
-        self._healthy = True
+        self._health = "healthy"
         self._metrics: Metrics | None = None
+        self._closing = threading.Event()
+        # One permit per pooled connection: the local wait, bounded and apart from the call.
+        self._connections = threading.BoundedSemaphore(max_connections)
         self._pool = urllib3.PoolManager(
             num_pools=1,
             maxsize=max_connections,
@@ -201,7 +168,9 @@ class HttpAnalyzer:
         return f"HttpAnalyzer({redact_url(self.url)!r}, timeout_s={self.timeout_s})"
 
     def close(self) -> None:
-        """Close the kept-alive connections."""
+        """Wake any call waiting for a rate slot (it raises :class:`Busy`) and close the
+        kept-alive connections."""
+        self._closing.set()
         self._pool.clear()
 
     def bind_metrics(self, metrics: Metrics) -> None:
@@ -209,6 +178,11 @@ class HttpAnalyzer:
         Called once at start-up, before the worker's threads run."""
         self._metrics = metrics
         metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[self.breaker.state])
+
+    def bind_redis(self, client: RedisClient) -> None:
+        """Share the ``Retry-After`` hold and the rate limit with the fleet through
+        ``client`` (the worker's own). Called once at start-up."""
+        self.limits.bind(client)
 
     def assess_transaction(self, txn: Transaction) -> Assessment:
         return self._post("transaction", txn.model_dump(mode="json", exclude_none=True), {})
@@ -220,42 +194,76 @@ class HttpAnalyzer:
         return self._post("axiom", payload, headers)
 
     def _post(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
+        try:
+            self.limits.check_hold()
+        except Busy:
+            self._count("busy")
+            raise
         admission = self.breaker.admit()
         self._changed(admission.transition)
         if admission.ticket is None:
             self._count(CircuitOpenError.outcome)
-            if self.breaker.state == "half_open":
-                raise CircuitOpenError("circuit open: one probe call is testing the analyzer")
-            raise CircuitOpenError(
-                f"circuit open: the analyzer is not asked for another {admission.retry_in_s:.1f}s"
-            )
+            raise self._when_down(self._open_error(admission.retry_in_s), admission.retry_in_s)
         try:
+            # A rate slot is taken only for a call the breaker lets out.
+            self.limits.reserve(self._closing)
             assessment = self._call(kind, payload, headers)
+        except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
+            self._count("busy")
+            self._changed(self.breaker.released(admission.ticket))
+            raise
+        except AnalyzerBusy as busy:
+            self._busy(admission.ticket, busy)
+            raise
         except AnalyzerError as exc:
             self._failed(admission.ticket, exc)
-            raise
+            raise self._when_down(exc, None) from None
         except BaseException as exc:  # never leave a probe out forever
             self._changed(self.breaker.failed(admission.ticket, describe(exc)))
             raise
         self._count("ok")
         self._changed(self.breaker.succeeded(admission.ticket))
-        with self._health_lock:
-            recovered, self._healthy = not self._healthy, True
-        if recovered:
-            log.info("analyzer_recovered", extra=self._log_fields)
+        self._health_now("healthy", "")
         return assessment
+
+    def _open_error(self, retry_in_s: float) -> CircuitOpenError:
+        if self.breaker.state == "half_open":
+            return CircuitOpenError("circuit open: one probe call is testing the analyzer")
+        return CircuitOpenError(
+            f"circuit open: the analyzer is not asked for another {retry_in_s:.1f}s"
+        )
+
+    def _when_down(self, exc: AnalyzerError, retry_in_s: float | None) -> Exception:
+        """``exc`` itself, or :class:`Busy` when it means "down" and the setting says wait."""
+        if self.when_down == "wait" and isinstance(exc, AnalyzerDown):
+            return Busy(retry_in_s or None, f"waiting for the analyzer: {exc}")
+        return exc
+
+    def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
+        self._count("busy")
+        self._changed(self.breaker.busy(ticket))
+        if busy.retry_after_s:
+            self.limits.hold(busy.retry_after_s, busy.reason)
+        self._health_now("busy", busy.reason)
 
     def _failed(self, ticket: Ticket, exc: AnalyzerError) -> None:
         self._count(exc.outcome)
-        if isinstance(exc, AnalyzerBackOff) and exc.retry_after_s is not None:
-            seconds = min(exc.retry_after_s, MAX_RETRY_AFTER_S)
-            self._changed(self.breaker.back_off(ticket, seconds, str(exc)))
-        else:
-            self._changed(self.breaker.failed(ticket, str(exc)))
+        self._changed(self.breaker.failed(ticket, str(exc)))
+        self._health_now("unavailable", str(exc))
+
+    def _health_now(self, health: str, detail: str) -> None:
+        """Log a change of health once: ``analyzer_unavailable`` / ``analyzer_busy`` on
+        entering, ``analyzer_recovered`` on the first success after either."""
         with self._health_lock:
-            went_down, self._healthy = self._healthy, False
-        if went_down:
-            log.warning("analyzer_unavailable", extra={**self._log_fields, "error": str(exc)})
+            previous, self._health = self._health, health
+        if previous == health:
+            return
+        if health == "healthy":
+            log.info("analyzer_recovered", extra={**self._log_fields, "was": previous})
+        elif health == "busy":
+            log.info("analyzer_busy", extra={**self._log_fields, "reason": detail})
+        else:
+            log.warning("analyzer_unavailable", extra={**self._log_fields, "error": detail})
 
     def _changed(self, transition: Transition | None) -> None:
         """Log and count one change of the breaker (nothing when there was none)."""
@@ -283,6 +291,19 @@ class HttpAnalyzer:
         return {"analyzer": redact_url(self.url), "timeout_s": self.timeout_s}
 
     def _call(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
+        """One request on one of the worker's own connections. The wait for a free one is
+        taken here, before the call's timeout starts, so it never eats into the time the
+        analyzer is given; a wait longer than ``timeout_s`` is :class:`NoFreeConnection`."""
+        if not self._connections.acquire(timeout=self.timeout_s):
+            raise NoFreeConnection(
+                None, f"no free analyzer connection within {self.timeout_s:g}s (local pool)"
+            )
+        try:
+            return self._send(kind, payload, headers)
+        finally:
+            self._connections.release()
+
+    def _send(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         body = json.dumps({"kind": kind, "payload": payload}).encode()
         deadline = time.monotonic() + self.timeout_s
         try:
@@ -294,13 +315,16 @@ class HttpAnalyzer:
                 preload_content=False,
                 pool_timeout=self.timeout_s,
             )
+        except urllib3.exceptions.EmptyPoolError:  # not expected: the semaphore is the pool
+            raise NoFreeConnection(None, "no free analyzer connection (local pool)") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             # Refused, reset, timed out, TLS failures: all mean "no answer".
             raise unreachable(exc) from None
         kept = False
         try:
             if not 200 <= response.status < 300:
-                raise status_error(response)
+                now = datetime.now(timezone.utc)
+                raise status_error(response.status, response.headers.get("Retry-After"), now)
             reply = read_reply(response, deadline)
             kept = True
         finally:
@@ -308,30 +332,6 @@ class HttpAnalyzer:
                 response.close()  # an unread or half-read body: do not reuse the connection
             response.release_conn()
         return parse_assessment(reply)
-
-
-def unreachable(exc: BaseException) -> AnalyzerError:
-    """The error for a request that got no answer: a timeout (connecting, reading, or no
-    free connection in time) or anything else (refused, reset, TLS)."""
-    message = f"analyzer unreachable ({describe(exc)})"
-    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: a refusal is no timeout.
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        return AnalyzerError(message)
-    timeouts = (urllib3.exceptions.TimeoutError, urllib3.exceptions.EmptyPoolError, TimeoutError)
-    if isinstance(exc, timeouts):
-        return AnalyzerTimeout(message)
-    return AnalyzerError(message)
-
-
-def status_error(response: urllib3.BaseHTTPResponse) -> AnalyzerError:
-    """The error for a non-2xx answer; 429, and 503 with ``Retry-After``, ask for quiet."""
-    message = f"analyzer answered HTTP {response.status}"
-    if response.status not in BACK_OFF_STATUSES:
-        return AnalyzerError(message)
-    seconds = retry_after_seconds(response.headers.get("Retry-After"), datetime.now(timezone.utc))
-    if seconds is None:
-        return AnalyzerBackOff(message, None) if response.status == 429 else AnalyzerError(message)
-    return AnalyzerBackOff(f"{message} with Retry-After {seconds:g}s", seconds)
 
 
 def read_reply(response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
@@ -351,13 +351,8 @@ def read_reply(response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
                 raise AnalyzerError("reply took longer than the timeout to arrive")
             chunks.append(chunk)
     except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise AnalyzerError(f"analyzer reply broke off ({describe(exc)})") from None
+        raise AnalyzerDown(f"analyzer reply broke off ({describe(exc)})") from None
     return b"".join(chunks)
-
-
-def describe(exc: BaseException) -> str:
-    """``Type: message`` with any credential-bearing URL in the message hidden."""
-    return scrub(f"{type(exc).__name__}: {exc}")
 
 
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:
@@ -374,20 +369,28 @@ def split_credentials(url: str) -> tuple[str, dict[str, str]]:
 def analyzer_from_settings(settings: Settings) -> HttpAnalyzer | None:
     """The configured analyzer, or None for rules only. A bad URL fails start-up.
 
-    Its pool holds one connection per message the worker handles at once
-    (``SENTINEL_WORKER_CONCURRENCY``), and its breaker follows
-    ``SENTINEL_ANALYZER_BREAKER_FAILURES`` / ``SENTINEL_ANALYZER_BREAKER_COOLDOWN_S``."""
+    Its pool holds one connection per message the worker may have in hand at once:
+    ``SENTINEL_WORKER_CONCURRENCY`` when pinned, ``SENTINEL_WORKER_CONCURRENCY_MAX`` for
+    ``auto`` (both are ``settings.worker_concurrency``). Its breaker follows
+    ``SENTINEL_ANALYZER_BREAKER_FAILURES`` / ``SENTINEL_ANALYZER_BREAKER_COOLDOWN_S``, a
+    down analyzer ``SENTINEL_ANALYZER_WHEN_DOWN``, and its fleet limits
+    ``SENTINEL_ANALYZER_ID`` and ``SENTINEL_ANALYZER_RATE_LIMIT`` (shared once the worker
+    calls :meth:`HttpAnalyzer.bind_redis`)."""
     if settings.analyzer_url is None:
         return None
+    url = settings.analyzer_url.get_secret_value()
     breaker = CircuitBreaker(
         settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
     )
+    limits = FleetLimits(analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit)
     try:
         return HttpAnalyzer(
-            settings.analyzer_url.get_secret_value(),
+            url,
             settings.analyzer_timeout_s,
             max_connections=settings.worker_concurrency,
             breaker=breaker,
+            when_down=settings.analyzer_when_down,
+            limits=limits,
         )
     except ValueError as exc:
         raise SettingsError(f"SENTINEL_ANALYZER_URL: {exc}") from None

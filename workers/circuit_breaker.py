@@ -12,9 +12,13 @@ into "do not ask it for a while":
   else is still refused until the probe reports. Its success closes the breaker, its
   failure opens it for another full cool-down.
 
-A server that says when to come back (HTTP 429/503 with ``Retry-After``) opens the
-breaker for exactly that long from any state, and never shortens an open period already
-running. Results are matched to the state they were admitted in: a call admitted before
+A busy analyzer (HTTP 429, a 503 with ``Retry-After``) is *up*: its answer is neither a
+failure nor a success of the closed breaker (:meth:`CircuitBreaker.busy`), and a probe
+that meets one closes the breaker, since the analyzer answered. Holding off a busy
+analyzer is the fleet hold's job (:mod:`workers.fleet_limits`), not the breaker's. A
+call that never went out (no local connection free in time) teaches nothing
+(:meth:`CircuitBreaker.released`); a probe released so goes back for the next caller.
+Results are matched to the state they were admitted in: a call admitted before
 the breaker opened (or any call but the probe in half-open) that reports late neither
 closes it nor counts as a failure of the new period, so a burst of slow, stale replies
 cannot flip it.
@@ -134,15 +138,26 @@ class CircuitBreaker:
             why = f"{self._consecutive} consecutive failures, last: {reason}"
             return self._open(self.cooldown_s, why)
 
-    def back_off(self, ticket: Ticket, seconds: float, reason: str) -> Transition | None:
-        """The server asked for ``seconds`` of quiet (``Retry-After``): open for that long
-        from any state and any generation, but never shorten a longer open period."""
+    def busy(self, ticket: Ticket) -> Transition | None:
+        """The analyzer answered "busy": it is up. The probe's busy answer closes the
+        breaker; for any other call nothing changes (the failure count included)."""
         with self._lock:
-            until = self._clock() + max(0.0, seconds)
-            if self._state == "open":
-                self._open_until = max(self._open_until, until)
+            if ticket.generation != self._generation:
                 return None
-            return self._open(max(0.0, seconds), reason)
+            if self._state == "half_open" and ticket.probe:
+                self._consecutive = 0
+                return self._move("closed", "probe answered: busy, but up", 0.0)
+            return None
+
+    def released(self, ticket: Ticket) -> Transition | None:
+        """The call was never sent: nothing is learnt. A probe goes back, so the next
+        caller probes at once (open with no cool-down left) instead of nobody ever."""
+        with self._lock:
+            if ticket.generation != self._generation:
+                return None
+            if self._state == "half_open" and ticket.probe:
+                return self._open(0.0, "probe not sent (no free connection)")
+            return None
 
     def _open(self, seconds: float, reason: str) -> Transition:
         self._open_until = self._clock() + seconds

@@ -11,6 +11,7 @@ import sys
 from typing import Any, TextIO
 
 from sentinel_platform.redis_server import RedisServerError, running_embedded_url
+from sentinel_platform.registry import UnknownStreamError, resolve_stream
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError, connect
 
@@ -63,6 +64,16 @@ def open_client(settings: Settings) -> RedisClient:
         return connect(settings, url=url)
     except (RedisConnectError, RedisServerError) as exc:
         raise CliError(str(exc)) from None
+
+
+def stream_option(settings: Settings, value: str, option: str = "--stream") -> str:
+    """The Redis key of the stream an option names, by its registry name (``axioms``) or
+    its key (``synapse:axioms``); an unknown name is a usage error listing the declared
+    streams, never a filter that silently matches nothing."""
+    try:
+        return resolve_stream(value, settings).stream_key(settings)
+    except (UnknownStreamError, ValueError) as exc:
+        raise CliError(f"{option} {exc}", code=EXIT_USAGE) from None
 
 
 def paint(text: str, zone: str, stream: TextIO) -> str:

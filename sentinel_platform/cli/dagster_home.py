@@ -11,6 +11,7 @@ instance always lives in ``$SENTINEL_HOME/dagster``, and its ``dagster.yaml`` sa
 - **the run queue**: :class:`~sentinel_platform.cli.run_queue.StreamRunCoordinator`, at
   most ``max_concurrent_runs`` runs (each a Spark driver JVM) at once, and one publish run
   per stream (tag concurrency).
+- **no prompts**: telemetry off, and ``nux`` off (no "Join the Dagster community" dialog).
 
 Who owns the file: one that starts with :data:`MANAGED_HEADER` (or is the unedited file
 of earlier versions) is rewritten from the settings at every start, so it follows them.
@@ -57,8 +58,14 @@ class DagsterHomeError(RuntimeError):
 
 
 def instance_config(settings: Settings) -> dict[str, Any]:
-    """``dagster.yaml`` as a mapping: telemetry off, the storage, the run queue."""
-    config: dict[str, Any] = {"telemetry": {"enabled": False}}
+    """``dagster.yaml`` as a mapping: telemetry and the new-user prompts off, the storage,
+    the run queue.
+
+    ``nux: enabled: false`` is Dagster's deployment setting for its new-user experience:
+    without it a fresh home greets every first visit with a "Join the Dagster community"
+    dialog over the first page, an e-mail prompt an operator of this platform has no use for.
+    """
+    config: dict[str, Any] = {"telemetry": {"enabled": False}, "nux": {"enabled": False}}
     if settings.dagster_postgres_url_value:
         config["storage"] = {"postgres": {"postgres_url": {"env": POSTGRES_ENV}}}
     config["run_coordinator"] = {

@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any, get_args
 
+from sentinel_platform import argtypes
+from sentinel_platform.cli import output
 from sentinel_platform.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -20,33 +24,40 @@ from sentinel_platform.cli.common import (
     open_client,
     print_json,
     settings_from_env,
+    stream_option,
 )
 from sentinel_platform.cli.progress import Progress
 from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_admin, dlq_export, dlq_import
-from sentinel_platform.streams.operators.dlq_admin import DlqEntry, DlqError, DlqFilter
+from sentinel_platform.streams.operators.dlq_admin import (
+    DlqEntry,
+    DlqError,
+    DlqFilter,
+    ReplayOutcome,
+)
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import dlq_streams
 
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return number
-
-
 def _add_filters(parser: argparse.ArgumentParser, limit_default: int | None) -> None:
-    parser.add_argument("--stream", help="only dead letters from this source stream")
+    parser.add_argument(
+        "--stream",
+        help="only dead letters from this stream: its name (transactions, axioms, ...) or "
+        "its Redis key",
+    )
     parser.add_argument("--reason", choices=REASONS, help="only dead letters with this reason")
     parser.add_argument(
         "--since", help="only entries dead-lettered since an ISO time or a duration (15m, 2h, 1d)"
     )
     parser.add_argument(
-        "--limit", type=_positive, default=limit_default, help="at most N entries (oldest first)"
+        "--limit",
+        type=argtypes.positive,
+        default=limit_default,
+        metavar="N",
+        help="at most N entries (oldest first)",
     )
 
 
@@ -118,32 +129,64 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     imports.set_defaults(handler=run_import)
 
 
-def _filter(args: argparse.Namespace) -> DlqFilter:
+def _filter(args: argparse.Namespace, settings: Settings) -> DlqFilter:
+    """The filters of the command line; checked before Redis is asked anything."""
     try:
         since = dlq_admin.parse_since(args.since) if args.since else None
     except DlqError as exc:
         raise CliError(str(exc), code=EXIT_USAGE) from None
-    return DlqFilter(stream=args.stream, reason=args.reason, since=since, limit=args.limit)
+    stream = stream_option(settings, args.stream) if args.stream is not None else None
+    return DlqFilter(stream=stream, reason=args.reason, since=since, limit=args.limit)
+
+
+def entry_document(entry: DlqEntry) -> output.DlqEntry:
+    """One dead letter as ``dlq list``/``dlq show`` print it (the documented schema)."""
+    letter, fields = entry.letter, entry.fields
+    encoded = fields.get("payload_encoding") == "base64"
+    return output.DlqEntry(
+        dlq=entry.dlq,
+        id=entry.entry_id,
+        dead_lettered_at=entry.dead_lettered_at,
+        stream=entry.source_stream,
+        group=letter.group if letter else fields.get("group"),
+        message_id=letter.message_id if letter else fields.get("message_id"),
+        reason=entry.reason,
+        error=letter.error if letter else fields.get("error"),
+        deliveries=letter.deliveries if letter else _number(fields.get("deliveries")),
+        consumer=letter.consumer if letter else fields.get("consumer"),
+        imported_from=entry.imported_from,
+        payload=entry.payload(),
+        payload_encoding=fields.get("payload_encoding"),
+        payload_raw=fields.get("payload") if encoded and entry.payload() is not None else None,
+        fields=dict(fields),
+        problem=entry.problem,
+    )
+
+
+def _number(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
 
 
 def _summary_line(entry: DlqEntry) -> str:
     letter = entry.letter
     when = entry.dead_lettered_at.strftime("%Y-%m-%d %H:%M:%S")
+    imported = "  (imported)" if entry.imported_from else ""
     if letter is None:
-        return f"{entry.entry_id}  {when}  (unreadable: {entry.problem})"
+        return f"{entry.entry_id}  {when}  (unreadable: {entry.problem}){imported}"
     error = letter.error if len(letter.error) <= 60 else letter.error[:57] + "..."
     return (
         f"{entry.entry_id}  {when}  {letter.stream:<16} {letter.reason:<24} "
-        f"deliveries {letter.deliveries}  from {letter.message_id}  {error}"
+        f"deliveries {letter.deliveries}  from {letter.message_id}  {error}{imported}"
     )
 
 
 def run_list(args: argparse.Namespace) -> int:
     settings = settings_from_env()
+    filt = _filter(args, settings)
     client = open_client(settings)
-    entries = dlq_admin.list_entries(client, settings, _filter(args))
+    entries = dlq_admin.list_entries(client, settings, filt)
     if args.json:
-        print_json([e.to_dict() for e in entries])
+        print_json([entry_document(e).model_dump(mode="json") for e in entries])
         return EXIT_OK
     if not entries:
         print("no dead letters match")
@@ -163,13 +206,14 @@ def run_show(args: argparse.Namespace) -> int:
     settings = settings_from_env()
     client = open_client(settings)
     entry = _lookup(client, settings, args.id)
-    doc = entry.to_dict()
+    doc = entry_document(entry).model_dump(mode="json")
     if args.json:
         print_json(doc)
         return EXIT_OK
     payload = doc.pop("payload", None)
-    width = max(len(k) for k in doc)
-    for name, value in doc.items():
+    shown = {k: v for k, v in doc.items() if v is not None and k not in ("fields", "payload_raw")}
+    width = max(len(k) for k in shown)
+    for name, value in shown.items():
         print(f"{name:<{width}}  {value}")
     print("payload:")
     if isinstance(payload, dict):
@@ -180,42 +224,75 @@ def run_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _selected(args: argparse.Namespace, client: Any, settings: Any) -> list[DlqEntry]:
+def _check_selection(args: argparse.Namespace, settings: Settings) -> DlqFilter | None:
+    """The filter of ``--all``, or None for entry ids; a wrong command line exits 2
+    before Redis is asked anything."""
     if args.ids and args.all:
         raise CliError("give entry ids or --all with filters, not both", code=EXIT_USAGE)
     if args.ids:
         if args.stream or args.reason or args.since or args.limit:
             raise CliError("filters only apply with --all", code=EXIT_USAGE)
-        return [_lookup(client, settings, ref) for ref in args.ids]
+        return None
     if not args.all:
         raise CliError("nothing selected: give entry ids, or --all (with filters)", EXIT_USAGE)
-    return dlq_admin.list_entries(client, settings, _filter(args))
+    return _filter(args, settings)
+
+
+def _by_id(client: RedisClient, settings: Settings, ref: str) -> DlqEntry | ReplayOutcome:
+    """The entry ``ref`` names, or, for an id an earlier replay took out of the DLQ, that
+    replay's outcome: retrying a replay is no error."""
+    try:
+        return dlq_admin.get_entry(client, settings, ref)
+    except DlqError as exc:
+        before = dlq_admin.replayed_before(client, settings, ref)
+        if before is None:
+            raise CliError(str(exc)) from None
+        return before
+
+
+def _replay_line(outcome: ReplayOutcome) -> str:
+    target = f" -> {outcome.stream} {outcome.new_id or ''}".rstrip() if outcome.stream else ""
+    when = outcome.replayed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if outcome.replayed_at else ""
+    detail = outcome.detail or (f"at {when}" if when else "")
+    status = outcome.status.replace("_", " ")
+    return f"{outcome.entry_id}  {status}{target}" + (f"  ({detail})" if detail else "")
 
 
 def run_replay(args: argparse.Namespace) -> int:
     settings = settings_from_env()
+    filt = _check_selection(args, settings)
     client = open_client(settings)
-    entries = _selected(args, client, settings)
-    label = "dry run" if args.dry_run else "replay"
-    with Progress(len(entries), label) as bar:
-        summary = dlq_admin.replay(client, settings, entries, args.dry_run, bar.update)
-    if args.json:
-        print_json([vars(o) for o in summary.outcomes])
+    if filt is None:
+        picked = [_by_id(client, settings, ref) for ref in args.ids]
     else:
-        for outcome in summary.outcomes:
-            target = f" -> {outcome.stream} {outcome.new_id or ''}".rstrip()
-            detail = f"  ({outcome.detail})" if outcome.detail else ""
-            print(f"{outcome.entry_id}  {outcome.status}{target}{detail}")
+        picked = list(dlq_admin.list_entries(client, settings, filt))
+    entries = [p for p in picked if isinstance(p, DlqEntry)]
+    label = "dry run" if args.dry_run else "replay"
+    done: Iterator[ReplayOutcome] = iter(())
+    if entries:  # only ids replayed before: nothing to draw progress of
+        with Progress(len(entries), label) as bar:
+            summary = dlq_admin.replay(client, settings, entries, args.dry_run, bar.update)
+        done = iter(summary.outcomes)
+    # In the order given: an already replayed id where it was named.
+    outcomes = [p if isinstance(p, ReplayOutcome) else next(done) for p in picked]
+    documents = [output.ReplayOutcome.model_validate(vars(o)) for o in outcomes]
+    if args.json:
+        print_json([d.model_dump(mode="json") for d in documents])
+    else:
+        for outcome in outcomes:
+            print(_replay_line(outcome))
+        counts = Counter(o.status for o in outcomes)
         print(
-            f"{summary.count('replayed')} replayed, {summary.count('would_replay')} would be "
-            f"replayed, {summary.count('gone')} already gone, {summary.count('refused')} refused"
+            f"{counts['replayed']} replayed, {counts['would_replay']} would be replayed, "
+            f"{counts['already_replayed']} already replayed, {counts['gone']} gone, "
+            f"{counts['refused']} refused"
         )
-    return EXIT_ERROR if summary.count("refused") else EXIT_OK
+    return EXIT_ERROR if any(o.status == "refused" for o in outcomes) else EXIT_OK
 
 
 def run_purge(args: argparse.Namespace) -> int:
     settings = settings_from_env()
-    filt = _filter(args)
+    filt = _filter(args, settings)
     if not args.yes:
         scope = "every dead letter" if filt.is_empty else "the matching dead letters"
         print(
@@ -229,7 +306,7 @@ def run_purge(args: argparse.Namespace) -> int:
     with Progress(len(entries), "purge") as bar:
         deleted = dlq_admin.purge(client, entries, bar.update)
     if args.json:
-        print_json({"purged": deleted})
+        print_json(output.Purge(purged=deleted).model_dump(mode="json"))
     else:
         print(f"purged {deleted} dead letter(s)")
     return EXIT_OK
@@ -299,7 +376,8 @@ def run_import(args: argparse.Namespace) -> int:
     with Progress(len(entries), "importing") as bar:
         summary = dlq_import.import_entries(client, entries, bar.update)
     if args.json:
-        print_json({"imported": summary.imported, "skipped": summary.skipped})
+        document = output.Import(imported=summary.imported, skipped=summary.skipped)
+        print_json(document.model_dump(mode="json"))
     else:
         print(
             f"imported {summary.imported} dead letter(s); {summary.skipped} skipped "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sentinel_platform.cli import dlq, migrate, status, up
+from sentinel_platform.cli import dlq, exporter, migrate, status, up
 from sentinel_platform.cli.common import EXIT_ERROR, CliError
 
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_parser(commands)
     dlq.add_parser(commands)
     migrate.add_parser(commands)
+    exporter.add_parser(commands)
     return parser
 
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any, TextIO
 
 import redis
 
+from sentinel_platform import argtypes
+from sentinel_platform.cli import output
+from sentinel_platform.cli import status_records as records
 from sentinel_platform.cli.common import (
     ZONE_EXIT,
     CliError,
@@ -34,14 +35,16 @@ from sentinel_platform.cli.common import (
     settings_from_env,
 )
 from sentinel_platform.redis_server import running_embedded_url
+from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams.operators import dlq_admin
 from sentinel_platform.streams.operators.dlq_capacity import fill_level, percent
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
-from sentinel_platform.streams.plumbing.keys import StreamKeys, all_stream_keys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text, text_dict
 from sentinel_platform.streams.pool.drain import card_rate, read_drain_rate
+from sentinel_platform.streams.pool.holdings import most_held, read_holdings
 from sentinel_platform.streams.pool.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.pool.progress import last_publish, progress
 from sentinel_platform.streams.pool.retention import describe as describe_retention
@@ -64,12 +67,15 @@ class ConsumerState:
     lease: str  # "alive" | "dead"
     pending: int
     idle_ms: int | None
-    registered: str | None = None
+    registered: dict[str, Any] | None = None
+    #: what it published it may hold in flight now (its limit in force); None: nothing
+    holds: int | None = None
 
 
 @dataclass
 class StreamState:
     stream: str
+    name: str
     group: str
     zone: str
     lag: int
@@ -86,8 +92,10 @@ class StreamState:
     dlq_depth: int | None = None
     processed: int | None = None
     rate_per_s: float | None = None
-    last_publish: dict[str, str] | None = None
+    last_publish: dict[str, Any] | None = None
     retained: dict[str, Any] | None = None
+    #: what the live workers published they hold in flight, summed (streams.pool.holdings)
+    in_flight_allowance: int = 0
 
 
 def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
@@ -105,14 +113,18 @@ def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
                 lease="alive" if client.exists(keys.lease(name)) else "dead",
                 pending=int(info.get("pending", 0)),
                 idle_ms=int(info["idle"]) if "idle" in info else None,
-                registered=registered.get(name),
+                registered=records.registration(registered.get(name)),
             )
         )
     return states
 
 
 def stream_state(
-    client: RedisClient, settings: Settings, keys: StreamKeys, dlq_counts: dict[str, int] | None
+    client: RedisClient,
+    settings: Settings,
+    keys: StreamKeys,
+    dlq_counts: dict[str, int] | None,
+    name: str = "",
 ) -> StreamState:
     reading = measure_lag(client, keys)
     published = read_lag_key(client, keys)
@@ -121,9 +133,13 @@ def stream_state(
     worker_alive = live > 0 or published is not None
     done = progress(client, keys)
     rate = card_rate(read_drain_rate(client, keys), done.rate_per_s)
-    limits = limits_from_settings(settings, workers=live)
+    holdings = read_holdings(client, keys)
+    for consumer in consumers:
+        consumer.holds = holdings.by_consumer.get(consumer.name)
+    limits = limits_from_settings(settings, holdings.allowance)
     return StreamState(
         stream=keys.stream,
+        name=name or keys.stream,
         group=keys.group,
         zone=zone(reading.lag if worker_alive else None, rate, limits),
         lag=reading.lag,
@@ -139,8 +155,9 @@ def stream_state(
         dlq_depth=None if dlq_counts is None else dlq_counts.get(keys.stream, 0),
         processed=done.processed,
         rate_per_s=done.rate_per_s,
-        last_publish=last_publish(client, keys),
+        last_publish=records.publish_record(last_publish(client, keys)),
         retained=retention_summary(client, keys, settings),
+        in_flight_allowance=holdings.allowance,
     )
 
 
@@ -151,12 +168,7 @@ def recent_alerts(client: RedisClient, settings: Settings, count: int) -> list[d
         rows = entries(client.xrevrange(settings.alerts_stream, max="+", min="-", count=count))
     except redis.ResponseError:
         return []
-    alerts = []
-    for alert_id, fields in rows:
-        millis = int(alert_id.split("-", 1)[0])
-        at = datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat()
-        alerts.append({"id": alert_id, "at": at, **fields})
-    return alerts
+    return [records.alert_record(alert_id, fields) for alert_id, fields in rows]
 
 
 def worst_zone(zones: list[str]) -> str:
@@ -166,10 +178,13 @@ def worst_zone(zones: list[str]) -> str:
 def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[str, Any]:
     """The whole status as plain data (the ``--json`` document)."""
     dlq_counts = dlq_admin.depth_by_stream(client, settings)
-    streams = [stream_state(client, settings, k, dlq_counts) for k in all_stream_keys(settings)]
+    streams = [
+        stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name)
+        for spec in stream_specs(settings)
+    ]
     worst = worst_zone([s.zone for s in streams])
     depths = dlq_admin.depth(client, settings)
-    return {
+    doc = {
         "zone": worst,
         "exit_code": ZONE_EXIT[worst],
         "redis": redact_url(settings.redis_url_value)
@@ -181,6 +196,7 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
         "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
     }
+    return output.Status.model_validate(doc).model_dump(mode="json")
 
 
 def _limits(settings: Settings) -> dict[str, Any]:
@@ -192,7 +208,7 @@ def _limits(settings: Settings) -> dict[str, Any]:
         "lag_pause_s": limits.pause_s,
         "lag_warn": limits.lag_warn,
         "lag_pause": limits.lag_pause,
-        "in_flight_per_worker": limits.in_flight,
+        "in_flight_per_worker": most_held(settings.read_count, settings.worker_concurrency),
         "text": limits.describe(),
     }
 
@@ -232,31 +248,25 @@ def _progress_line(s: dict[str, Any]) -> str:
     return f"  processed {processed}   rate (last minute) {rate}"
 
 
-def _publish_line(record: dict[str, str] | None) -> str:
+def _publish_line(record: dict[str, Any] | None) -> str:
     """``last publish 2026-11-22 (500 rows) at 12:01:05 UTC: success``."""
     if not record:
         return "  last publish: none recorded"
-    when = "?"
-    with contextlib.suppress(ValueError):
-        at = datetime.fromtimestamp(float(record.get("at", "")), tz=timezone.utc)
-        when = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    at = records.as_time(record.get("at"))
+    when = "?" if at is None else at.strftime("%Y-%m-%d %H:%M:%S UTC")
     partition = record.get("partition") or "unpartitioned"
-    rows = f" ({record['rows']} rows)" if record.get("rows") else ""
+    rows = "" if record.get("rows") is None else f" ({record['rows']} rows)"
     outcome = record.get("outcome", "?")
     error = f" ({record['error']})" if record.get("error") else ""
     run = (record.get("run_id") or "?")[:8]
     return f"  last publish: {partition}{rows} at {when}, run {run}: {outcome}{error}"
 
 
-def _registration(raw: str | None) -> str:
-    """``pid 123 on host`` from a worker's registry entry (JSON), or nothing."""
-    try:
-        info = json.loads(raw) if raw else {}
-    except ValueError:
+def _registration(info: dict[str, Any] | None) -> str:
+    """``pid 123 on host`` from a worker's registration, or nothing."""
+    if not info or info.get("pid") is None:
         return ""
-    if not isinstance(info, dict) or "pid" not in info:
-        return ""
-    return f"pid {info['pid']} on {info.get('host', '?')}"
+    return f"pid {info['pid']} on {info.get('host') or '?'}"
 
 
 def eviction_state(client: RedisClient, settings: Settings) -> dict[str, Any]:
@@ -283,7 +293,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
     """Human-readable status; zones coloured only on a terminal."""
     lines = [
         f"redis: {doc['redis']}   limits: {doc['limits']['text']} "
-        f"(in flight {doc['limits']['in_flight_per_worker']} per worker)",
+        f"(in flight at most {doc['limits']['in_flight_per_worker']} per worker)",
         _eviction_line(doc["redis_eviction"], out),
     ]
     for s in doc["streams"]:
@@ -302,6 +312,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
         lines.append(
             f"  lag {s['lag']} = backlog {s['backlog']} + pending {s['pending']} ({drains})   "
             f"published lag {'-' if s['published_lag'] is None else s['published_lag']}   "
+            f"in flight {s.get('in_flight_allowance', 0)}   "
             f"dead letters {dlq}"
         )
         lines.append(_progress_line(s))
@@ -314,6 +325,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
             lease = paint(c["lease"], "nominal" if c["lease"] == "alive" else "backpressure", out)
             lines.append(
                 f"  - {c['name']:<32} {lease:<5}  pending {c['pending']:<6} "
+                f"holds {'-' if c.get('holds') is None else c['holds']:<5} "
                 f"idle {human_ms(c['idle_ms']):<7} {_registration(c['registered'])}"
             )
     lines.append("")
@@ -333,7 +345,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "(the worst stream counts), 1 error (Redis unreachable, bad settings).",
     )
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    parser.add_argument("--alerts", type=int, default=5, help="how many recent alerts to show")
+    parser.add_argument(
+        "--alerts",
+        type=argtypes.non_negative,
+        default=5,
+        metavar="N",
+        help="how many recent alerts to show",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -1,7 +1,9 @@
 """``sentinel up``: the whole platform in one command, and nothing left behind after it.
 
-Order matters both ways. Starting: Redis first (everything needs it), then the workers
-(so published data is consumed at once), then Dagster. Stopping: the workers first (they
+Order matters both ways. Starting: Redis first (everything needs it), then the exporter
+and the workers, each serving Prometheus metrics on a port listed in the file_sd targets
+file (``scrape_targets``), so published data is consumed at once and watched even when
+no worker runs, then Dagster. Stopping: the workers and the exporter first (workers
 drain and ack what they hold), then Dagster (its webserver, daemon, code servers and any
 run in progress), then the embedded Redis, and only if this command started it.
 """
@@ -28,9 +30,10 @@ from types import FrameType
 import redis
 
 import sentinel_platform
-from sentinel_platform.cli import proctree
+from sentinel_platform import argtypes
+from sentinel_platform.cli import proctree, scrape_targets
 from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, CliError, settings_from_env
-from sentinel_platform.cli.dagster_home import DagsterHomeError, ensure_dagster_home
+from sentinel_platform.cli.dagster_home import POSTGRES_ENV, DagsterHomeError, ensure_dagster_home
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
 from sentinel_platform.redaction import scrub
 from sentinel_platform.redis_server import (
@@ -73,18 +76,8 @@ class UpOptions:
     worker_concurrency: int | None = None
 
 
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return number
-
-
-def _count(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return number
+_positive = argtypes.positive
+_count = argtypes.non_negative
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -111,7 +104,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="messages each worker processes at once (SENTINEL_WORKER_CONCURRENCY; default 1)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="Dagster webserver host")
-    parser.add_argument("--port", type=int, default=3000, help="Dagster webserver port")
+    parser.add_argument("--port", type=argtypes.port, default=3000, help="Dagster webserver port")
     parser.add_argument("--no-dagster", action="store_true", help="workers (and Redis) only")
     parser.add_argument(
         "--production",
@@ -121,7 +114,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--code-port",
-        type=int,
+        type=argtypes.port,
         default=4000,
         metavar="PORT",
         help="port of the code server (127.0.0.1) with --production",
@@ -137,7 +130,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     demo.add_argument("--no-demo", dest="demo", action="store_false")
     parser.add_argument(
         "--stop-timeout",
-        type=float,
+        type=argtypes.seconds(),
         default=30.0,
         metavar="SECONDS",
         help="how long workers may take to drain before SIGKILL",
@@ -167,17 +160,9 @@ def dagster_argv(options: UpOptions) -> list[str]:
     target = (
         ["-w", str(workspace)] if workspace.exists() else ["-m", "sentinel_platform.definitions"]
     )
-    return [
-        sys.executable,
-        "-m",
-        "dagster",
-        "dev",
-        *target,
-        "-h",
-        options.host,
-        "-p",
-        str(options.port),
-    ]
+    # `dg dev` with an explicit target runs Dagster's own dev server (webserver + daemon);
+    # `dagster dev` is the same server but warns on every start that it is superseded.
+    return [_venv_script("dg"), "dev", *target, "-h", options.host, "-p", str(options.port)]
 
 
 #: The Dagster children, in the order they are stopped (``dagster`` is ``dagster dev``).
@@ -291,23 +276,44 @@ def _start_production(
 
 def check_postgres(settings: Settings) -> str | None:
     """Why the Dagster instance's PostgreSQL cannot be used, or None (also when unset). The
-    reason names the setting and shows the URL redacted."""
+    reason names the setting and shows the URL redacted, never any part of its password.
+
+    The URL is read as Dagster reads it: dagster-postgres hands it to SQLAlchemy, whose
+    ``make_url`` parses it (a ``%`` that starts no %-escape stays a ``%``) and whose psycopg2
+    dialect passes the parts to ``psycopg2.connect`` as keyword arguments. Giving libpq the
+    URL itself would refuse what Dagster accepts, and libpq's error quotes the password.
+    """
     url = settings.dagster_postgres_url_value
     if not url:
         return None
     import psycopg2
 
-    libpq_url = "postgresql://" + url.split("://", 1)[1]  # the driver's name is SQLAlchemy's
+    shown = f"{POSTGRES_ENV}={redact_url(url)}"
     try:
-        connection = psycopg2.connect(libpq_url, connect_timeout=POSTGRES_CONNECT_TIMEOUT_S)
+        connect_args = postgres_connect_args(url)
+    except Exception:  # SQLAlchemy's parse errors may quote the URL: never shown
+        return f"{shown}: SQLAlchemy cannot read it as a URL (percent-encode ':', '@', '/')"
+    connect_args.setdefault("connect_timeout", POSTGRES_CONNECT_TIMEOUT_S)
+    try:
+        connection = psycopg2.connect(**connect_args)
     except psycopg2.Error as exc:
         reason = " ".join(str(exc).split())
-        return scrub(
-            f"SENTINEL_DAGSTER_POSTGRES_URL={redact_url(url)}: cannot connect to PostgreSQL "
-            f"({reason or type(exc).__name__})"
-        )
+        return scrub(f"{shown}: cannot connect to PostgreSQL ({reason or type(exc).__name__})")
     connection.close()
     return None
+
+
+def postgres_connect_args(url: str) -> dict[str, object]:
+    """The keyword arguments SQLAlchemy's psycopg2 dialect gives ``psycopg2.connect`` for
+    ``url`` (user, password decoded, host, port, dbname, query parameters), as Dagster's
+    storage connects."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    args, kwargs = parsed.get_dialect()().create_connect_args(parsed)
+    if any(args):
+        raise ValueError("a DSN string instead of keyword arguments")
+    return dict(kwargs)
 
 
 def _prepare_dagster(settings: Settings, options: UpOptions) -> None:
@@ -383,6 +389,24 @@ def worker_specs(
     return specs
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def unasked_runs(demo: bool) -> str:
+    """The start-up line that says what runs without a click, so nothing surprises."""
+    demo_part = (
+        "the demo (demo_publish_schedule: every 5 min, synthetic rows to the streams through "
+        "its own asset demo_traffic; --no-demo turns it off)"
+        if demo
+        else "no demo (--demo turns it on)"
+    )
+    return (
+        f"runs by itself: the sensors, the stream-health checks every 5 min, {demo_part}; "
+        "publish runs only for a new day's partition, once, when it comes due (lag gate): "
+        "none for today on a fresh home"
+    )
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -407,8 +431,9 @@ def _ui_ready(url: str) -> bool:
 
 
 def _tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a child's log, scrubbed: they are shown on stderr."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return scrub("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
     except OSError:
         return "(no log)"
 
@@ -563,7 +588,20 @@ def _supervise(
 ) -> int:
     run_id = new_run_id()
     supervisor.extra_state["run_id"] = run_id
-    for spec in worker_specs(settings, options, env, run_id):
+    # Prometheus: the exporter (it runs while every worker is down), then each worker on a
+    # metrics port of its own; the file_sd document lists them (``scrape_targets``).
+    children, targets = scrape_targets.metrics_children(
+        worker_specs(settings, options, env, run_id),
+        settings.metrics_host,
+        env,
+        settings.home_dir / "logs",
+        repo_root(),
+    )
+    targets_file = scrape_targets.targets_path(settings.home_dir)
+    scrape_targets.write_targets(targets_file, targets)
+    supervisor.extra_state["scrape_targets"] = str(targets_file)
+    log.info("Prometheus scrape targets (file_sd): %s", targets_file)
+    for spec in children:
         supervisor.add(spec)
     ui = _ui_url(options)
     dagster_log = settings.home_dir / "logs" / "dagster.log"
@@ -574,6 +612,8 @@ def _supervise(
             ChildSpec("dagster", dagster_argv(options), env, dagster_log, repo_root(), False)
         )
         log.info("Dagster starting (DAGSTER_HOME=%s, log %s)", settings.dagster_home, dagster_log)
+    if options.dagster:
+        log.info("%s", unasked_runs(env.get("SENTINEL_DEMO", "0").lower() in TRUE_WORDS))
     supervisor.extra_state["ui_url"] = ui if options.dagster else None
     supervisor.write_state()
     ui_ready = not options.dagster

@@ -19,7 +19,10 @@ partitions adds that column back.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -28,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sentinel_platform.registry import stream_specs
 from sentinel_platform.resources.hadoop_fs import HadoopFs
 from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.resources.spark import session_metadata
@@ -36,6 +40,8 @@ from sentinel_platform.storage_uri import as_uri, join
 
 #: Column naming each row's partition when one output or input spans several partitions.
 PARTITION_COLUMN = "partition_key"
+#: The code location the advice of :class:`MissingUpstreamPartitionError` loads.
+DEFINITIONS_MODULE = "sentinel_platform.definitions"
 _DAGSTER_TYPES = {
     "bigint": "int",
     "int": "int",
@@ -47,18 +53,73 @@ _DAGSTER_TYPES = {
 }
 
 
-class MissingUpstreamPartitionError(dg.Failure):
-    """An input's stored partition does not exist: say which, and what to materialise first."""
+def rebuild_command(
+    asset: str, partition: str, dagster_home: str | None, sentinel_home: str | None, dagster: str
+) -> str:
+    """The shell command that builds ``asset`` with everything upstream of it for
+    ``partition``, recorded in the instance at ``dagster_home`` (the one the UI shows).
 
-    def __init__(self, asset: str, partition: str | None, uri: str) -> None:
+    ``--select '*asset'`` (the asset and every ancestor; ``+asset`` would add its parents
+    only) and not the missing input alone: that input's own input is as likely missing (a
+    fresh partition has none of them), so advice naming only it fails the same way one
+    level up. The homes are spelled out because a shell without
+    ``DAGSTER_HOME`` records into a throw-away instance the UI never shows, and one without
+    ``SENTINEL_HOME`` reads another data directory. Paths only: no setting that may hold a
+    secret (``REDIS_URL``) is ever written into the advice.
+    """
+    homes = [
+        f"{name}={shlex.quote(value)}"
+        for name, value in (("DAGSTER_HOME", dagster_home), ("SENTINEL_HOME", sentinel_home))
+        if value
+    ]
+    argv = [
+        shlex.quote(dagster),
+        *("asset", "materialize", "-m", DEFINITIONS_MODULE),
+        # quoted: a shell would expand the ``*``
+        *("--select", f"'*{asset}'", "--partition", shlex.quote(partition)),
+    ]
+    return " ".join([*homes, *argv])
+
+
+class MissingUpstreamPartitionError(dg.Failure):
+    """An input's stored partition does not exist: say which, and give advice that works as
+    written: the command that builds the step's asset with all of its upstream
+    (:func:`rebuild_command`), or the publish job that does the same."""
+
+    def __init__(
+        self,
+        asset: str,
+        partition: str | None,
+        uri: str,
+        *,
+        downstream: str | None = None,
+        run_partition: str | None = None,
+        command: str | None = None,
+        job: str | None = None,
+    ) -> None:
         what = f"partition {partition} of asset {asset!r}" if partition else f"asset {asset!r}"
-        select = f"--select {asset}" + (f" --partition {partition}" if partition else "")
+        self.command = command
+        target = downstream or asset
+        if command:
+            todo = f"build {target} with its upstream: `{command}`"
+        else:
+            where = f" for partition(s) {run_partition}" if run_partition else ""
+            todo = f"materialise {target} with its upstream ({target} and all upstream){where}"
+        if job:
+            todo += f", or launch job {job} for partition {run_partition or partition}"
         super().__init__(
             description=f"missing upstream data: {what} was never materialised (nothing at "
-            f"{redact_url(uri)}); materialise it first, e.g. `dagster asset materialize "
-            f"-m sentinel_platform.definitions {select}`, then re-run this step",
+            f"{redact_url(uri)}); {todo}",
             allow_retries=False,
         )
+
+
+def publish_job_of(asset: str) -> str | None:
+    """The publish job of the stream whose asset is ``asset`` (it builds the same graph)."""
+    for spec in stream_specs():
+        if spec.asset == asset:
+            return spec.publish_job
+    return None
 
 
 class MultiPartitionOutputError(ValueError):
@@ -154,8 +215,31 @@ class SparkParquetIOManager(dg.ConfigurableIOManager):
             return self._load_partitions(spark, fs, base, keys, asset)
         uri = join(base, keys[0]) if keys else base
         if not fs.exists(uri):
-            raise MissingUpstreamPartitionError(asset, keys[0] if keys else None, uri)
+            raise self._missing(context, asset, keys[0] if keys else None, uri)
         return spark.read.parquet(uri)
+
+    def _missing(
+        self, context: dg.InputContext, asset: str, partition: str | None, uri: str
+    ) -> MissingUpstreamPartitionError:
+        """The error for a missing input, with advice for the step that needed it."""
+        downstream = context.op_def.name
+        run_partition = context.partition_key if context.has_partition_key else None
+        command = None
+        if run_partition is not None and "..." not in run_partition:
+            home = settings_or_environment(self.settings).load().home_dir
+            dagster = str(Path(sys.executable).parent / "dagster")
+            command = rebuild_command(
+                downstream, run_partition, context.instance.root_directory, str(home), dagster
+            )
+        return MissingUpstreamPartitionError(
+            asset,
+            partition,
+            uri,
+            downstream=downstream,
+            run_partition=run_partition,
+            command=command,
+            job=publish_job_of(downstream),
+        )
 
     @staticmethod
     def _load_partitions(
@@ -164,6 +248,7 @@ class SparkParquetIOManager(dg.ConfigurableIOManager):
         """The stored partitions among ``keys`` (missing days are skipped, not fatal)."""
         present = [join(base, key) for key in keys if fs.exists(join(base, key))]
         if not present:
-            raise MissingUpstreamPartitionError(asset, f"{keys[0]}...{keys[-1]}", base)
+            span = f"{keys[0]}...{keys[-1]}"
+            raise MissingUpstreamPartitionError(asset, span, base, run_partition=span)
         directory = F.regexp_extract(F.col("_metadata.file_path"), r"/([^/]+)/[^/]+$", 1)
         return spark.read.parquet(*present).withColumn(PARTITION_COLUMN, directory)

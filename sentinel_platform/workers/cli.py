@@ -12,10 +12,12 @@ import secrets
 import socket
 import sys
 
+from sentinel_platform import argtypes
 from sentinel_platform.logs import LOG_LEVELS
 from sentinel_platform.registry import UnknownStreamError, spec_for, stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform.streams.consumer.runtime import EXIT_USAGE, WorkerOptions, run
+from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
+from sentinel_platform.streams.consumer.runtime import WorkerOptions, run
 from sentinel_platform.streams.plumbing.keys import keys_for
 
 
@@ -28,18 +30,8 @@ def default_consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return number
-
-
-def non_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return number
+positive = argtypes.positive
+non_negative = argtypes.non_negative
 
 
 def processor_spec(value: str) -> str:

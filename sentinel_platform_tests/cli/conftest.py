@@ -1,13 +1,16 @@
-"""Fixtures of the operator CLI tests: run ``sentinel`` in-process, seed dead letters,
-and make a stream look like a live worker serves it (lease + lag key, exactly the keys a
-worker writes), against the real test Redis."""
+"""Fixtures of the operator CLI tests: run ``sentinel`` in-process or as the installed
+command, seed dead letters, and make a stream look like a live worker serves it (lease +
+lag key, exactly the keys a worker writes), against the real test Redis."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +43,35 @@ def cli(
         code = main(list(argv))
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+#: The installed console script: the command an operator runs.
+SENTINEL = Path(sys.executable).parent / "sentinel"
+
+
+def run_sentinel(
+    env: Mapping[str, str], *argv: str, stdin: str | None = None, timeout_s: float = 120
+) -> CliResult:
+    """``sentinel ARGV...`` as a separate process with ``env``; its exit code and output."""
+    proc = subprocess.run(
+        [str(SENTINEL), *argv],
+        env=dict(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def sentinel(settings_env: dict[str, str]) -> Callable[..., CliResult]:
+    """``sentinel("dlq", "list")`` runs the real ``sentinel`` command against the test Redis."""
+
+    def run(*argv: str, stdin: str | None = None) -> CliResult:
+        return run_sentinel(settings_env, *argv, stdin=stdin)
 
     return run
 

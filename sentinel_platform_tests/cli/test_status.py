@@ -240,4 +240,5 @@ def test_status_shows_the_last_publish_with_partition_rows_and_outcome(
     assert "run abcdef12: success" in result.out
     doc = cli("status", "--json").json()
     tx = _stream(doc, tx_keys.stream)
-    assert tx["last_publish"]["partition"] == "2026-11-21" and tx["last_publish"]["rows"] == "500"
+    assert tx["last_publish"]["partition"] == "2026-11-21" and tx["last_publish"]["rows"] == 500
+    assert tx["last_publish"]["at"] == "2026-11-18T11:06:40Z"

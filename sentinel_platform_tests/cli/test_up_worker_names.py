@@ -7,6 +7,7 @@ each supervisor its own PID namespace, exactly that situation, on one real serve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -109,8 +110,15 @@ class UpInOwnPidNamespace:
         return _only_child(self.proc.pid)
 
     def worker(self) -> psutil.Process | None:
+        """The worker child (the supervisor also runs the exporter)."""
         supervisor = self.supervisor()
-        return _only_child(supervisor.pid) if supervisor else None
+        if supervisor is None:
+            return None
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in supervisor.children():
+                if "sentinel_platform.workers" in child.cmdline():
+                    return child
+        return None
 
     def state(self) -> dict:
         try:

@@ -19,7 +19,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -122,6 +122,36 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         """A SQLAlchemy URL, as ``SENTINEL_DAGSTER_POSTGRES_URL`` takes it."""
         return f"postgresql+psycopg2://{USER}:{PASSWORD_IN_URL}@127.0.0.1:{self.port}/{database}"
+
+    def _connect(self, database: str = "postgres") -> Any:
+        """A superuser connection, the parts as keyword arguments (no URL for libpq)."""
+        import psycopg2
+
+        return psycopg2.connect(
+            host="127.0.0.1", port=self.port, user=USER, password=PASSWORD, dbname=database
+        )
+
+    def execute(self, statement: str, params: tuple[object, ...] = ()) -> None:
+        """Run one statement as the superuser, outside a transaction (CREATE DATABASE)."""
+        connection = self._connect()
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute(statement, params)
+        finally:
+            connection.close()
+
+    def query(
+        self, statement: str, params: tuple[object, ...] = (), database: str = "postgres"
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one query, as the superuser, in ``database``."""
+        connection = self._connect(database)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, params)
+                return list(cursor.fetchall())
+        finally:
+            connection.close()
 
     def create_database(self, name: str | None = None) -> str:
         """A new, empty database; returns its URL."""

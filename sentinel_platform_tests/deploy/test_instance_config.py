@@ -78,6 +78,17 @@ def test_dagster_loads_the_rendered_config(tmp_path: Path) -> None:
         }
 
 
+def test_the_instance_turns_dagsters_new_user_prompts_off(tmp_path: Path) -> None:
+    """No "Join the Dagster community" dialog over the first page: the webserver asks the
+    instance (``nux_enabled``) before showing it."""
+    import dagster as dg
+
+    home = ensure_dagster_home(tmp_path / "dagster", _settings(tmp_path))
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.nux_enabled is False
+        assert instance.telemetry_enabled is False
+
+
 @pytest.mark.parametrize(
     ("text", "kind"),
     [

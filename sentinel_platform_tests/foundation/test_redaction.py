@@ -74,3 +74,43 @@ def test_json_log_line_is_scrubbed_field_by_field_and_stays_valid_json() -> None
     assert entry["event"] == "at redis://u:***@h/0"
     assert entry["error"] == "cannot reach redis://h:1/0?password=*** refused"
     assert entry["nested"] == {"urls": ["rediss://a:***@h/0"], "n": 3}
+
+
+KNOWN_URL = "postgresql+psycopg2://u:50%off-s3cret%40Ky7 Lq9@db:5432/d?sslmode=require"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # libpq's shapes: the whole token quoted, a fragment quoted, the value alone
+        ('invalid percent-encoded token: "50%off-s3cret%40Ky7 Lq9"', 'token: "***"'),
+        ('invalid dsn: missing "=" after "Lq9" in connection info string', 'after "***" in'),
+        ('missing "=" after "s3cret@Ky7" in connection info string', 'after "***" in'),
+        ("password=50%off-s3cret@Ky7 Lq9 dbname=d", "password=*** dbname=d"),
+        (
+            "decoded 50%off-s3cret@Ky7 Lq9, encoded 50%25off-s3cret%40Ky7%20Lq9",
+            "decoded ***, encoded ***",
+        ),
+        # what is not the secret stays
+        ('password authentication failed for user "u"', 'for user "u"'),
+        ('connection to server at "db", port 5432 failed', 'at "db", port 5432'),
+        ("a short quoted word: '50'", "'50'"),
+    ],
+)
+def test_known_secrets_are_masked_wherever_they_appear(text: str, shown: str) -> None:
+    from sentinel_platform.redaction import remember_secret
+
+    remember_secret(KNOWN_URL)
+    scrubbed = scrub(text)
+    assert shown in scrubbed
+    assert "s3cret" not in scrubbed and "50%off" not in scrubbed and "Lq9" not in scrubbed
+
+
+def test_loading_settings_makes_their_secrets_known() -> None:
+    from sentinel_platform.settings import SettingsError, load_settings
+
+    load_settings(dagster_postgres_url="postgresql+psycopg2://u:Kn0wn%pw@h/d")
+    assert scrub('token: "Kn0wn%pw"') == 'token: "***"'
+    with pytest.raises(SettingsError):  # refused, and still never shown afterwards
+        load_settings(dagster_postgres_url="mysql://u:Ref%used-pw@h/d")
+    assert scrub("said Ref%used-pw") == "said ***"

@@ -10,7 +10,9 @@ Plain functions and classes, no pytest, so a bench script imports them as the te
 * :mod:`.processors`: the processors a test or a bench plugs into a worker
   (``--processor sentinel_platform_tests.harness.processors:<factory>``);
 * :mod:`.streams`: writing and reading the test streams;
-* :mod:`.relay`: a switchable TCP relay standing in front of a failover.
+* :mod:`.relay`: a switchable TCP relay standing in front of a failover;
+* :mod:`.analyzer_stub`: a real HTTP analyzer of capacity K and latency L that refuses
+  (429 + ``Retry-After``) or queues beyond K, K changeable while it runs.
 
 Importing the harness changes nothing in the environment (the test ``conftest.py`` does:
 it scrubs ``SENTINEL_*`` variables), so a bench can use it as it is.

@@ -7,7 +7,9 @@ every call (dead-lettered after the delivery limit), ``fail_times=N`` raises on 
 N calls, ``sleep_ms=N`` takes that long, ``hang_once=1`` never returns from the first
 call, ``parse_bug=1`` raises a non-schema error in ``parse``, ``key_bug=1`` makes
 ``natural_key`` return None, ``bad_effect=none|bool|dict|empty`` returns an effect the
-client cannot send (on the first ``bad_times`` calls, default every call). ``counting``
+client cannot send (on the first ``bad_times`` calls, default every call),
+``abort=exit|interrupt`` calls ``sys.exit(ABORT_EXIT_CODE)`` or raises
+``KeyboardInterrupt`` on every call (exceptions that are not ``Exception``). ``counting``
 counts every call of ``process`` in the Redis hash :data:`CALLS_KEY` (field = key), so a
 test or a drill sees exactly how often the processor ran, across processes and kills,
 and can tell a duplicate *processing* from a duplicate *effect*. ``noop`` makes no Redis
@@ -16,6 +18,7 @@ call and does no work: it measures the consumer machinery alone.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +34,8 @@ CALLS_KEY = "test:processor_calls"
 IN_FLIGHT_KEY = "test:{processor}:in_flight"
 PEAK_KEY = "test:{processor}:peak"
 MODEL = "TestMessage"
+#: The status an ``abort=exit`` message passes to ``sys.exit``.
+ABORT_EXIT_CODE = 7
 _ENTER = """
 local now = redis.call('INCR', KEYS[1])
 if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
@@ -111,6 +116,10 @@ class CountingProcessor:
                 self.client.decr(IN_FLIGHT_KEY)
         if message.get("hang_once") == "1" and calls == 1:
             time.sleep(3600)  # a call that never returns (the watchdog must act)
+        if message.get("abort") == "exit":
+            sys.exit(ABORT_EXIT_CODE)  # a plug-in ending "the program" from its call
+        if message.get("abort") == "interrupt":
+            raise KeyboardInterrupt  # e.g. a library turning a signal into an exception
         if message.get("poison") == "1":
             raise RuntimeError(f"poison message {key} (call {calls})")
         if calls <= int(message.get("fail_times", "0")):

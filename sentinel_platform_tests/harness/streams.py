@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import redis
 
 from sentinel_platform.schemas import Transaction
+from sentinel_platform.streams.consumer.loop import Consumer, IterationReport
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.harness.waits import WaitTimeout
 
 
 def fill_stream(
@@ -101,3 +104,16 @@ def sample_transaction(n: int) -> Transaction:
         source="test",
         timestamp="2026-11-21T10:00:00Z",
     )
+
+
+def one_batch(consumer: Consumer, timeout_s: float = 30.0) -> IterationReport:
+    """One pass of ``consumer``, plus the passes until the calls it started are settled:
+    what a batch came to, however long its calls take on a loaded machine (a pass waits
+    only a little for its calls: ``Consumer.iteration``)."""
+    report = consumer.iteration()
+    deadline = time.monotonic() + timeout_s
+    while consumer.calls.running or len(consumer.outbox):
+        if time.monotonic() > deadline:
+            raise WaitTimeout(f"the batch's calls were not settled within {timeout_s}s")
+        report += consumer.iteration()
+    return report

@@ -34,6 +34,8 @@ class AnalyzerServer:
     mode: str = "ok"  # ok | error | bad_json | hang | huge | unavailable | rate_limited | slow
     #: ``Retry-After`` of the ``unavailable`` (503) and ``rate_limited`` (429) answers.
     retry_after: str | None = None
+    #: Whatever the mode, the first ``busy_first`` requests answer 429 with ``retry_after``.
+    busy_first: int = 0
     #: How long ``slow`` waits before answering (``release`` ends the wait early).
     delay_s: float = 0.2
     reply: dict[str, Any] = field(
@@ -90,6 +92,7 @@ def _handler(state: AnalyzerServer) -> type[BaseHTTPRequestHandler]:
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                     "client": self.client_address[:2],
                     "path": self.path,
+                    "at": time.monotonic(),
                 }
             )
             if state.mode == "hang":
@@ -98,8 +101,10 @@ def _handler(state: AnalyzerServer) -> type[BaseHTTPRequestHandler]:
             if state.mode == "error":
                 self.send_error(500, "analyzer exploded")
                 return
-            if state.mode in ("unavailable", "rate_limited"):
-                status = 503 if state.mode == "unavailable" else 429
+            with state.lock:
+                busy = len(state.requests) <= state.busy_first
+            if busy or state.mode in ("unavailable", "rate_limited"):
+                status = 503 if state.mode == "unavailable" and not busy else 429
                 self.send_response(status)
                 if state.retry_after is not None:
                     self.send_header("Retry-After", state.retry_after)

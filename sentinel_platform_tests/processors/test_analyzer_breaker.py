@@ -3,9 +3,10 @@
 What is promised: after ``SENTINEL_ANALYZER_BREAKER_FAILURES`` consecutive failures the
 breaker opens and every call fails in milliseconds (the rules decide) instead of waiting
 for the timeout; after the cool-down exactly one probe reaches the analyzer and its
-success closes the breaker; a 503/429 with ``Retry-After`` opens it for that long; and
-however many threads share one client, the analyzer never sees more connections or
-requests at once than ``SENTINEL_WORKER_CONCURRENCY``.
+success closes the breaker (a busy analyzer, 429 or 503 with ``Retry-After``, never
+opens it: ``test_analyzer_busy.py``); and however many threads share one client, the
+analyzer never sees more connections or requests at once than
+``SENTINEL_WORKER_CONCURRENCY``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from email.utils import formatdate
 from typing import Any
 
 import pytest
@@ -156,53 +156,6 @@ def test_a_failed_probe_reopens_the_breaker(analyzer_server: AnalyzerServer) -> 
     elapsed, error = timed(lambda: analyzer.assess_transaction(make_txn()))
     assert isinstance(error, AnalyzerError) and "circuit open" in str(error)
     assert elapsed < FAST_S and len(analyzer_server.requests) == 2
-
-
-@pytest.mark.parametrize(
-    ("mode", "status", "header"),
-    [("unavailable", 503, "seconds"), ("rate_limited", 429, "http-date")],
-)
-def test_retry_after_opens_the_breaker_for_that_long(
-    analyzer_server: AnalyzerServer,
-    rules_settings: Settings,
-    metrics: Metrics,
-    caplog: pytest.LogCaptureFixture,
-    mode: str,
-    status: int,
-    header: str,
-) -> None:
-    caplog.set_level(logging.INFO, logger="workers.analyzer")
-    analyzer_server.mode = mode
-    analyzer_server.retry_after = (
-        # an HTTP date has whole seconds: up to 1 s of the 3 is lost to truncation
-        "2" if header == "seconds" else formatdate(time.time() + 3, usegmt=True)
-    )
-    # Many failures to open it and a long cool-down: only the Retry-After can explain what follows.
-    analyzer = HttpAnalyzer(analyzer_server.url, 5.0, breaker=CircuitBreaker(50, 600.0))
-    analyzer.bind_metrics(metrics)
-    with pytest.raises(AnalyzerError, match=f"HTTP {status}"):
-        analyzer.assess_transaction(make_txn())
-    answered_by = time.monotonic()
-    (opened,) = circuit_events(caplog)
-    assert opened["state"] == "open" and "Retry-After" in opened["reason"]
-    if header == "seconds":
-        assert opened["cooldown_s"] == 2.0
-    else:
-        assert 1.0 < opened["cooldown_s"] <= 3.0
-    analyzer_server.mode = "ok"
-    processor = TransactionProcessor(rules_settings, analyzer)
-    for _ in range(5):
-        elapsed, effect = timed(lambda: processor.process(make_txn(category="suspicious")))
-        assert elapsed < FAST_S and effect.result["driver_used"] == "fallback"
-        assert effect.result["is_threat"] == "true"
-    assert len(analyzer_server.requests) == 1, "nothing is sent before the Retry-After"
-    wait_for_monotonic(answered_by + opened["cooldown_s"])
-    assert processor.process(make_txn()).result["driver_used"] == "analyzer"
-    assert len(analyzer_server.requests) == 2
-    assert [e["state"] for e in circuit_events(caplog)] == ["open", "half_open", "closed"]
-    snapshot = metrics.snapshot()
-    assert (snapshot["analyzer_calls_rate_limited"], snapshot["analyzer_calls_ok"]) == (1, 1)
-    assert snapshot["analyzer_calls_rejected_open"] == 5
 
 
 def test_a_503_without_retry_after_is_an_ordinary_failure(analyzer_server: AnalyzerServer) -> None:

@@ -4,7 +4,8 @@
 What is promised: only axioms scoring strictly above the audit threshold reach the
 analyzer; one worker keeps reusing a few TCP connections instead of opening one per
 message; and whatever way the analyzer fails (HTTP 500, a hang past the timeout, nobody
-listening) the committed compliance event says ``driver_used=fallback``.
+listening) the committed compliance event says ``driver_used=fallback``; while a busy
+one (429 + ``Retry-After``) costs time, never an AI verdict, a delivery or a dead letter.
 """
 
 from __future__ import annotations
@@ -271,3 +272,36 @@ def test_a_concurrent_worker_never_has_more_analyzer_calls_out_than_its_concurre
     assert analyzer_server.max_open_connections <= concurrency
     assert len(analyzer_server.connections) <= concurrency
     assert worker.stop() == 0, worker.log_tail()
+
+
+def test_a_busy_analyzer_costs_the_worker_time_never_an_ai_verdict(
+    analyzer_server: AnalyzerServer,
+    start_worker: StartWorker,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    # The first calls meet a 429 + Retry-After: 1, which holds the worker's every call for
+    # a second; afterwards the analyzer answers. Nothing may be decided by the rules, no
+    # delivery attempt may be spent on it, nothing dead-lettered.
+    analyzer_server.busy_first, analyzer_server.retry_after = 6, "1"
+    analyzer_server.reply = {"is_threat": False, "risk_level": "low", "narrative": "fine"}
+    keys = transaction_keys(settings)
+    worker = start_worker("transactions", analyzer_server.url, worker_concurrency=4)
+    ids = [f"t-{i}" for i in range(20)]
+    for txn_id in ids:
+        redis_client.xadd(keys.stream, {"data": json.dumps({**BASE, "id": txn_id})})
+    wait_until(
+        lambda: redis_client.xlen(keys.results) + redis_client.xlen(keys.dlq) == len(ids),
+        timeout_s=60,
+        what="a verdict or a dead letter for every message",
+    )
+    assert worker.stop() == 0, worker.log_tail()
+    assert "processing_failed" not in worker.log_text(), "a busy analyzer is not a failure"
+    assert redis_client.xlen(keys.dlq) == 0
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert sorted(v["txn_id"] for v in verdicts) == sorted(ids)
+    assert {v["driver_used"] for v in verdicts} == {"analyzer"}, "no rules verdict for busy"
+    busy = analyzer_server.requests[: analyzer_server.busy_first]
+    answered = analyzer_server.requests[analyzer_server.busy_first :]
+    assert len(answered) == len(ids), "each message answered once"
+    assert answered[0]["at"] - busy[0]["at"] >= 0.95, "the Retry-After was honoured"

@@ -4,9 +4,10 @@ Each scenario is a table of steps ``(time, action, expected)``:
 
 * ``admit`` expects ``call`` (closed: go ahead), ``probe`` (the one half-open trial) or
   ``reject`` (fail at once);
-* ``ok N`` / ``fail N`` / ``wait N S`` report the outcome of the N-th admitted call (0
-  based; ``wait`` is a 429/503 asking for S seconds) and expect the state the breaker
-  moved to (``open``, ``half_open``, ``closed``) or ``-`` for no change.
+* ``ok N`` / ``fail N`` / ``busy N`` / ``gone N`` report the outcome of the N-th
+  admitted call (0 based; ``busy`` is a 429/503 asking for quiet, ``gone`` a call never
+  sent for want of a local connection) and expect the state the breaker moved to
+  (``open``, ``half_open``, ``closed``) or ``-`` for no change.
 
 After every step the breaker's state is compared too, so each row pins the whole machine.
 """
@@ -72,36 +73,50 @@ SCENARIOS: dict[str, list[Step]] = {
         (71, "admit", "probe", "half_open"),
         (71, "ok 4", "closed", "closed"),
     ],
-    "Retry-After opens a closed breaker at once, for exactly that long": [
+    "a busy answer is neither a failure nor a success of a closed breaker": [
+        *[
+            (0, action, "call" if action == "admit" else "-", "closed")
+            for action in ("admit", "fail 0", "admit", "fail 1", "admit", "busy 2")
+        ],
+        *[
+            (0, action, "call" if action == "admit" else "-", "closed")
+            for action in ("admit", "busy 3")
+        ],
         (0, "admit", "call", "closed"),
-        (0, "wait 0 5", "open", "open"),
-        (4.9, "admit", "reject", "open"),
-        (5, "admit", "probe", "half_open"),
-        (5, "ok 1", "closed", "closed"),
+        (0, "fail 4", "open", "open"),
     ],
-    "Retry-After longer than the cool-down keeps it open that long, probe included": [
-        (0, "admit", "call", "closed"),
-        (0, "wait 0 100", "open", "open"),
-        (30, "admit", "reject", "open"),
-        (99.9, "admit", "reject", "open"),
-        (100, "admit", "probe", "half_open"),
-        (100, "wait 1 60", "open", "open"),
-        (159, "admit", "reject", "open"),
-        (160, "admit", "probe", "half_open"),
-    ],
-    "a late Retry-After from a call admitted while closed never shortens an open period": [
-        (0, "admit", "call", "closed"),
-        (0, "admit", "call", "closed"),
-        (0, "admit", "call", "closed"),
-        (0, "admit", "call", "closed"),
-        (0, "fail 0", "-", "closed"),
-        (0, "fail 1", "-", "closed"),
+    "a probe answered busy closes the breaker: the analyzer is up": [
+        *[
+            (0, action, "call" if action == "admit" else "-", "closed")
+            for action in ("admit", "fail 0", "admit", "fail 1", "admit")
+        ],
         (0, "fail 2", "open", "open"),
-        (1, "wait 3 2", "-", "open"),
-        (3, "admit", "reject", "open"),
         (30, "admit", "probe", "half_open"),
+        (30, "busy 3", "closed", "closed"),
+        (30, "admit", "call", "closed"),
     ],
-    "a late Retry-After longer than the open period extends it": [
+    "a probe never sent goes back: the next caller probes at once": [
+        *[
+            (0, action, "call" if action == "admit" else "-", "closed")
+            for action in ("admit", "fail 0", "admit", "fail 1", "admit")
+        ],
+        (0, "fail 2", "open", "open"),
+        (30, "admit", "probe", "half_open"),
+        (30, "admit", "reject", "half_open"),
+        (31, "gone 3", "open", "open"),
+        (31, "admit", "probe", "half_open"),
+        (31, "ok 4", "closed", "closed"),
+    ],
+    "a call never sent teaches a closed breaker nothing": [
+        *[
+            (0, action, "call" if action == "admit" else "-", "closed")
+            for action in ("admit", "fail 0", "admit", "fail 1", "admit", "gone 2")
+        ],
+        (0, "admit", "call", "closed"),
+        (0, "fail 3", "open", "open"),
+    ],
+    "a late busy answer or release changes nothing in an open breaker": [
+        (0, "admit", "call", "closed"),
         (0, "admit", "call", "closed"),
         (0, "admit", "call", "closed"),
         (0, "admit", "call", "closed"),
@@ -109,9 +124,9 @@ SCENARIOS: dict[str, list[Step]] = {
         (0, "fail 0", "-", "closed"),
         (0, "fail 1", "-", "closed"),
         (0, "fail 2", "open", "open"),
-        (1, "wait 3 100", "-", "open"),
-        (30, "admit", "reject", "open"),
-        (101, "admit", "probe", "half_open"),
+        (1, "busy 3", "-", "open"),
+        (1, "gone 4", "-", "open"),
+        (29, "admit", "reject", "open"),
     ],
     "results of calls admitted before the breaker opened do not close or count": [
         (0, "admit", "call", "closed"),
@@ -187,15 +202,17 @@ def test_breaker_follows_the_table(steps: list[Step]) -> None:
             else:
                 assert admission.transition is None, where
         else:
-            verb, index, *rest = action.split()
+            verb, index = action.split()
             ticket = tickets[int(index)]
             transition: Transition | None
             if verb == "ok":
                 transition = breaker.succeeded(ticket)
             elif verb == "fail":
                 transition = breaker.failed(ticket, "refused")
+            elif verb == "busy":
+                transition = breaker.busy(ticket)
             else:
-                transition = breaker.back_off(ticket, float(rest[0]), "HTTP 503")
+                transition = breaker.released(ticket)
             result = "-" if transition is None else transition.state
         assert result == expected, where
         assert breaker.state == state, where
@@ -216,13 +233,18 @@ def test_transitions_say_why_and_for_how_long() -> None:
     assert breaker.succeeded(admission.ticket) == Transition(
         "closed", "half_open", "probe succeeded", 0.0
     )
-    ticket = breaker.admit().ticket
-    assert ticket is not None
-    backed_off = breaker.back_off(ticket, 12.5, "HTTP 429 Retry-After 12.5")
-    assert backed_off == Transition("open", "closed", "HTTP 429 Retry-After 12.5", 12.5)
-    clock.now = 35.0
-    rejected = breaker.admit()
-    assert rejected.ticket is None and rejected.retry_in_s == pytest.approx(7.5)
+    opened_again = Transition("open", "closed", "2 consecutive failures, last: refused", 30.0)
+    clock.now = 31.0
+    for _ in range(2):
+        ticket = breaker.admit().ticket
+        assert ticket is not None and breaker.failed(ticket, "refused") in (None, opened_again)
+    assert breaker.state == "open"
+    clock.now = 61.0
+    probe = breaker.admit().ticket
+    assert probe is not None and probe.probe
+    assert breaker.busy(probe) == Transition(
+        "closed", "half_open", "probe answered: busy, but up", 0.0
+    )
 
 
 def test_only_one_of_many_threads_gets_the_half_open_probe() -> None:

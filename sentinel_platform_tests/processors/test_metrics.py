@@ -210,7 +210,7 @@ def test_labelled_counters_have_every_series_from_the_start(metrics: Metrics) ->
     metrics.count("analyzer_calls", "timeout", 2)
     metrics.count("analyzer_calls", "rejected_open")
     metrics.count("analyzer_circuit_changes", "open")
-    for outcome, value in (("ok", 0), ("timeout", 2), ("rejected_open", 1), ("rate_limited", 0)):
+    for outcome, value in (("ok", 0), ("timeout", 2), ("rejected_open", 1), ("busy", 0)):
         labels = {**LABELS, "outcome": outcome}
         sample = metrics.registry.get_sample_value("sentinel_worker_analyzer_calls_total", labels)
         assert sample == value, outcome  # None if the series were missing

@@ -10,6 +10,7 @@ of consumers a test leaves running are stopped at the end.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -66,8 +67,9 @@ def make_consumer(
     redis_client: RedisClient, fast_settings: Callable[..., Settings]
 ) -> Iterator[MakeConsumer]:
     """Factory: ``make_consumer(name="c1", processor=TEST_PROCESSOR, keys_for=transaction_keys,
-    count=None, **settings_overrides)`` -> an in-process :class:`Consumer` (not started).
-    ``processor`` is a ``module:factory`` spec, as on the worker's command line."""
+    count=None, wrap=None, stop=None, **settings_overrides)`` -> an in-process
+    :class:`Consumer` (not started). ``processor`` is a ``module:factory`` spec, as on the
+    worker's command line; ``wrap(processor)``, if given, is what the consumer calls."""
     made: list[tuple[Consumer, RedisClient]] = []
 
     def make(
@@ -75,16 +77,19 @@ def make_consumer(
         processor: str = TEST_PROCESSOR,
         keys_for: Callable[[Settings], StreamKeys] = transaction_keys,
         count: int | None = None,
+        wrap: Callable[[Processor], Processor] | None = None,
+        stop: threading.Event | None = None,
         **overrides: Any,
     ) -> Consumer:
         settings = fast_settings(**overrides)
         client = connect(settings)
         keys = keys_for(settings)
         built: Processor = load_processor(processor, settings)
+        if wrap is not None:
+            built = wrap(built)
         labels = {"stream": keys.stream, "group": keys.group, "consumer": name}
-        consumer = Consumer(
-            client, keys, built, settings, name, Metrics(labels=labels), count=count
-        )
+        metrics = Metrics(labels=labels)
+        consumer = Consumer(client, keys, built, settings, name, metrics, stop, count=count)
         made.append((consumer, client))
         return consumer
 

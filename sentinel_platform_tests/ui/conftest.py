@@ -19,7 +19,6 @@ import subprocess
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.cli.sentinel_up import (
     SENTINEL,
     dagster_log_tail,
-    dagster_sensor,
     http_ok,
     start_sentinel_up,
 )
@@ -90,12 +88,54 @@ class Platform:
         return dagster_log_tail(self.home, lines)
 
 
-def _hold_todays_partitions(env: dict[str, str]) -> None:
-    """Tell the lag gate today's partitions were already handled, so its first tick does
-    not launch default-size publish runs (the test launches its own, from the UI)."""
-    today = datetime.now(UTC).date().isoformat()
-    cursor = {"streams": {name: {"last_due": today} for name in ("transactions", "axioms")}}
-    dagster_sensor(env, "cursor", "consumer_lag_sensor", "--set", json.dumps(cursor))
+LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+
+
+def launch(
+    platform: Platform,
+    job: str,
+    partition: str | None = None,
+    run_config: dict[str, Any] | None = None,
+    **selector: Any,
+) -> str:
+    """Launch ``job`` through the webserver's GraphQL API, as the UI does; its run id."""
+    params: dict[str, Any] = {
+        "selector": {
+            "repositoryLocationName": LOCATION,
+            "repositoryName": "__repository__",
+            "pipelineName": job,
+            **selector,
+        },
+        "runConfigData": run_config or {},
+    }
+    if partition:
+        params["executionMetadata"] = {"tags": [{"key": "dagster/partition", "value": partition}]}
+    launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return str(launched["run"]["runId"])
+
+
+def run_status(platform: Platform, run_id: str, allow_failure: bool = False) -> str:
+    """The run's status; a failed or canceled run fails the test unless ``allow_failure``."""
+    status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status", "")
+    if not allow_failure:
+        assert status not in ("FAILURE", "CANCELED"), f"run {run_id}: {status}\n" + (
+            platform.dagster_log_tail()
+        )
+    return str(status)
+
+
+def start_platform(
+    settings: Settings, settings_env: dict[str, str], extra_env: dict[str, str]
+) -> tuple[Platform, subprocess.Popen[bytes]]:
+    """``sentinel up`` on a fresh home and a free port, nothing set up beforehand: what
+    runs is what a user gets (the lag gate launches no publish run on a fresh start)."""
+    env = {**settings_env, **extra_env, "DAGSTER_HOME": str(settings.dagster_home)}
+    ensure_dagster_home(settings.dagster_home)
+    port, up = start_sentinel_up(env)
+    return Platform(port, env, settings.home_dir), up
 
 
 @pytest.fixture
@@ -103,21 +143,24 @@ def platform(
     settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
 ) -> Iterator[Platform]:
     """``sentinel up`` (slow workers, small limits) on a free port; SIGTERM at teardown."""
-    env = {**settings_env, **SPIKE_ENV, "DAGSTER_HOME": str(settings.dagster_home)}
-    ensure_dagster_home(settings.dagster_home)
-    _hold_todays_partitions(env)
-    port, up = start_sentinel_up(env)
-    running = Platform(port, env, settings.home_dir)
+    running, up = start_platform(settings, settings_env, SPIKE_ENV)
     try:
         wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
-        # The cursor was set while the sensor was stopped: start it, keeping the cursor.
-        started = running.graphql(
-            """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) {
-                 ... on Sensor { sensorState { status } } } }""",
-            {"s": {"repositoryLocationName": LOCATION, "repositoryName": "__repository__",
-                   "sensorName": "consumer_lag_sensor"}},
-        )  # fmt: skip
-        assert started["startSensor"]["sensorState"]["status"] == "RUNNING"
+        yield running
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=120)
+
+
+@pytest.fixture
+def calm_platform(
+    settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
+) -> Iterator[Platform]:
+    """``sentinel up`` with the default limits and a worker at full speed; SIGTERM at
+    teardown."""
+    running, up = start_platform(settings, settings_env, {})
+    try:
+        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
         yield running
     finally:
         up.send_signal(signal.SIGTERM)

@@ -31,7 +31,7 @@ from sentinel_platform.streams.producer.publish import transaction_fields
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import read_alerts
 from sentinel_platform_tests.drills.strategies import valid_transaction
-from sentinel_platform_tests.ui.conftest import LOCATION, SPIKE_ENV, Platform
+from sentinel_platform_tests.ui.conftest import LOCATION, SPIKE_ENV, Platform, launch, run_status
 
 #: Two Spark runs and a Dagster start: about 3 minutes on a quiet 2-core machine; the
 #: timeout leaves room for a loaded one.
@@ -39,9 +39,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 ROWS = 300
 PAUSE = int(SPIKE_ENV["SENTINEL_LAG_PAUSE"])
-LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
-  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
-RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
 #: How the events list labels an event, e.g. "Nov 22, 11:43 AM".
 EVENT_TIME = re.compile(r"^[A-Z][a-z]{2} \d{1,2}, \d{1,2}:\d{2} [AP]M$")
 SENSOR_TICKS = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) {
@@ -52,24 +49,14 @@ PARTITION_RUNS = """query($f: RunsFilter!) { runsOrError(filter: $f, limit: 20) 
 
 def _build_upstream(platform: Platform, partition: str) -> str:
     """Raw and enriched transactions of ``partition``: the input the UI's run reads."""
-    params = {
-        "selector": {
-            "repositoryLocationName": LOCATION,
-            "repositoryName": "__repository__",
-            "pipelineName": "__ASSET_JOB",
-            "assetSelection": [{"path": ["raw_transactions"]}, {"path": ["enriched_transactions"]}],
-            "assetCheckSelection": [],  # the data-quality check is not what this test is about
-        },
-        "runConfigData": {
-            "ops": {
-                "raw_transactions": {"config": {"rows": ROWS, "seed": 7, "spark_partitions": 2}}
-            }
-        },
-        "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]},
-    }
-    launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
-    assert launched["__typename"] == "LaunchRunSuccess", launched
-    return launched["run"]["runId"]
+    return launch(
+        platform,
+        "__ASSET_JOB",
+        partition,
+        {"ops": {"raw_transactions": {"config": {"rows": ROWS, "seed": 7, "spark_partitions": 2}}}},
+        assetSelection=[{"path": ["raw_transactions"]}, {"path": ["enriched_transactions"]}],
+        assetCheckSelection=[],  # the data-quality check is not what this test is about
+    )
 
 
 def _ui_runs(platform: Platform, partition: str) -> list[str]:
@@ -97,11 +84,7 @@ def _flood_once_publishing(client: RedisClient, settings: Settings) -> None:
 
 
 def _run_status(platform: Platform, run_id: str) -> str:
-    status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status", "")
-    assert status not in ("FAILURE", "CANCELED"), f"run {run_id}: {status}\n" + (
-        platform.dagster_log_tail()
-    )
-    return status
+    return run_status(platform, run_id)
 
 
 def _shot(page: Any, folder: Path) -> Callable[[str], None]:
@@ -113,12 +96,15 @@ def _shot(page: Any, folder: Path) -> Callable[[str], None]:
     return take
 
 
-def _dismiss_welcome(page: Any) -> None:
-    """A fresh Dagster home greets a new user with a newsletter dialog once."""
+def assert_no_welcome(page: Any) -> None:
+    """No "Join the Dagster community" dialog over the first page: the instance turns
+    Dagster's new-user prompts off (``nux``). Given the seconds it took to appear before."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    with contextlib.suppress(PlaywrightTimeout):  # already dismissed in this session
-        page.get_by_role("button", name="Skip").click(timeout=5_000)
+    with contextlib.suppress(PlaywrightTimeout):
+        page.get_by_text("Join the Dagster community").wait_for(timeout=5_000)
+    assert not page.get_by_text("Join the Dagster community").count()
+    assert not page.get_by_role("button", name="Skip").count()
 
 
 def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
@@ -137,7 +123,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     # 1. The catalog lists the stream assets.
     page.goto(f"{platform.url}/assets")
     page.get_by_role("link", name="transaction_stream").first.wait_for()
-    _dismiss_welcome(page)
+    assert_no_welcome(page)
     shot("1-catalog")
     wait_until(lambda: _run_status(platform, upstream) == "SUCCESS", timeout_s=180, interval_s=1)
 
@@ -195,7 +181,6 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
 
     # 6. The lag sensor's ticks: each says why it launched nothing; one names the peak.
     page.goto(f"{platform.url}/locations/__repository__@{LOCATION}/sensors/{LAG_SENSOR}")
-    _dismiss_welcome(page)
     assert _open_tick_naming(page, f"peak {peak}"), "no tick of the lag sensor names the peak"
     shot("6-lag-sensor-tick-reason")
     selector = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.loop import BACKOFF_CAP_S, BACKOFF_START_S
+from sentinel_platform.streams.consumer.outages import BACKOFF_CAP_S, BACKOFF_START_S
 from sentinel_platform.streams.plumbing.backoff import Backoff, backoff_delay
 
 

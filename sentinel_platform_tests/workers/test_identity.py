@@ -129,11 +129,12 @@ def test_a_worker_whose_name_was_taken_while_it_stalled_stops_and_robs_nothing(
     stalled = start_worker(consumer="slot-2").wait_ready(redis_client)
     os.kill(stalled.pid, signal.SIGSTOP)  # a long GC pause, a frozen VM, a debugger
     wait_until(lambda: not stalled.lease_alive(redis_client), 3 * LEASE_TTL_S + 5)
-    successor = start_worker(consumer="slot-2", args=["--count", "5"])
+    # A worker holds what it can call at once: three calls, so several messages are its.
+    successor = start_worker(consumer="slot-2", args=["--count", "5", "--concurrency", "3"])
     successor.wait_ready(redis_client)
     keys = [f"s{n}" for n in range(5)]
     publish(redis_client, tx_keys, [{"key": k, "sleep_ms": "600"} for k in keys])
-    # The successor holds several of them, waiting behind the one in hand.
+    # The successor holds several of them, in its calls.
     wait_until(lambda: pending_of(redis_client, tx_keys, "slot-2") >= 3, 10)
     lease = redis_client.get(tx_keys.lease("slot-2"))
 

@@ -1,4 +1,9 @@
-"""A count pause limit the workers fill by design is refused at start-up, never changed."""
+"""A count pause limit the workers fill by design is refused at start-up, never changed.
+
+What a worker holds at its most is its whole read at a concurrency of 1 and its threads
+above (it reads only as many messages as it has free threads), never read count x
+concurrency: ``SENTINEL_LAG_PAUSE=200`` with 32 threads starts.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +23,17 @@ NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURREN
 @pytest.mark.parametrize(
     ("env", "workers", "refused"),
     [
-        ({}, 8, False),  # limits in seconds of work: nothing to refuse
+        ({}, 8, False),  # limits in seconds of work: the allowance is measured, nothing to refuse
+        ({"worker_concurrency": 1024}, 64, False),
         ({"lag_pause": 200}, 1, False),  # 100 in flight
         ({"lag_pause": 200}, 2, True),  # 200 in flight: the pause limit is reached by design
-        ({"lag_pause": 200, "worker_concurrency": 4}, 1, True),
-        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 5, True),  # 200
-        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 3, False),
+        ({"lag_pause": 200, "worker_concurrency": 4}, 1, False),  # 4 held, not 400
+        ({"lag_pause": 200, "worker_concurrency": 32}, 1, False),  # the issue's case
+        ({"lag_pause": 200, "worker_concurrency": 32}, 6, False),  # 192
+        ({"lag_pause": 200, "worker_concurrency": 32}, 7, True),  # 224
+        ({"lag_pause": 200, "worker_concurrency": 200}, 1, True),
+        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 49, False),  # 196
+        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 50, True),  # 200
         ({"lag_warn": 20}, 1, True),  # the pause limit derived from it: 80 < 100
     ],
 )
@@ -31,7 +41,9 @@ def test_in_flight_problem(env: dict[str, int], workers: int, refused: bool) -> 
     problem = in_flight_problem(load_settings(**env), workers)
     assert (problem is not None) is refused
     if problem:
-        assert all(name in problem for name in NAMED), problem
+        threads = env.get("worker_concurrency", 1) > 1
+        named = [n for n in NAMED if not (threads and n == "SENTINEL_READ_COUNT")]
+        assert all(name in problem for name in named), problem
 
 
 def test_worker_refuses_a_pause_limit_its_own_reads_fill(start_worker: StartWorker) -> None:
@@ -47,6 +59,17 @@ def test_worker_starts_when_its_share_fits(
 ) -> None:
     limits = {"SENTINEL_LAG_WARN": "10", "SENTINEL_LAG_PAUSE": "50"}
     start_worker(env=limits, args=("--count", "10")).wait_ready(redis_client)
+
+
+def test_a_worker_with_32_threads_starts_under_a_pause_limit_of_200(
+    start_worker: StartWorker, redis_client: RedisClient
+) -> None:
+    """It holds at most 32 messages; the old formula asked for 100 x 32 = 3,200."""
+    env = {"SENTINEL_LAG_PAUSE": "200", "SENTINEL_WORKER_CONCURRENCY": "32"}
+    worker = start_worker(env=env)
+    worker.wait_ready(redis_client)
+    assert worker.proc.poll() is None, worker.text()
+    assert "must be above" not in worker.text()
 
 
 def test_up_refuses_a_pause_limit_the_pool_fills_before_starting_anything(

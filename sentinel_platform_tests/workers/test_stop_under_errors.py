@@ -28,8 +28,7 @@ import pytest
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.consumer.loop import EXIT_UNCOMMITTED
-from sentinel_platform.streams.consumer.runtime import EXIT_USAGE
+from sentinel_platform.streams.consumer.exit_codes import EXIT_UNCOMMITTED, EXIT_USAGE
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until

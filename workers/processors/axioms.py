@@ -16,7 +16,8 @@ from typing import Any
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.consumer.processor import Busy, Effect
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer import Analyzer, analyzer_from_settings
 
 FALLBACK_PREFIX = "Rule-based fallback"
@@ -48,7 +49,8 @@ class AxiomProcessor:
     """Turns an axiom into one ``sentinel:compliance_events`` entry.
 
     ``routed_to_ai`` is "true" when the analyzer was asked (even if it then failed);
-    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``.
+    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``. A busy analyzer raises
+    :class:`Busy` through :meth:`process` (the loop calls again later), never a fallback.
     """
 
     name = "axioms"
@@ -63,6 +65,13 @@ class AxiomProcessor:
         bind = getattr(self.analyzer, "bind_metrics", None)
         if bind is not None:
             bind(metrics)
+
+    def bind_redis(self, client: RedisClient) -> None:
+        """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
+        the worker's Redis client (the worker calls this once, before the first message)."""
+        bind = getattr(self.analyzer, "bind_redis", None)
+        if bind is not None:
+            bind(client)
 
     def parse(self, fields: Mapping[str, str]) -> Axiom:
         return Axiom.from_fields(fields)
@@ -86,6 +95,8 @@ class AxiomProcessor:
             try:
                 assessment = analyzer.assess_axiom(message)
                 risk, driver, narrative = assessment.risk_level, "analyzer", assessment.narrative
+            except Busy:  # at capacity: the reading waits for its audit
+                raise
             except Exception as exc:  # any analyzer failure means: assume the worst
                 risk, driver = "high", "fallback"
                 narrative = f"{FALLBACK_PREFIX} (analyzer unavailable): {reading}"

@@ -38,7 +38,8 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.consumer.processor import Busy, Effect
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer import Analyzer, analyzer_from_settings
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,9 @@ class TransactionProcessor:
     The result carries every verdict field except ``source_message_id``: only the
     consumer loop knows the stream id, so the loop adds it when it writes the entry.
     ``driver_used`` says who decided: ``rules`` (no analyzer configured), ``analyzer``,
-    or ``fallback`` (the analyzer failed and the rules decided).
+    or ``fallback`` (the analyzer failed and the rules decided). A busy analyzer is
+    not a failure: its :class:`Busy` goes up to the consumer loop, which calls again
+    later, so no message gets a rules verdict because the analyzer was busy.
     """
 
     name = "transactions"
@@ -140,6 +143,13 @@ class TransactionProcessor:
         bind = getattr(self.analyzer, "bind_metrics", None)
         if bind is not None:
             bind(metrics)
+
+    def bind_redis(self, client: RedisClient) -> None:
+        """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
+        the worker's Redis client (the worker calls this once, before the first message)."""
+        bind = getattr(self.analyzer, "bind_redis", None)
+        if bind is not None:
+            bind(client)
 
     def parse(self, fields: Mapping[str, str]) -> Transaction:
         return Transaction.from_fields(fields)
@@ -159,6 +169,8 @@ class TransactionProcessor:
                     assessment.risk_level,
                     "analyzer",
                 )
+            except Busy:  # at capacity: the message waits for its AI verdict
+                raise
             except Exception as exc:  # any analyzer failure means: trust the rules
                 driver = "fallback"
                 log_fields["analyzer_error"] = describe_error(exc)

@@ -1,12 +1,14 @@
 """The demo flow: a small generated batch every few minutes, so a fresh install looks alive.
 
 A new user who runs ``make run`` should see runs, lag plots and verdicts without learning
-the partition model first. Each tick publishes a small sample of transactions and
-telemetry for the current day (the newest daily partition), so the catalog's "latest
-materialization" is today's; each tick of a day uses a new seed, so it brings new
-transaction ids (a day's telemetry readings repeat, and the axiom workers, correctly,
-skip those already processed). It respects the lag gate: while producers are paused or
-lag is not nominal it skips the tick instead of adding to the backlog.
+the partition model first. Each tick materialises the demo's own asset, ``demo_traffic``
+(:mod:`~sentinel_platform.domains.demo.traffic`), for the current day: a small sample of
+synthetic transactions and telemetry-derived axioms published to the real streams, with a
+new seed each tick, so every tick brings new transaction ids (a day's telemetry readings
+repeat, and the axiom workers, correctly, skip those already processed). It never
+materialises the partitioned data assets: their row counts and partitions are only ever
+what a user's own runs made. It respects the lag gate: while producers are paused or lag
+is not nominal it skips the tick instead of adding to the backlog.
 
 Switched on by default only when ``SENTINEL_DEMO`` is set (``sentinel up`` does so with
 the embedded Redis); in any other deployment it is off until turned on in the UI.
@@ -21,14 +23,14 @@ from typing import Any
 import dagster as dg
 import redis
 
-from sentinel_platform.domains.axioms.assets import axiom_stream
-from sentinel_platform.domains.shared.common import DAILY, publish_selection
-from sentinel_platform.domains.transactions.assets import transaction_stream
+from sentinel_platform.domains.demo.traffic import ASSET_NAME, demo_traffic
+from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
 from sentinel_platform.streams.plumbing.connection import RedisConnectError, connect
 from sentinel_platform.streams.plumbing.keys import all_stream_keys
 from sentinel_platform.streams.pool.drain import read_drain_rate
+from sentinel_platform.streams.pool.holdings import read_allowance
 from sentinel_platform.streams.pool.lag import measure_lag
 from sentinel_platform.streams.pool.zones import limits_from_settings, zone
 
@@ -40,33 +42,37 @@ SOURCES = 6
 READINGS_PER_SOURCE = 48
 ANOMALY_RATE = 0.1
 
+#: The run queue's publish tags (``sentinel/publishes.<stream>``, see the run coordinator
+#: in the CLI layer): a demo run counts as a publish of both streams, so it never runs
+#: next to a user's publish of the same stream.
+PUBLISH_TAGS = {"sentinel/publishes.transactions": "true", "sentinel/publishes.axioms": "true"}
+
 demo_publish = dg.define_asset_job(
     JOB_NAME,
-    selection=publish_selection("transactions", transaction_stream)
-    | publish_selection("axioms", axiom_stream),
+    selection=dg.AssetSelection.assets(demo_traffic),
     partitions_def=DAILY,
-    description="A small generated batch of transactions and telemetry (the demo schedule).",
+    tags=PUBLISH_TAGS,
+    description="Demo only: synthetic transactions and axioms to the real streams "
+    "(asset `demo_traffic`); no data asset is materialised.",
 )
 
 
 def demo_run_config(seed: int) -> dict[str, Any]:
-    """Small volumes, two Spark partitions, every step in one process (one Spark session
-    instead of one JVM per step): a tick should take seconds, not minutes."""
+    """Small volumes, two Spark partitions, every step in one process (one Spark session):
+    a tick should take seconds, not minutes."""
     return {
         "execution": {"config": {"in_process": {}}},
         "ops": {
-            "raw_transactions": {
-                "config": {"rows": TRANSACTIONS_PER_TICK, "seed": seed, "spark_partitions": 2}
-            },
-            "telemetry_readings": {
+            ASSET_NAME: {
                 "config": {
+                    "transactions": TRANSACTIONS_PER_TICK,
                     "sources": SOURCES,
                     "readings_per_source": READINGS_PER_SOURCE,
-                    "seed": seed,
                     "anomaly_rate": ANOMALY_RATE,
+                    "seed": seed,
                     "spark_partitions": 2,
                 }
-            },
+            }
         },
     }
 
@@ -90,7 +96,8 @@ def lag_blocks_publishing(settings: SettingsResource) -> str | None:
             if client.exists(keys.paused):
                 return f"producers of {keys.stream} are paused"
             lag = measure_lag(client, keys).lag
-            lag_zone = zone(lag, read_drain_rate(client, keys), limits_from_settings(current))
+            limits = limits_from_settings(current, read_allowance(client, keys))
+            lag_zone = zone(lag, read_drain_rate(client, keys), limits)
             if lag_zone != "nominal":
                 return f"lag of {keys.stream} is {lag_zone}"
     except redis.RedisError as exc:
@@ -112,8 +119,10 @@ def build_demo_schedule(running: bool) -> dg.ScheduleDefinition:
         default_status=(
             dg.DefaultScheduleStatus.RUNNING if running else dg.DefaultScheduleStatus.STOPPED
         ),
-        description=f"Demo: {TRANSACTIONS_PER_TICK} transactions and a few axioms every "
-        f"{EVERY_MINUTES} minutes (on by default under `sentinel up` with the embedded Redis).",
+        description=f"Demo: {TRANSACTIONS_PER_TICK} synthetic transactions and a few axioms "
+        f"to the real streams every {EVERY_MINUTES} minutes through its own asset "
+        "`demo_traffic` (no data asset is materialised); on by default under `sentinel up` "
+        "with the embedded Redis.",
     )
     def demo_publish_schedule(
         context: dg.ScheduleEvaluationContext, settings: SettingsResource
@@ -127,7 +136,7 @@ def build_demo_schedule(running: bool) -> dg.ScheduleDefinition:
             run_key=f"demo:{tick:%Y%m%dT%H%M}",
             partition_key=partition,
             run_config=demo_run_config(seed),
-            tags={"sentinel/launched_by": SCHEDULE_NAME},
+            tags={"sentinel/launched_by": SCHEDULE_NAME, **PUBLISH_TAGS},
         )
 
     return demo_publish_schedule

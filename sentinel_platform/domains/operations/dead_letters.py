@@ -42,6 +42,7 @@ from sentinel_platform.streams.operators.group_view import (
     DLQ_READ_CAP,
     DeadLetterEntry,
     dlq_depth,
+    fresh,
     last_dead_letter_id,
     read_dead_letters,
 )
@@ -136,7 +137,7 @@ def dead_letter_queue_sensor(
             elif entries:
                 last_ids[dlq] = entries[-1].entry_id
             more = more or len(entries) == DLQ_READ_CAP
-            new.extend(entries)
+            new.extend(fresh(entries))  # an entry `sentinel dlq import` restored is not new
     depth = sum(lengths.values())
     level, capacity = fill_alert(lengths, current.dlq_maxlen, cursor.get("fill_level"))
     fingerprint = dump_cursor({"depth": depth, "new": len(new)})

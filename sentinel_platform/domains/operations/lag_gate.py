@@ -18,6 +18,7 @@ alert) and documents the cursor. Every tick, per stream, the shell:
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -73,6 +74,8 @@ SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
 #: Most failed runs looked at when a pause ends.
 FAILED_RUNS_CAP = 50
+#: Hex digits of the figures' digest kept in the cursor.
+FIGURES_DIGEST_CHARS = 16
 
 Clock = Callable[[], datetime]
 
@@ -112,8 +115,8 @@ class TickOutcome:
 
 
 def lag_card(verdict: Verdict, target: MaterializationTarget) -> LagCard:
-    """The verdict as the policy sees it; ``figures`` names the materialisation too, so a
-    new materialisation is recorded as a change."""
+    """The verdict as the policy sees it; ``figures`` (a digest) covers the materialisation
+    too, so a new materialisation is recorded as a change."""
     meta = verdict.metadata
     return LagCard(
         zone=meta["zone"],
@@ -123,8 +126,14 @@ def lag_card(verdict: Verdict, target: MaterializationTarget) -> LagCard:
         hard_episodes=int(meta["hard_backpressure_episodes"]),
         soft_episodes=int(meta["soft_backpressure_episodes"]),
         blocks=verdict.blocks,
-        figures=dump_cursor({**meta, "target": target.storage_id if target else None}),
+        figures=figures_digest({**meta, "target": target.storage_id if target else None}),
     )
+
+
+def figures_digest(figures: Mapping[str, Any]) -> str:
+    """A short digest of the recorded figures: enough to tell a change, small enough that
+    the cursor stays readable on the sensor's page (the figures are in the observation)."""
+    return hashlib.sha256(dump_cursor(dict(figures)).encode()).hexdigest()[:FIGURES_DIGEST_CHARS]
 
 
 def due_partition(target: PublishTarget, now: datetime, instance: dg.DagsterInstance) -> str | None:
@@ -276,7 +285,7 @@ def _zone_alert(
         "pause": "producers paused, no new publish runs",
         "resume": f"producers resumed, {len(decided.relaunched)} held partition(s) relaunched",
     }.get(decided.action or "", "no publish action")
-    limits = limits_from_settings(settings, workers=snapshot.consumers_alive)
+    limits = limits_from_settings(settings, allowance=snapshot.allowance)
     figures = lag_figures_short(snapshot.lag, snapshot.drain_rate, limits)
     return Alert(
         severity=decided.severity,
@@ -339,9 +348,9 @@ def _spike_alert(
             "lag": meta["lag"],
             "hard_backpressure_episodes": hard,
             "soft_backpressure_episodes": meta["soft_backpressure_episodes"],
-            "lag_pause": meta["lag_pause"],
+            "lag_pause": meta.get("lag_pause"),
             "lag_pause_s": meta["lag_pause_s"],
-            "drain_rate_per_s": meta["drain_rate_per_s"],
+            "drain_rate_per_s": meta.get("drain_rate_per_s"),
         },
     )
 
@@ -354,7 +363,8 @@ def _note(stream: StreamTarget, state: GateState, read: StreamRead) -> str:
     peaked = f", peak {peak}" if peak > lag else ""
     work = read.verdict.metadata.get("work_s")
     seconds = f" = {work:g} s of work" if work is not None and lag else ""
-    zone = read.observation.card.zone
+    idle = read.verdict.metadata.get("state") == "idle"
+    zone = "idle" if idle else read.observation.card.zone
     return f"{stream.name}: {zone} (lag {lag}{seconds}{peaked}){paused}{held}"
 
 

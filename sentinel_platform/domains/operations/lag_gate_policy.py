@@ -15,7 +15,11 @@ rule is tested from a table of cases without Redis or Dagster:
   on/off sawtooth): the flag is cleared and each held partition not yet materialised is
   launched once, run key ``resume:<stream>:<partition>:<episode>``;
 - outside a pause each newly due partition is launched once, run key
-  ``publish:<stream>:<partition>``, unless it is already materialised.
+  ``publish:<stream>:<partition>``, unless it is already materialised. A fresh gate (no
+  ``last_due`` yet: a new Dagster home, a cursor reset) only notes the partition due now:
+  starting the platform must not start publish runs nobody asked for (on a small machine
+  each is a Spark JVM), so the gate launches the partitions that come due while it runs
+  (each new day), and a user publishes today's by hand.
 
 The episode id is the pause start in wall-clock ms, strictly above the previous episode's,
 so two episodes never share a run key and a replayed tick (same state, same observation)
@@ -27,7 +31,10 @@ Cursor format (one JSON object per stream, :meth:`GateState.to_json`)::
 
     {"format": 2, "zone": "nominal", "paused": false, "episode": "1767960000000",
      "held": ["2026-01-10"], "relaunched": ["2026-01-09"], "last_due": "2026-01-10",
-     "observed": "<figures last recorded>", "observed_at": 1767960000.0}
+     "observed": "<digest of the figures last recorded>", "observed_at": 1767960000.0}
+
+``observed`` is a short digest, not the figures: the cursor is shown on the sensor's page,
+and the figures themselves are in the observation it recorded.
 
 ``relaunched`` names the partitions launched when ``episode`` ended. A cursor without
 ``format`` (the first version, same fields but ``relaunched``) is migrated; anything else
@@ -135,7 +142,7 @@ class LagCard:
     soft_episodes: int = 0
     #: The blocking lag check fails at ERROR: no publish run may start.
     blocks: bool = False
-    #: Every recorded figure and the materialisation they are about, as one canonical text.
+    #: A digest of every recorded figure and the materialisation they are about.
     figures: str = ""
 
     @property
@@ -357,7 +364,10 @@ def _launches(
     due = observation.due
     if due is None or due == state.last_due:
         return state, launches
+    fresh = state.last_due is None
     state = replace(state, last_due=due)
+    if fresh:  # a fresh gate launches only what comes due while it runs
+        return state, launches
     if state.paused or observation.card.blocks:
         if due not in state.held:
             state = replace(state, held=(*state.held, due))

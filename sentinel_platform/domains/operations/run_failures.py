@@ -7,11 +7,15 @@ touch the platform's assets, so the sensor watches every job of its code locatio
 
 The alert names the failing step(s) and the first line of the error the step's code
 raised (e.g. Spark's ``[PATH_NOT_FOUND] Path does not exist: ...``), not Dagster's wrapper
-("Error occurred while executing op ...") or a stack trace.
+("Error occurred while executing op ...") or a stack trace. The summary is one sentence an
+operator reads at a glance: the error's type once (Dagster records the message of a
+``Failure`` with the qualified type in front of it), then the message, cut at a word
+boundary with an ellipsis when long (:func:`error_sentence`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,8 +26,11 @@ from sentinel_platform.alerting.model import Alert
 from sentinel_platform.resources.alerts import AlertSink
 
 SENSOR_NAME = "run_failure_sensor"
-#: Longest error line carried in an alert summary.
+#: Longest error line carried in an alert summary (ellipsis included).
 ERROR_LINE_CHARS = 200
+ELLIPSIS = "…"
+#: ``pkg.module.Type: `` or ``Type: `` at the start of a message: the type, said again.
+_TYPE_PREFIX = re.compile(r"^(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*):\s*")
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,35 @@ class StepFailure:
 
 
 def first_line(text: str | None) -> str:
-    """The first non-empty line of ``text`` (a message or a rendered exception)."""
+    """The first non-empty line of ``text`` (a message or a rendered exception), whole."""
     for line in (text or "").splitlines():
         if line.strip():
-            return line.strip()[:ERROR_LINE_CHARS]
+            return line.strip()
     return ""
+
+
+def clip(text: str, limit: int = ERROR_LINE_CHARS) -> str:
+    """``text`` within ``limit`` characters: cut at the last word boundary that fits, with
+    an ellipsis, never mid-word (a single word longer than the limit is cut hard)."""
+    if len(text) <= limit:
+        return text
+    keep = limit - len(ELLIPSIS)
+    head = text[:keep]
+    if not text[keep].isspace() and " " in head:  # mid-word: back to the word's start
+        head = head[: head.rindex(" ")]
+    return head.rstrip(" ,;:.-(") + ELLIPSIS
+
+
+def error_sentence(cls_name: str | None, message: str | None, limit: int = ERROR_LINE_CHARS) -> str:
+    """``Type: message``, the type said once: Dagster records a ``Failure``'s message as
+    ``pkg.module.Type: message`` and others as ``Type: message``; every leading copy of
+    the type (qualified or not) is dropped before it is put back once. Cut by :func:`clip`."""
+    line = first_line(message)
+    if cls_name:
+        while (match := _TYPE_PREFIX.match(line)) and match["name"] == cls_name:
+            line = line[match.end() :]
+    text = f"{cls_name}: {line}" if cls_name and line else (cls_name or line)
+    return clip(text, limit)
 
 
 class ErrorInfo(Protocol):
@@ -65,10 +96,7 @@ def root_error(error: ErrorInfo | None) -> str:
         return ""
     while error.cause is not None and (error.cls_name or "").startswith("Dagster"):
         error = error.cause
-    line = first_line(error.message)
-    if error.cls_name and not line.startswith(error.cls_name):
-        return f"{error.cls_name}: {line}" if line else error.cls_name
-    return line
+    return error_sentence(error.cls_name, error.message)
 
 
 def step_failures(events: Sequence[dg.DagsterEvent]) -> list[StepFailure]:
@@ -91,7 +119,7 @@ def run_failure_alert(
         if len(failures) > 1:
             why += f" (+{len(failures) - 1} more failed step(s))"
     else:  # failed before any step ran (e.g. the run worker could not start)
-        why = first_line(run_message) or "run failed"
+        why = clip(first_line(run_message)) or "run failed"
     assets = sorted(key.to_user_string() for key in run.asset_selection or ())
     return Alert(
         severity="error",

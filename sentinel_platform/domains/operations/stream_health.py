@@ -9,7 +9,8 @@ launcher of publish runs is the lag gate, and it launches nothing while
 ``consumer_lag_within_limits`` fails with ERROR (see
 :mod:`~sentinel_platform.domains.operations.lag_gate`).
 Severity follows the lag card: WARN while elevated, ERROR under backpressure or with no
-live worker.
+live worker. A stream with nothing published and nothing pending is *idle*: its check says
+``idle: nothing to drain`` and its figures carry no drain rate (see :func:`idle_metadata`).
 """
 
 from __future__ import annotations
@@ -143,9 +144,9 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     even when the current lag is back to normal. The verdict itself is about the present.
 
     Zones as everywhere (:mod:`sentinel_platform.streams.pool.zones`): seconds of work at the
-    pool's drain rate past what the live workers hold in flight, or Sentinel-L7's counts
-    when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
-    limits = limits_from_settings(settings, workers=snapshot.consumers_alive)
+    pool's drain rate past what the live workers published they hold in flight, or
+    Sentinel-L7's counts when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
+    limits = limits_from_settings(settings, allowance=snapshot.allowance)
     rate = snapshot.drain_rate
     bounds = thresholds(limits, rate)
     current = zone(snapshot.zone_lag, rate, limits)
@@ -153,7 +154,7 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     peak = max(snapshot.lag, peaks.lag_peak or 0)
     peak_zone = zone(peak, rate, limits)
     work = work_seconds(snapshot.lag, rate)
-    metadata = {
+    metadata: dict[str, Any] = {
         "lag": snapshot.lag,
         "lag_peak": peak,
         "peak_zone": peak_zone,
@@ -177,6 +178,9 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         "lag_warn": bounds.warn,
         "lag_pause": bounds.pause,
     }
+    if current == "nominal" and peak == 0:
+        return Verdict(True, WARN, idle_text(limits), idle_metadata(metadata, limits))
+    metadata["state"] = "active"
     figures = lag_figures(snapshot.lag, rate, limits)
     if current == "nominal":
         return Verdict(True, WARN, f"{figures}: nominal", metadata)
@@ -186,6 +190,27 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         f"{figures}: {current.replace('_', ' ')}. {lag_advice(current, limits)}",
         metadata,
     )
+
+
+#: Figures that only mean something while there is work: the drain rate and what derives
+#: from it. An idle stream records none of them, so its plots show no sample instead of a
+#: drop to 0 that reads like consumers that stopped.
+RATE_FIGURES = ("drain_rate_per_s", "work_s", "peak_work_s")
+
+
+def idle_metadata(metadata: dict[str, Any], limits: ZoneLimits) -> dict[str, Any]:
+    """The figures of an idle stream (nothing published, nothing pending): ``state`` says
+    ``idle``; the drain rate and, for limits in seconds of work, the message counts it
+    turns them into are left out (the rate of an idle pool is not a measurement)."""
+    dropped = set(RATE_FIGURES)
+    if limits.unit != "messages":
+        dropped |= {"lag_warn", "lag_pause"}
+    return {**{k: v for k, v in metadata.items() if k not in dropped}, "state": "idle"}
+
+
+def idle_text(limits: ZoneLimits) -> str:
+    """``idle: nothing to drain (warn 2 s, pause 10 s of work)``."""
+    return f"idle: nothing to drain ({limits.describe()})"
 
 
 def lag_figures(lag: int, rate: float | None, limits: ZoneLimits) -> str:

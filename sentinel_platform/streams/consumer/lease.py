@@ -24,7 +24,9 @@ better is known about it).
 so two processes never mistake each other's lease for their own, even when they share a
 hostname and a pid (containers with a fixed hostname are all pid 1). A second process
 started with a name in use waits up to two TTLs (a killed predecessor's lease runs out)
-and then refuses to start (:class:`LeaseHeldError`, exit status 2). A process whose lease
+and then refuses to start (:class:`LeaseHeldError`, exit status 2); that wait looks at the
+lease at least every :data:`LEASE_POLL_MAX_S` and ends at once when the worker is asked to
+stop (:class:`LeaseWaitStopped`: nothing taken, exit status 0). A process whose lease
 was taken while it stalled (its lease expired, another process took the name) stops at
 its next heartbeat instead of overwriting it, and claims nothing meanwhile (the claim
 script checks the lease). Every write to the lease is a compare-and-set on the token,
@@ -58,9 +60,9 @@ from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 log = logging.getLogger(__name__)
 
-#: Exit status of a worker whose consumer name is used by another live process (the
-#: supervisor's "bad configuration": restarting it with the same name cannot help).
-EXIT_NAME_IN_USE = 2
+#: Longest pause between two looks at a lease another process holds: a name its holder
+#: gives back is taken within this, whatever the TTL (a quarter of it is the usual pause).
+LEASE_POLL_MAX_S = 1.0
 
 RefreshResult = Literal["held", "retaken", "taken"]
 LeaveResult = Literal["left", "holds_messages", "name_taken"]
@@ -115,6 +117,11 @@ class LeaseHeldError(RuntimeError):
     """Another live process holds the lease of this consumer name."""
 
 
+class LeaseWaitStopped(RuntimeError):
+    """Asked to stop while waiting for the lease of this consumer name: nothing was taken
+    (no lease, no registration), so the worker stops as a stopped one does (exit status 0)."""
+
+
 class Lease:
     """The liveness lease and registry entry of one consumer."""
 
@@ -125,6 +132,7 @@ class Lease:
         consumer: str,
         ttl_ms: int,
         with_link: bool = True,
+        stop: threading.Event | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -146,28 +154,63 @@ class Lease:
         log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
         self.link = Link(client, keys, consumer, self.value, log_fields)
         self._link_started = False
+        #: cuts :meth:`acquire`'s wait short when set (the worker's stop event)
+        self.stop = stop if stop is not None else threading.Event()
 
     def acquire(self, wait_s: float | None = None) -> None:
         """Take the lease and register, before the first read puts anything in our PEL.
 
         A lease held by another process means the consumer name is taken. A killed
-        predecessor's lease runs out within one TTL, so we wait up to two TTLs before
-        concluding that a live process uses the name (two processes sharing one name
-        would retry each other's in-flight messages) and raising :class:`LeaseHeldError`.
+        predecessor's lease runs out within one TTL, so we wait up to two TTLs (or
+        ``wait_s``) before concluding that a live process uses the name (two processes
+        sharing one name would retry each other's in-flight messages) and raising
+        :class:`LeaseHeldError`. The wait is logged once (``lease_waiting``), looks again
+        every quarter TTL, at most :data:`LEASE_POLL_MAX_S` apart, and ends with
+        :class:`LeaseWaitStopped` as soon as :attr:`stop` is set: a worker restarted under
+        its predecessor's name stays stoppable while that lease runs out.
         """
-        deadline = time.monotonic() + (2 * self.ttl_ms / 1000 if wait_s is None else wait_s)
+        bound_s = 2 * self.ttl_ms / 1000 if wait_s is None else wait_s
+        deadline = time.monotonic() + bound_s
+        waiting = False
         while not self.client.set(self.key, self.value, px=self.ttl_ms, nx=True):
             holder = self.client.get(self.key)
             if holder == self.value:
                 break
+            if holder is None:  # it ran out between the two commands: take it now
+                continue
             if time.monotonic() > deadline:
                 raise LeaseHeldError(
                     f"consumer name {self.consumer!r} of {self.keys.stream} is in use by "
                     f"{holder!s} (lease {self.key}); choose another --consumer"
                 )
-            time.sleep(self.ttl_ms / 4000)
+            if not waiting:
+                waiting = True
+                self._log_wait(holder, bound_s)
+            if self.stop.wait(self._pause_s(deadline)):
+                raise LeaseWaitStopped(
+                    f"stopped while waiting for the lease {self.key} held by {holder!s}"
+                )
         self.client.hset(self.keys.consumers, self.consumer, self.registration)
         self.start_link()
+
+    def _pause_s(self, deadline: float) -> float:
+        """Until the next look at a held lease: a quarter TTL, capped, never past the bound
+        (plus a hair, so the look after it finds the bound passed)."""
+        until_bound = max(deadline - time.monotonic(), 0.0) + 0.01
+        return min(self.ttl_ms / 4000, LEASE_POLL_MAX_S, until_bound)
+
+    def _log_wait(self, holder: object, bound_s: float) -> None:
+        log.info(
+            "lease_waiting",
+            extra={
+                "stream": self.keys.stream,
+                "group": self.keys.group,
+                "consumer": self.consumer,
+                "lease": self.key,
+                "holder": str(holder),
+                "wait_s": round(bound_s, 3),
+            },
+        )
 
     def refresh(self) -> RefreshResult:
         """Extend the lease: ``held``; ``retaken`` if it had expired (taken again and
@@ -176,11 +219,12 @@ class Lease:
         args = [self.value, self.ttl_ms, self.consumer, self.registration]
         return _REFRESHED[int(REFRESH.run(self.client, keys, args))]
 
-    def release(self) -> None:
+    def release(self, client: RedisClient | None = None) -> None:
         """Delete the lease if it is still ours (the registered connection then no longer
-        counts: survivors go by the lease)."""
+        counts: survivors go by the lease). ``client``: the stop path's bounded client
+        (``stop_path.py``); by default the lease's own."""
         self.stop_link()
-        RELEASE.run(self.client, [self.key], [self.value])
+        RELEASE.run(client or self.client, [self.key], [self.value])
 
     def start_link(self) -> None:
         """Register our dedicated connection beside the lease (once per process)."""
@@ -191,13 +235,13 @@ class Lease:
     def stop_link(self) -> None:
         self.link.stop()
 
-    def leave(self) -> LeaveResult:
+    def leave(self, client: RedisClient | None = None) -> LeaveResult:
         """Release the lease and, if we hold no pending entry, leave the group and the
-        registry, all in one atomic step."""
+        registry, all in one atomic step. ``client`` as for :meth:`release`."""
         self.stop_link()
         keys = [self.keys.stream, self.key, self.keys.consumers, self.link.key]
         args = [self.keys.group, self.consumer, self.value]
-        return _LEFT[int(LEAVE.run(self.client, keys, args))]
+        return _LEFT[int(LEAVE.run(client or self.client, keys, args))]
 
 
 class Heartbeat(threading.Thread):
@@ -224,6 +268,7 @@ class Heartbeat(threading.Thread):
         on_taken: Callable[[], None] | None = None,
         side_writes: Callable[[], object] | None = None,
         on_unreachable: Callable[[], None] | None = None,
+        failures: SideWriteFailures | None = None,
     ) -> None:
         super().__init__(name="heartbeat", daemon=True)
         self.lease = lease
@@ -233,7 +278,8 @@ class Heartbeat(threading.Thread):
         self.on_taken = on_taken
         self.on_unreachable = on_unreachable
         self._halt = threading.Event()
-        self.failures = SideWriteFailures(log_fields)
+        #: shared with the loop's own side writes (``failures``), so one streak is one line
+        self.failures = failures or SideWriteFailures(log_fields)
         self.side: SideWrites | None = None
         if side_writes is not None:
             self.side = SideWrites(
@@ -289,15 +335,19 @@ class Heartbeat(threading.Thread):
             if self.on_taken is not None:
                 self.on_taken()
 
-    def stop(self) -> None:
-        """Halt both threads; from another thread, wait (bounded) until they have ended."""
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """Halt both threads; from another thread, wait until they have ended, at most
+        ``timeout_s`` for both together (a beat stuck in a call to a frozen server is
+        left behind: both are daemon threads). True if both have ended."""
         self._halt.set()
         current = threading.current_thread()
         if current is self or current is self.side:  # e.g. the watchdog giving up: no wait
-            return
+            return False
+        deadline = time.monotonic() + timeout_s
         for thread in (self, self.side):
             if thread is not None and thread.is_alive():
-                thread.join(timeout=5)
+                thread.join(timeout=max(deadline - time.monotonic(), 0.0))
+        return not any(t is not None and t.is_alive() for t in (self, self.side))
 
 
 class SideWriteFailures:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
@@ -29,6 +30,8 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from sentinel_platform.streams.pool.entry_ages import age_s
+
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()
 
@@ -42,6 +45,8 @@ COUNTERS: dict[str, str] = {
     "skipped_alive": "Pending messages not claimed because their consumer's lease is alive.",
     "duplicate_acks": "Redelivered messages acknowledged without a second effect.",
     "trimmed": "Pending ids whose entry had been trimmed or deleted from the stream.",
+    "busy": "Processor calls refused as busy (the downstream at capacity): each message "
+    "waits, pending on this worker, and is called again; never a failure.",
 }
 GAUGES: dict[str, str] = {
     "pel_depth": "Messages delivered to the group but not yet acknowledged.",
@@ -49,17 +54,25 @@ GAUGES: dict[str, str] = {
     "in_flight": "Processor calls running or queued on this worker's threads now.",
     "analyzer_circuit_state": "Analyzer circuit breaker: 0 closed, 1 half-open (one probe "
     "call out), 2 open (calls fail at once and the rules decide).",
+    "oldest_pending_age_seconds": "Age of the group's oldest pending message (now minus the "
+    "time in its stream entry id), whichever consumer holds it; 0 when nothing is pending.",
+    "in_flight_limit": "Messages this worker may hold in flight now: the limit in force, "
+    "adaptive limits included.",
 }
 #: Outcomes of one analyzer call (``analyzer_calls_total{outcome=...}``).
-ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "rate_limited")
+ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "busy")
 CIRCUIT_STATES = ("open", "half_open", "closed")
+#: Who decided a committed verdict (the effect's ``driver_used``): the analyzer, the rules
+#: because no analyzer is configured, or the rules because the analyzer was down.
+VERDICT_DRIVERS = ("analyzer", "rules", "fallback")
 #: Counters split by one label with values fixed up front: name -> (help, label, values).
 #: Every series exists from the start at 0, so a ``rate()`` never meets a missing one.
 LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "analyzer_calls": (
         "Analyzer calls by outcome: ok; error (refused, HTTP error, bad reply); timeout; "
-        "rejected_open (not sent: the circuit breaker is open); rate_limited (HTTP 429, or "
-        "503 with Retry-After).",
+        "rejected_open (not sent: the circuit breaker is open); busy (HTTP 429, 503 with "
+        "Retry-After, the fleet's hold or rate limit, no free local connection: the message "
+        "waits, never a failure).",
         "outcome",
         ANALYZER_OUTCOMES,
     ),
@@ -68,16 +81,28 @@ LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "state",
         CIRCUIT_STATES,
     ),
+    "verdicts": (
+        "Verdicts committed, by who decided (the effect's driver_used): analyzer; rules (no "
+        "analyzer configured); fallback (the analyzer was down and the rules decided).",
+        "driver",
+        VERDICT_DRIVERS,
+    ),
 }
 HISTOGRAMS: dict[str, str] = {
     "processing_seconds": "Time to parse and process one message (processor call included).",
     "commit_seconds": "Time of one commit pipeline (effects, markers and acks) to Redis.",
+    "commit_age_seconds": "Age of a message when its effect is committed: now minus the time "
+    "in its stream entry id (end-to-end, from publish to commit, queueing included).",
 }
 #: Histograms that also carry a ``processor`` label (the processor's ``name``) when the
 #: worker passes one: a dashboard can then compare processors across workers.
 PROCESSOR_HISTOGRAMS = frozenset({"processing_seconds"})
 #: Sub-millisecond no-op processors up to slow analyzers and commits under load.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+#: A message's age spans a fast pool's milliseconds up to a backlog left by an outage.
+AGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600, 21600)
+#: Histograms whose buckets are not :data:`BUCKETS`.
+HISTOGRAM_BUCKETS: dict[str, tuple[float, ...]] = {"commit_age_seconds": AGE_BUCKETS}
 #: Default bind address of the metrics endpoint (``SENTINEL_METRICS_HOST`` changes it).
 DEFAULT_HOST = "127.0.0.1"
 
@@ -149,14 +174,15 @@ class Metrics:
     def _histogram(
         self, name: str, text: str, names: tuple[str, ...], processor: str | None
     ) -> Histogram:
+        buckets = HISTOGRAM_BUCKETS.get(name, BUCKETS)
         if processor is None or name not in PROCESSOR_HISTOGRAMS:
-            return self._child(Histogram, name, text, names, buckets=BUCKETS)
+            return self._child(Histogram, name, text, names, buckets=buckets)
         family = Histogram(
             f"{self.prefix}_{name}",
             text,
             (*names, "processor"),
             registry=self.registry,
-            buckets=BUCKETS,
+            buckets=buckets,
         )
         return family.labels(**self.labels, processor=processor)
 
@@ -209,6 +235,31 @@ class Metrics:
 
     def observe_commit(self, seconds: float) -> None:
         self.observe("commit_seconds", seconds)
+
+    def observe_commit_age(self, seconds: float) -> None:
+        """One committed message's age (``age_s`` of its entry id at commit)."""
+        self.observe("commit_age_seconds", max(0.0, seconds))
+
+    def observe_commit_ages(self, message_ids: Iterable[str], now_s: float | None = None) -> None:
+        """The age at commit of each of ``message_ids`` (stream entry ids), at ``now_s``
+        (epoch seconds; default: now, read once for the whole batch)."""
+        now = time.time() if now_s is None else now_s
+        observe = self.observer("commit_age_seconds")
+        for message_id in message_ids:
+            observe(age_s(message_id, now))
+
+    def set_oldest_pending_age(self, seconds: float) -> None:
+        """The group's oldest pending message's age (0 when nothing is pending)."""
+        self.set_gauge("oldest_pending_age_seconds", max(0.0, seconds))
+
+    def set_in_flight_limit(self, limit: int) -> None:
+        """The in-flight limit in force now (set at start and at every change)."""
+        self.set_gauge("in_flight_limit", limit)
+
+    def count_verdict(self, driver: str) -> None:
+        """One committed verdict decided by ``driver`` (:data:`VERDICT_DRIVERS`); an unknown
+        driver raises rather than creating a series no rule reads."""
+        self.count("verdicts", driver)
 
     def _value(self, sample: str) -> float:
         return self.registry.get_sample_value(f"{self.prefix}_{sample}", self.labels) or 0.0

@@ -6,6 +6,9 @@ that does not fit, which sends the message to the DLQ at once) and turns it into
 :class:`Effect`. The loop then commits the effect, the idempotency marker for the
 message's natural key and the XACK in one atomic step, so a redelivered message never
 has a second effect.
+
+A processor whose downstream is at capacity raises :class:`Busy` instead of failing: that
+is backpressure, not an error, and the loop treats it apart from every other exception.
 """
 
 from __future__ import annotations
@@ -13,6 +16,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+class Busy(Exception):
+    """The downstream is at capacity: call again for this message later.
+
+    Raised by :meth:`Processor.process` when a service it depends on said "not now"
+    (HTTP 429, a 503 with ``Retry-After``, a fleet-wide hold or rate limit, no local
+    connection free in time). It is not a failure, so the consumer loop, on catching it:
+
+    * keeps the message pending in this worker's name (it stays in the lag, and a dead
+      worker's waiting messages are recovered like any other pending message);
+    * lowers its in-flight limit (the downstream's capacity is below what it sends);
+    * waits ``retry_after_s`` before calling again for this message, or a backoff of its
+      own choosing when it is None, and hands the message back within the shutdown
+      timeout on a stop rather than finishing the wait;
+    * re-calls :meth:`Processor.process` for the same message without counting a
+      delivery attempt, never dead-letters it for being busy, never records it as a
+      failure, and does not count the wait against the hang watchdog.
+
+    ``reason`` says who is busy and why, for logs; it never carries a credential.
+    """
+
+    def __init__(self, retry_after_s: float | None, reason: str) -> None:
+        super().__init__(reason)
+        self.retry_after_s = None if retry_after_s is None else max(0.0, float(retry_after_s))
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[Busy], tuple[float | None, str]]:
+        return (type(self), (self.retry_after_s, self.reason))
 
 
 @dataclass(frozen=True)
@@ -38,6 +70,10 @@ class Processor(Protocol):
     Optionally it has ``bind_metrics(metrics)``: the worker calls it once with its
     :class:`~sentinel_platform.streams.consumer.metrics.Metrics` before the first message, so the
     processor can count what only it sees (the analyzer's calls and circuit breaker).
+    Optionally it has ``bind_redis(client)``: the worker calls it once with its Redis
+    client before the first message, so the processor can share limits with the rest of
+    the fleet (the analyzer's ``Retry-After`` hold and rate limit); without the call those
+    limits are per process.
     """
 
     #: Short name used in logs and metrics ("transactions", "axioms").
@@ -53,5 +89,6 @@ class Processor(Protocol):
         ...
 
     def process(self, message: Any) -> Effect:
-        """Compute the effect. Any exception leaves the message pending for a retry."""
+        """Compute the effect. :class:`Busy` means "call again later" (see there); any
+        other exception leaves the message pending for a retry."""
         ...

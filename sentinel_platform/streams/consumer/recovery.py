@@ -50,6 +50,7 @@ from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import LuaScript
+from sentinel_platform.streams.pool.entry_ages import age_s
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,8 @@ class Recovery:
         retry_backoff_ms: int,
         metrics: Metrics,
         lease_value: str = "",
+        in_hand: Callable[[], Collection[str]] = frozenset,
+        on_death: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -159,9 +162,9 @@ class Recovery:
         self.metrics = metrics
         #: our lease's value: claims are made only while it is ours ("" claims regardless)
         self.lease_value = lease_value
-        #: ids we hold that are being handled right now (calls in flight on our threads):
-        #: never our own retries, however idle they are
-        self.in_hand: Callable[[], Collection[str]] = frozenset
+        #: ids we hold that are being handled right now (in a call, waiting for one, or
+        #: decided and not yet settled): never our own retries, however idle they are
+        self.in_hand = in_hand
         self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
         self._cursors: dict[str, str] = {}
         self._next_alive_check = 0.0
@@ -171,6 +174,8 @@ class Recovery:
         self.grace = RecoveryGrace(lease_ttl_ms / 1000)
         #: a holder whose registered connection is gone is dead at once (``liveness.py``)
         self.watch = Watch(client, keys, self._watched, self._read_holders, self.log_fields)
+        if on_death is not None:  # a death cuts the owner's blocked read short
+            self.watch.on_death = on_death
         self._reported: set[str | None] = set()
 
     # --- the step ---------------------------------------------------------------------------
@@ -180,6 +185,8 @@ class Recovery:
         holders = {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
         stats = RecoveryStats(pel_depth=int(summary.get("pending") or 0))
         self.metrics.set_gauge("pel_depth", stats.pel_depth)
+        oldest = summary.get("min")  # the group's oldest pending entry, whoever holds it
+        self.metrics.set_oldest_pending_age(age_s(str(oldest), time.time()) if oldest else 0.0)
         targets: list[tuple[str, int]] = []
         if holders.get(self.consumer):
             targets.append((self.consumer, self.retry_backoff_ms))

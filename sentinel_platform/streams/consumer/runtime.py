@@ -3,14 +3,20 @@
 Everything here is about the *process*; the consumer loop itself knows nothing about
 signals or command lines. Bad settings, an unknown processor or a server whose
 ``maxmemory-policy`` may evict any key (:mod:`~sentinel_platform.streams.plumbing.eviction_policy`)
-fail at start-up with a message naming the problem (exit status 2); Redis being
-unreachable at start-up is retried with backoff rather than crash-looping under a
-supervisor, and so is a server that refuses what joining the group needs for now (full:
-OOM; a key of the wrong type): SIGTERM still stops the wait. A server that refuses a
-needed command outright (an ACL) fails start-up with exit status 2.
+fail at start-up with a message naming the problem (exit status 2), and so does a
+``--metrics-port`` that cannot be served (in use, an address this host lacks): the
+endpoint is bound before the worker touches Redis. Redis being unreachable at start-up is
+retried with backoff rather than crash-looping under a supervisor, and so is a server that
+refuses what joining the group needs for now (full: OOM; a key of the wrong type). A
+consumer name whose lease another process holds (a restarted worker's killed predecessor)
+is waited for, up to two lease TTLs (:meth:`~.lease.Lease.acquire`).
+SIGTERM/SIGINT cuts every one of these waits short: the worker logs ``stopped`` and exits 0,
+having taken nothing. A server that refuses a needed command outright (an ACL) fails
+start-up with exit status 2.
 
-Exit status of a worker process: 0 stopped; 2 start-up refused (settings, processor,
-credentials, ACL, consumer name in use, also when the name is taken later); 3
+Exit status of a worker process: 0 stopped (also during a start-up wait); 2 start-up
+refused (settings, ``--metrics-port``, processor, credentials, ACL, consumer name still
+in use after the wait, also when the name is taken later); 3
 ``EXIT_UNCOMMITTED``, stopped with outcomes Redis would not take within
 ``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others); 70 ``EXIT_HUNG``
 (``watchdog.py``).
@@ -30,15 +36,17 @@ from typing import Any
 
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
-from sentinel_platform.streams.consumer.lease import LeaseHeldError
-from sentinel_platform.streams.consumer.loop import (
+from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
+from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
+from sentinel_platform.streams.consumer.loop import Consumer
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.outages import (
     BACKOFF_CAP_S,
     BACKOFF_START_S,
-    Consumer,
     RedisRefusedError,
 )
-from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Processor
+from sentinel_platform.streams.consumer.stoppable import until_stopped
 from sentinel_platform.streams.plumbing.backoff import Backoff
 from sentinel_platform.streams.plumbing.connection import (
     TRANSIENT_ERRORS,
@@ -54,7 +62,6 @@ from sentinel_platform.streams.pool.zones import in_flight_problem
 log = logging.getLogger(__name__)
 
 KeysFor = Callable[[Settings], StreamKeys]
-EXIT_USAGE = 2
 
 
 @dataclass(frozen=True)
@@ -141,36 +148,92 @@ def check_eviction_policy(
         log.info("redis_eviction_policy", extra=fields)
 
 
+def connect_once(settings: Settings, log_fields: dict[str, str]) -> RedisClient | str:
+    """A connected client whose server passed the eviction-policy check, or why Redis
+    cannot be reached now (worth another try). What no retry can change (credentials, a
+    refused eviction policy) raises :class:`StartupError`."""
+    try:
+        client = connect(settings)
+    except RedisConnectError as exc:
+        if "cannot reach" not in str(exc):
+            raise StartupError(str(exc)) from None
+        return str(exc)
+    try:
+        check_eviction_policy(client, settings, log_fields)
+    except TRANSIENT_ERRORS as exc:
+        client.close()
+        return f"cannot reach Redis at {redact_url(resolve_url(settings))}: {exc}"
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
 def connect_with_retry(
     settings: Settings, stop: threading.Event, log_fields: dict[str, str]
-) -> Any:
-    """Connect and check the eviction policy, retrying an unreachable server with backoff;
-    wrong credentials and a refused eviction policy are fatal."""
+) -> RedisClient | None:
+    """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
+    None once ``stop`` is set. Each attempt runs on a thread of its own
+    (:func:`~.stoppable.until_stopped`), so SIGTERM ends the wait at once even while an
+    attempt is stuck on a server that never answers."""
     backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
-    while True:
-        try:
-            client = connect(settings)
-        except RedisConnectError as exc:
-            if "cannot reach" not in str(exc):
-                raise StartupError(str(exc)) from None
-            error = str(exc)
-        else:
-            try:
-                check_eviction_policy(client, settings, log_fields)
-                return client
-            except TRANSIENT_ERRORS as exc:
-                error = f"cannot reach Redis at {redact_url(resolve_url(settings))}: {exc}"
-                client.close()
-            except BaseException:
-                client.close()
-                raise
-        log.warning("redis_unavailable", extra={**log_fields, "error": error})
-        if stop.wait(backoff.next_delay()):
+    while not stop.is_set():
+        outcome = until_stopped(lambda: connect_once(settings, log_fields), stop, "connect")
+        if outcome is None:
             return None
+        if not isinstance(outcome, str):
+            return outcome
+        log.warning("redis_unavailable", extra={**log_fields, "error": outcome})
+        stop.wait(backoff.next_delay())
+    return None
+
+
+def serve_metrics(
+    metrics: Metrics, port: int | None, host: str, log_fields: dict[str, str]
+) -> None:
+    """Serve ``metrics`` on ``host:port`` (``--metrics-port``, ``SENTINEL_METRICS_HOST``),
+    before anything touches Redis: a port in use or an address this host cannot bind is a
+    bad setting, refused (:class:`StartupError`) naming both, never a crash after joining."""
+    if port is None:
+        return
+    try:
+        bound = metrics.serve(port, host)
+    except OSError as exc:  # in use, not an address of this host, unknown name
+        raise StartupError(
+            f"--metrics-port {port} / SENTINEL_METRICS_HOST {host}: cannot serve metrics on "
+            f"{_address(host, port)}: {exc}"
+        ) from None
+    log.info(
+        "metrics_serving", extra={**log_fields, "url": f"http://{_address(host, bound)}/metrics"}
+    )
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def refused(exc: BaseException, log_fields: dict[str, str]) -> int:
+    """Start-up refused: one JSON line and one plain ``error:`` line; exit status 2."""
+    log.error("startup_failed", extra={**log_fields, "error": str(exc)})
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def stopped_waiting(log_fields: dict[str, str], waiting_for: str) -> int:
+    """Asked to stop during a wait for Redis or for the consumer name's lease: nothing was
+    taken, so this is a plain stop (exit status 0)."""
+    log.info("stopped", extra={**log_fields, "waiting_for": waiting_for})
+    return 0
 
 
 def run(options: WorkerOptions, keys_for: KeysFor) -> int:
-    """Run one worker until SIGTERM/SIGINT; the process exit status."""
+    """Run one worker until SIGTERM/SIGINT; the process exit status.
+
+    Start-up order: settings, signal handlers, processor, the metrics endpoint, and only
+    then Redis, so every bad setting is refused (exit status 2) before the worker has
+    touched Redis. Each start-up wait (Redis unreachable, the consumer name's lease) is
+    bounded or cut short by SIGTERM/SIGINT: the worker then logs ``stopped`` and exits 0.
+    """
     configure_json_logging(options.log_level)
     stop = threading.Event()
     try:
@@ -179,21 +242,42 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
         fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
         install_signal_handlers(stop, fields)
         processor = load_processor(options.processor, settings)
-        client = connect_with_retry(settings, stop, fields)
     except StartupError as exc:
-        log.error("startup_failed", extra={"error": str(exc)})
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if client is None:
-        return 0
+        return refused(exc, {})
     metrics = Metrics(labels=fields, processor=getattr(processor, "name", None))
     bind_metrics = getattr(processor, "bind_metrics", None)
     if callable(bind_metrics):  # optional: a processor with its own metrics (the analyzer's)
         bind_metrics(metrics)
-    if options.metrics_port is not None:
-        host = settings.metrics_host
-        port = metrics.serve(options.metrics_port, host)
-        log.info("metrics_serving", extra={**fields, "url": f"http://{host}:{port}/metrics"})
+    try:
+        try:
+            serve_metrics(metrics, options.metrics_port, settings.metrics_host, fields)
+            client = connect_with_retry(settings, stop, fields)
+        except StartupError as exc:
+            return refused(exc, fields)
+        if client is None:
+            return stopped_waiting(fields, "redis")
+        bind_redis = getattr(processor, "bind_redis", None)
+        if callable(bind_redis):  # optional: limits shared with the fleet (the analyzer's)
+            bind_redis(client)
+        try:
+            return consume(client, keys, processor, settings, options, metrics, stop)
+        finally:
+            client.close()
+    finally:
+        metrics.close()
+
+
+def consume(
+    client: RedisClient,
+    keys: StreamKeys,
+    processor: Processor,
+    settings: Settings,
+    options: WorkerOptions,
+    metrics: Metrics,
+    stop: threading.Event,
+) -> int:
+    """Join the group and consume until stopped; the exit status."""
+    fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     log.info(
         "worker_starting",
         extra={
@@ -207,10 +291,7 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
     consumer = Consumer(client, keys, processor, settings, options.consumer, metrics, stop)
     try:
         return consumer.run()
+    except LeaseWaitStopped:
+        return stopped_waiting(fields, "lease")
     except (LeaseHeldError, RedisRefusedError) as exc:
-        log.error("startup_failed", extra={**fields, "error": str(exc)})
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        metrics.close()
-        client.close()
+        return refused(exc, fields)

@@ -21,10 +21,9 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger(__name__)
+from sentinel_platform.streams.consumer.exit_codes import EXIT_HUNG
 
-#: Exit status of a worker that gave up because it hung (EX_SOFTWARE).
-EXIT_HUNG = 70
+log = logging.getLogger(__name__)
 
 
 class InHand:

@@ -23,6 +23,7 @@ import redis
 
 from sentinel_platform.schemas import DeadLetter, SchemaError
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import all_stream_keys, dlq_streams, stream_keys
 from sentinel_platform.streams.plumbing.replies import entries
@@ -34,16 +35,27 @@ REPLAYED_FROM_FIELD = "_replayed_from"
 REPLAY_COUNT_FIELD = "_replays"
 PAGE_SIZE = 500
 
+_STREAM_ID = re.compile(r"^\d+-\d+$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
-# KEYS[1] = DLQ stream, KEYS[2] = source stream; ARGV[1] = DLQ entry id, ARGV[2..] = fields.
+# KEYS[1] = DLQ stream, KEYS[2] = source stream, KEYS[3] = the DLQ's replayed ids;
+# ARGV[1] = DLQ entry id, ARGV[2] = how long replayed ids are remembered (ms),
+# ARGV[3..] = fields. Returns the new id; {when replayed (ms)} for an id replayed before;
+# false for an id that is neither in the DLQ nor remembered.
 _REPLAY_LUA = """
 if #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1]) == 0 then
+  local before = redis.call('ZSCORE', KEYS[3], ARGV[1])
+  if before then return {before} end
   return false
 end
-local new_id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
+local new_id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
 redis.call('XDEL', KEYS[1], ARGV[1])
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[3], now_ms, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now_ms - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return new_id
 """
 
@@ -85,10 +97,16 @@ class DlqEntry:
         return self.letter.reason if self.letter else self.fields.get("reason")
 
     @property
+    def imported_from(self) -> str | None:
+        """The id the entry had when it was exported, for an entry ``dlq import`` restored."""
+        origin = self.fields.get(IMPORTED_FROM_FIELD)
+        return origin if origin and _STREAM_ID.match(origin) else None
+
+    @property
     def dead_lettered_at(self) -> datetime:
-        """When the entry entered the DLQ: the millisecond part of its stream id."""
-        millis = int(self.entry_id.split("-", 1)[0])
-        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+        """When the message was dead-lettered: the millisecond part of its stream id, or,
+        for an imported entry, of the id it had at export (its own id is the import's)."""
+        return id_time(self.imported_from or self.entry_id)
 
     def payload(self) -> dict[str, str] | None:
         """The original message's fields as text (bytes that are not UTF-8 shown as
@@ -118,33 +136,23 @@ class DlqEntry:
             for k, v in value.items()
         }
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "dlq": self.dlq,
-            "id": self.entry_id,
-            "dead_lettered_at": self.dead_lettered_at.isoformat(),
-            **self.fields,
-        }
-        payload = self.payload()
-        if payload is not None:
-            if self.fields.get("payload_encoding") == "base64":
-                out["payload_raw"] = self.fields.get("payload")  # base64: the exact bytes
-            out["payload"] = payload
-        if self.problem:
-            out["problem"] = self.problem
-        return out
+
+ReplayStatus = Literal["replayed", "would_replay", "already_replayed", "gone", "refused"]
 
 
 @dataclass
 class ReplayOutcome:
     """What happened to one entry: ``replayed`` (with ``new_id``), ``would_replay``
-    (dry run), ``gone`` (someone else replayed or purged it first) or ``refused``."""
+    (dry run), ``already_replayed`` (by an earlier replay, at ``replayed_at``), ``gone``
+    (purged, trimmed, or replayed longer ago than replayed ids are remembered) or
+    ``refused``."""
 
     entry_id: str
-    status: Literal["replayed", "would_replay", "gone", "refused"]
+    status: ReplayStatus
     stream: str | None = None
     new_id: str | None = None
     detail: str | None = None
+    replayed_at: datetime | None = None
 
 
 @dataclass
@@ -175,6 +183,18 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def id_time(entry_id: str) -> datetime:
+    """The time in a stream id (its millisecond part), in UTC."""
+    millis = int(entry_id.split("-", 1)[0])
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+
+
+def replayed_key(dlq: str) -> str:
+    """The sorted set of ``dlq``'s replayed entry ids (score: when, in ms). It shares the
+    DLQ's hash tag, so the replay script stays single-slot on a cluster."""
+    return f"{dlq}:replayed"
+
+
 def _entry(dlq: str, entry_id: str, fields: dict[str, str]) -> DlqEntry:
     try:
         return DlqEntry(dlq, entry_id, dict(fields), DeadLetter.from_fields(fields))
@@ -185,6 +205,8 @@ def _entry(dlq: str, entry_id: str, fields: dict[str, str]) -> DlqEntry:
 def _matches(entry: DlqEntry, filt: DlqFilter) -> bool:
     if filt.stream is not None and entry.source_stream != filt.stream:
         return False
+    if filt.since is not None and entry.dead_lettered_at < filt.since:
+        return False  # an imported entry: its id is recent, its dead-lettering is not
     return filt.reason is None or entry.reason == filt.reason
 
 
@@ -301,14 +323,35 @@ def replay_one(
         return ReplayOutcome(entry.entry_id, "refused", entry.source_stream, detail=str(exc))
     if dry_run:
         return ReplayOutcome(entry.entry_id, "would_replay", stream)
-    args: list[str | bytes] = [entry.entry_id]
+    args: list[str | bytes | int] = [entry.entry_id, settings.idempotency_ttl_s * 1000]
     for name, value in fields.items():
         args += [name, value]
     script = client.register_script(_REPLAY_LUA)
-    new_id = script(keys=[entry.dlq, stream], args=args)
-    if new_id is None:
+    reply = script(keys=[entry.dlq, stream, replayed_key(entry.dlq)], args=args)
+    if isinstance(reply, list):
+        return _already(entry.entry_id, stream, int(float(reply[0])))
+    if reply is None:
         return ReplayOutcome(entry.entry_id, "gone", stream, detail="no longer in the DLQ")
-    return ReplayOutcome(entry.entry_id, "replayed", stream, new_id=new_id)
+    return ReplayOutcome(entry.entry_id, "replayed", stream, new_id=reply)
+
+
+def _already(entry_id: str, stream: str | None, millis: int) -> ReplayOutcome:
+    at = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    return ReplayOutcome(entry_id, "already_replayed", stream, replayed_at=at)
+
+
+def replayed_before(client: RedisClient, settings: Settings, ref: str) -> ReplayOutcome | None:
+    """An id no longer in the DLQ that a replay took out of it (within
+    ``SENTINEL_IDEMPOTENCY_TTL_S``), as an ``already_replayed`` outcome; None otherwise."""
+    dlqs = dlq_streams(settings)
+    dlq, sep, entry_id = ref.rpartition("/")
+    if sep:
+        dlqs = [dlq] if dlq in dlqs else []
+    for name in dlqs:
+        score = client.zscore(replayed_key(name), entry_id)
+        if score is not None:
+            return _already(entry_id, None, int(score))
+    return None
 
 
 def replay(

@@ -3,7 +3,10 @@
 The export makes room in a capped DLQ (``--delete-exported``); the import is its way back,
 so an exported dead letter can be listed, shown and replayed again. Each line becomes a
 new entry of the DLQ stream it names, with every field as exported (base64 lines decoded
-to their exact bytes) plus ``_imported_from`` = the id it had when it was exported.
+to their exact bytes) plus ``_imported_from`` = the id it had when it was exported (kept
+from an earlier import, so it stays the id the worker gave it). That id carries the time
+of dead-lettering: ``sentinel dlq list`` shows it, and the DLQ sensor does not count an
+imported entry as a new dead letter.
 
 The whole file is checked before anything is written: a line that is not JSON, not in the
 export's format, or names a stream that is no DLQ of this deployment fails the import
@@ -110,7 +113,9 @@ def parse_line(line: str, lineno: int, dlqs: Sequence[str]) -> ImportEntry:
         exact = {k.encode(): v.encode() for k, v in fields.items()}
     else:
         raise ImportFileError(f"line {lineno}: unknown fields_encoding {encoding!r}")
-    exact[IMPORTED_FROM_FIELD.encode()] = entry_id.encode()
+    # An entry exported again after an import keeps the id of its first export: the one
+    # that tells when it was dead-lettered.
+    exact.setdefault(IMPORTED_FROM_FIELD.encode(), entry_id.encode())
     return ImportEntry(str(dlq), entry_id, exact)
 
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 import redis
 
+from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import entries, pending_rows
 from sentinel_platform.streams.pool.drain import read_drain_rate
+from sentinel_platform.streams.pool.holdings import read_allowance
 from sentinel_platform.streams.pool.lag import LagReading, measure_lag, read_lag_key
 
 #: Most pending entries examined per stream per call.
@@ -42,6 +44,8 @@ class LagSnapshot:
     consumers_alive: int
     #: The pool's drain rate the producers measured (rows/s); None = none recently.
     drain_rate: float | None = None
+    #: What the live workers published they hold in flight (streams.pool.holdings).
+    allowance: int = 0
 
     @property
     def lag(self) -> int:
@@ -76,6 +80,17 @@ class DeadLetterEntry:
     @property
     def error(self) -> str:
         return self.fields.get("error", "")
+
+    @property
+    def imported(self) -> bool:
+        """Restored by ``sentinel dlq import``: an old dead letter under a new id."""
+        return IMPORTED_FROM_FIELD in self.fields
+
+
+def fresh(entries: list[DeadLetterEntry]) -> list[DeadLetterEntry]:
+    """The entries that are new dead letters: an imported entry was dead-lettered before
+    its export (and alerted then), so a restore is no new failure to alert on."""
+    return [entry for entry in entries if not entry.imported]
 
 
 def registered_consumers(
@@ -112,6 +127,7 @@ def lag_snapshot(client: RedisClient, keys: StreamKeys) -> LagSnapshot:
         reading=measure_lag(client, keys),
         consumers_alive=len(live_consumers(client, keys, names)),
         drain_rate=read_drain_rate(client, keys),
+        allowance=read_allowance(client, keys),
     )
 
 
@@ -168,6 +184,7 @@ def read_dead_letters(
 def recent_dead_letters(
     client: RedisClient, dlq: str, since_ms: int, cap: int = DLQ_READ_CAP
 ) -> list[DeadLetterEntry]:
-    """Dead letters added at or after ``since_ms`` (their ids carry the time), at most ``cap``."""
+    """Dead letters added at or after ``since_ms`` (their ids carry the time), at most ``cap``;
+    entries restored by ``sentinel dlq import`` in that time are not recent dead letters."""
     rows = entries(client.xrevrange(dlq, max="+", min=f"{since_ms}-0", count=cap))
-    return [DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in reversed(rows)]
+    return fresh([DeadLetterEntry(entry_id, dict(fields)) for entry_id, fields in reversed(rows)])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -143,17 +144,17 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
             f"needs ({exc}); see README 'Redis ACL' for the required permissions"
         ) from None
     except (redis.AuthenticationError, redis.exceptions.AuthorizationError) as exc:
+        reading = auth_problem(exc, target) or scrub(str(exc))
         raise RedisConnectError(
-            f"Redis at {redact_url(target)} rejected the credentials: {exc}"
+            f"Redis at {redact_url(target)} rejected the credentials: {reading}"
         ) from None
     except redis.ResponseError as exc:
-        text = str(exc)
-        if "HELLO must be called" in text or "NOAUTH" in text:
+        problem = auth_problem(exc, target)
+        if problem is not None:
             raise RedisConnectError(
-                f"Redis at {redact_url(target)} requires a password: put it in REDIS_URL "
-                "(redis://user:password@host:port/db)"
+                f"Redis at {redact_url(target)} rejected the credentials: {problem}"
             ) from None
-        if "WRONGPASS" in text or "NOPERM" in text:
+        if "NOPERM" in str(exc):
             raise RedisConnectError(
                 f"Redis at {redact_url(target)} rejected the credentials: {exc}"
             ) from None
@@ -161,6 +162,36 @@ def connect(settings: Settings, url: str | None = None, check: bool = True) -> R
     except TRANSIENT_ERRORS as exc:
         raise RedisConnectError(f"cannot reach Redis at {redact_url(target)}: {exc}") from None
     return client
+
+
+NEEDS_PASSWORD = "this server requires a password (REDIS_URL)"
+REFUSED_PASSWORD = "the server refused the password (REDIS_URL)"
+#: What a server says when a connection must authenticate first (no password sent).
+_NEEDS_PASSWORD = ("NOAUTH", "HELLO must be called", "Authentication required")
+#: What a server says when it refuses the password (or user) that was sent.
+_REFUSED_PASSWORD = ("WRONGPASS", "invalid username-password pair", "invalid password")
+
+
+def auth_problem(exc: BaseException, url: str) -> str | None:
+    """The operator's reading of an authentication failure, or None for any other error.
+
+    Redis answers a client that sent no password with ``NOAUTH`` or (RESP3) ``HELLO must
+    be called with the client already authenticated``, and a wrong one with ``WRONGPASS``;
+    none of that says where the password goes. The reading names the setting instead, and
+    never the password. A bare authentication error is read by whether ``url`` carries one.
+    """
+    text = str(exc)
+    if any(marker in text for marker in _REFUSED_PASSWORD):
+        return REFUSED_PASSWORD
+    if any(marker in text for marker in _NEEDS_PASSWORD):
+        return NEEDS_PASSWORD
+    if not isinstance(exc, redis.AuthenticationError):
+        return None
+    try:
+        sent_password = urlsplit(_plain_url(url)).password is not None
+    except ValueError:
+        sent_password = "@" in url
+    return REFUSED_PASSWORD if sent_password else NEEDS_PASSWORD
 
 
 def cluster_connect_error(exc: BaseException, where: str) -> RedisConnectError:
@@ -174,15 +205,16 @@ def cluster_connect_error(exc: BaseException, where: str) -> RedisConnectError:
     """
     cause = exc.__cause__
     # First: redis-py's AuthenticationError is a ConnectionError, yet retrying cannot help.
-    if isinstance(cause, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+    problem = auth_problem(cause or exc, where)
+    if problem is not None:
+        return RedisConnectError(f"Redis at {where} rejected the credentials: {problem}")
+    if isinstance(cause, redis.exceptions.AuthorizationError):
         return RedisConnectError(f"Redis at {where} rejected the credentials: {scrub(str(cause))}")
     if isinstance(cause, TRANSIENT_ERRORS):
         return RedisConnectError(f"cannot reach Redis at {where}: {scrub(str(cause))}")
     if isinstance(cause, RedisClusterException):
         return cluster_connect_error(cause, where)
     text = scrub(str(cause or exc))
-    if any(code in text for code in ("NOAUTH", "WRONGPASS", "HELLO must be called")):
-        return RedisConnectError(f"Redis at {where} rejected the credentials: {text}")
     if "Cluster mode is not enabled" in text:
         return RedisConnectError(
             f"Redis at {where} is not a cluster node (cluster mode is disabled): use a "

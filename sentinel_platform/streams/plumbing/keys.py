@@ -160,3 +160,16 @@ def drain_rate_key(keys: StreamKeys) -> str:
 def work_seconds_key(keys: StreamKeys) -> str:
     """Seconds of queued work: the lag over the drain rate when it was measured (TTL)."""
     return _beside_lag(keys, "work_seconds")
+
+
+def holdings_key(keys: StreamKeys) -> str:
+    """The consumers that published what they may hold in flight (a sorted set)
+    (:mod:`~sentinel_platform.streams.pool.holdings`); beside the lag key, in its slot."""
+    return _beside_lag(keys, "holdings")
+
+
+def holding_key(keys: StreamKeys, consumer: str) -> str:
+    """What ``consumer`` may hold in flight now (an integer, with the lag key's TTL):
+    ``sentinel:holding:<stream>:<consumer>``, or ``{<stream>}:holding:<consumer>`` on a
+    cluster, so the pool's reader fetches every worker's share from the stream's slot."""
+    return f"{_beside_lag(keys, 'holding')}:{consumer}"

@@ -11,15 +11,19 @@ limits are *time to drain*: the lag divided by the pool's measured drain rate
 :mod:`~sentinel_platform.streams.pool.drain`). The zones, for a lag ``L`` and a drain rate
 ``r`` rows/s:
 
-* ``L <= in_flight`` is always nominal. ``in_flight`` is what the pool holds by design
-  (``SENTINEL_READ_COUNT`` x ``SENTINEL_WORKER_CONCURRENCY`` x live workers): a worker
-  reads a batch before it processes it, so that much lag is no backlog pressure.
+* ``L <= in_flight`` is always nominal. ``in_flight`` is the pool's *in-flight
+  allowance*: what the live workers hold by design, as each of them publishes it
+  (:mod:`~sentinel_platform.streams.pool.holdings`; its whole read at a concurrency of 1,
+  at most its threads above, the limit in force when it changes at run time). Measured,
+  never computed from the settings; 0 when no worker published (everything pending is
+  pressure then).
 * Past that allowance, ``in_flight + r x SENTINEL_LAG_WARN_S`` starts *elevated* and
   ``in_flight + r x SENTINEL_LAG_PAUSE_S`` starts *backpressure*.
 * No drain rate measured (``r`` unknown: no producer watched the pool work lately, and
   the group did read something in the last minute): the time to drain cannot be told, and
   a pool that consumes is not alarmed about; nominal. A producer without a rate publishes
-  at most :data:`BOOTSTRAP_FACTOR` x ``in_flight`` ahead (see ``BackpressureConfig``).
+  at most :data:`BOOTSTRAP_FACTOR` x ``in_flight`` (at least one read) ahead (see
+  ``BackpressureConfig``).
 * A rate of 0 while the lag is past the allowance means the consumers drained nothing
   while work waited (over the producer's drain window, or a minute of the group's read
   counter): backpressure (the "consumers stopped" rule).
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.pool.holdings import most_held
 from sentinel_platform.streams.pool.lag import Zone
 
 #: Defaults of ``SENTINEL_LAG_WARN_S`` / ``SENTINEL_LAG_PAUSE_S`` (seconds of queued work).
@@ -111,20 +116,17 @@ def count_limits(settings: Settings) -> tuple[int, int] | None:
     return warn, pause
 
 
-def in_flight(settings: Settings, workers: int = 1) -> int:
-    """What ``workers`` workers hold by design: read count x concurrency x workers."""
-    return settings.read_count * settings.worker_concurrency * max(1, workers)
-
-
-def limits_from_settings(settings: Settings, workers: int = 1) -> ZoneLimits:
-    """The zone limits of ``settings`` for a pool of ``workers`` live workers."""
+def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
+    """The zone limits of ``settings`` for a pool whose live workers published that they
+    hold ``allowance`` messages in flight
+    (:func:`~sentinel_platform.streams.pool.holdings.read_allowance`)."""
     counts = count_limits(settings)
     return ZoneLimits(
         warn_s=settings.lag_warn_s,
         pause_s=settings.lag_pause_s,
         lag_warn=counts[0] if counts else None,
         lag_pause=counts[1] if counts else None,
-        in_flight=in_flight(settings, workers),
+        in_flight=max(0, allowance),
     )
 
 
@@ -166,23 +168,38 @@ def work_seconds(lag: int, drain_rate: float | None) -> float | None:
 def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool") -> str | None:
     """Why ``settings`` cannot work for ``workers`` workers, or None.
 
-    A count pause limit (``SENTINEL_LAG_PAUSE``, set or derived from ``SENTINEL_LAG_WARN``)
-    at or below what the workers hold in flight by design pauses the producers whenever
-    the pool is merely busy. Limits the operator set are never changed: the combination is
-    refused, naming the settings.
+    Limits in seconds of work (the default) add the allowance the workers publish at run
+    time, whatever it is: nothing to refuse. Sentinel-L7's count limits
+    (``SENTINEL_LAG_PAUSE``, set or derived from ``SENTINEL_LAG_WARN``) are compared with
+    the lag as they are, so a pause limit at or below what the workers hold at their most
+    pauses the producers whenever the pool is merely busy. What a worker holds at its most
+    is known before it runs (:func:`~sentinel_platform.streams.pool.holdings.most_held`:
+    its whole read at a concurrency of 1, its threads above); limits the operator set are
+    never changed: the combination is refused, naming the settings.
     """
     counts = count_limits(settings)
     if counts is None:
         return None
-    held = in_flight(settings, workers)
+    each = most_held(settings.read_count, settings.worker_concurrency)
+    held = each * max(1, workers)
     if counts[1] > held:
         return None
     source = "SENTINEL_LAG_PAUSE" if settings.lag_pause is not None else "SENTINEL_LAG_WARN x 4"
+    if settings.worker_concurrency == 1:
+        per_worker = (
+            f"SENTINEL_READ_COUNT ({settings.read_count}) per worker (at "
+            "SENTINEL_WORKER_CONCURRENCY (1) a worker holds its whole read)"
+        )
+        lower = "SENTINEL_READ_COUNT"
+    else:
+        per_worker = (
+            f"SENTINEL_WORKER_CONCURRENCY ({settings.worker_concurrency}) per worker (it reads "
+            "only as many messages as it has free threads)"
+        )
+        lower = "SENTINEL_WORKER_CONCURRENCY"
     return (
-        f"{source} ({counts[1]}) must be above what {who} holds in flight by design: "
-        f"SENTINEL_READ_COUNT ({settings.read_count}) x SENTINEL_WORKER_CONCURRENCY "
-        f"({settings.worker_concurrency}) x {max(1, workers)} worker(s) = {held}; raise "
-        "SENTINEL_LAG_PAUSE, lower SENTINEL_READ_COUNT or SENTINEL_WORKER_CONCURRENCY, or "
-        "unset SENTINEL_LAG_WARN and SENTINEL_LAG_PAUSE for limits in seconds of work "
-        "(docs/backpressure.md)"
+        f"{source} ({counts[1]}) must be above what {who} can hold in flight: "
+        f"{per_worker} x {max(1, workers)} worker(s) = {held}; raise SENTINEL_LAG_PAUSE, "
+        f"lower {lower}, or unset SENTINEL_LAG_WARN and SENTINEL_LAG_PAUSE for limits in "
+        "seconds of work (docs/backpressure.md)"
     )

@@ -17,7 +17,11 @@ Contract:
 * **Limits.** In seconds of work by default: before each step the guard turns the zone
   thresholds of :mod:`~sentinel_platform.streams.pool.zones` at the pool's drain rate into
   message counts (:meth:`BackpressureConfig.limits`): the set point is what the pool holds
-  in flight plus 1 s of work, the stop the backpressure zone. The drain rate is measured
+  in flight plus 1 s of work, the stop the backpressure zone. What the pool holds in
+  flight is the allowance the live workers publish
+  (:mod:`~sentinel_platform.streams.pool.holdings`), re-read at most every
+  :data:`ALLOWANCE_READ_S`: the same figure ``sentinel status``, the lag sensor and the
+  checks use, never one computed from this process's settings. The drain rate is measured
   here from the group's completed count (:mod:`~sentinel_platform.streams.pool.drain`) and
   published for the other readers. With Sentinel-L7's ``lag_warn``/``lag_pause`` set, those
   counts are used as they are. Below the soft limit a batch may fill the lag up to the set
@@ -61,6 +65,7 @@ from sentinel_platform.streams.pool.drain import (
     parse_rate,
     queue_drain_rate,
 )
+from sentinel_platform.streams.pool.holdings import read_allowance
 from sentinel_platform.streams.pool.lag import GroupState, backlog_from_state, measure_lag
 from sentinel_platform.streams.pool.peaks import record_episode, record_lag
 from sentinel_platform.streams.pool.zones import (
@@ -69,7 +74,6 @@ from sentinel_platform.streams.pool.zones import (
     DEFAULT_WARN_S,
     ZoneLimits,
     count_limits,
-    in_flight,
     thresholds,
 )
 from sentinel_platform.streams.producer.pacing import (
@@ -95,6 +99,9 @@ SET_POINT_SHARE = 0.5
 BOOTSTRAP_PAUSE_FACTOR = 50
 #: The measured drain rate is written at most this often per producer.
 RATE_WRITE_S = 0.5
+#: The workers' published in-flight allowance is re-read at most this often (workers
+#: publish it about as often, with their lag).
+ALLOWANCE_READ_S = 1.0
 _FALSE_FLAGS = frozenset({"", "0", "false", "no", "off"})
 
 
@@ -121,9 +128,13 @@ class BackpressureConfig:
 
     ``lag_warn``/``lag_pause`` set (Sentinel-L7's message counts): fixed count limits.
     Unset (the default): the limits are ``warn_s``/``pause_s`` seconds of work at the
-    pool's measured drain rate plus ``in_flight``, the same thresholds as the lag zones
-    (:func:`~sentinel_platform.streams.pool.zones.thresholds`); the set point is
-    :data:`SET_POINT_SHARE` of ``warn_s``, so a pool that keeps up stays nominal.
+    pool's measured drain rate plus the in-flight allowance the workers publish, the same
+    thresholds as the lag zones (:func:`~sentinel_platform.streams.pool.zones.thresholds`);
+    the set point is :data:`SET_POINT_SHARE` of ``warn_s``, so a pool that keeps up stays
+    nominal. Before a drain rate is measured the producer fills
+    :data:`~sentinel_platform.streams.pool.zones.BOOTSTRAP_FACTOR` x the allowance, and at
+    least that many reads of ``bootstrap_rows`` (``SENTINEL_READ_COUNT``), so the first
+    workers have something to read while no worker has published yet.
     """
 
     lag_warn: int | None = None
@@ -134,10 +145,12 @@ class BackpressureConfig:
     resume_lag: int | None = None
     warn_s: float = DEFAULT_WARN_S
     pause_s: float = DEFAULT_PAUSE_S
-    in_flight: int = 100
+    bootstrap_rows: int = 100
 
     def __post_init__(self) -> None:
         self.zone_limits()  # validates the thresholds
+        if self.bootstrap_rows < 1:
+            raise ValueError(f"bootstrap_rows ({self.bootstrap_rows}) must be at least 1")
         pause = self.lag_pause
         if self.resume_lag is not None and not (
             self.resume_lag >= 0 and (pause is None or self.resume_lag <= pause)
@@ -156,36 +169,40 @@ class BackpressureConfig:
             resume_lag=resume_lag,
             warn_s=settings.lag_warn_s,
             pause_s=settings.lag_pause_s,
-            in_flight=in_flight(settings),
+            bootstrap_rows=settings.read_count,
         )
 
-    def zone_limits(self) -> ZoneLimits:
+    def zone_limits(self, allowance: int = 0) -> ZoneLimits:
+        """The zone limits for a pool whose live workers published ``allowance``."""
         return ZoneLimits(
             warn_s=self.warn_s,
             pause_s=self.pause_s,
             lag_warn=self.lag_warn,
             lag_pause=self.lag_pause,
-            in_flight=self.in_flight,
+            in_flight=max(0, allowance),
         )
 
-    def limits(self, drain_rate: float | None = None) -> Limits:
-        """The controller's limits at the pool's drain rate (rows/s; None: not measured)."""
+    def limits(self, drain_rate: float | None = None, allowance: int = 0) -> Limits:
+        """The controller's limits at the pool's drain rate (rows/s; None: not measured)
+        for the in-flight ``allowance`` the live workers published (0: none did)."""
         if self.lag_warn is not None and self.lag_pause is not None:
             set_point = (self.lag_warn + self.lag_pause) // 2
             return self._limits(self.lag_warn, set_point, self.lag_pause)
-        bounds = thresholds(self.zone_limits(), drain_rate)
-        allowance = max(1, self.in_flight)
+        bounds = thresholds(self.zone_limits(allowance), drain_rate)
+        held = max(0, allowance)
         if drain_rate is None or bounds.warn is None or bounds.pause is None:
-            # not measured yet: a little more than the pool holds in flight, paced to the
-            # controller's own drain estimate; the stop far beyond (the zone has none)
-            set_point = BOOTSTRAP_FACTOR * allowance
-            return self._limits(allowance, set_point, BOOTSTRAP_PAUSE_FACTOR * set_point)
+            # not measured yet: a little more than the pool holds in flight (at least a
+            # read), paced to the controller's own drain estimate; the stop far beyond
+            first = max(held, self.bootstrap_rows)
+            set_point = BOOTSTRAP_FACTOR * first
+            return self._limits(first, set_point, BOOTSTRAP_PAUSE_FACTOR * set_point)
         pause = bounds.pause
         if drain_rate <= 0:  # drained nothing over a whole window: only what is in flight
-            return self._limits(max(1, allowance // 2), allowance, max(allowance + 1, pause))
+            most = max(1, held)
+            return self._limits(max(1, most // 2), most, max(most + 1, pause))
         budget = drain_rate * self.warn_s * SET_POINT_SHARE
-        set_point = min(pause - 1, self.in_flight + max(2, math.ceil(budget)))
-        soft = max(1, min(set_point - 1, self.in_flight + math.ceil(budget / 2)))
+        set_point = min(pause - 1, held + max(2, math.ceil(budget)))
+        soft = max(1, min(set_point - 1, held + math.ceil(budget / 2)))
         return self._limits(soft, set_point, pause)
 
     def _limits(self, soft: int, set_point: int, pause: int) -> Limits:
@@ -261,15 +278,37 @@ class BackpressureGuard:
     _rate: float | None = field(default=None, init=False, repr=False)
     _rate_written_at: float | None = field(default=None, init=False, repr=False)
     _limits: Limits | None = field(default=None, init=False, repr=False)
+    _allowance: int = field(default=0, init=False, repr=False)
+    _allowance_read_at: float | None = field(default=None, init=False, repr=False)
 
     @property
     def drain_rate(self) -> float | None:
         """The pool's drain rate the limits are taken at (rows/s; None: not measured)."""
         return self._rate
 
+    @property
+    def allowance(self) -> int:
+        """The in-flight allowance the live workers published, as last read."""
+        return self._allowance
+
     def current_limits(self) -> Limits:
-        """The controller's limits at the drain rate known now."""
-        return self.config.limits(self._rate)
+        """The controller's limits at the drain rate and the allowance known now."""
+        return self.config.limits(self._rate, self._allowance)
+
+    def zone_limits(self) -> ZoneLimits:
+        """The zone limits the guard paces between now (the published allowance)."""
+        return self.config.zone_limits(self._allowance)
+
+    def _refresh_allowance(self, now: float) -> None:
+        """Re-read the workers' published allowance, at most every
+        :data:`ALLOWANCE_READ_S` (count limits do not use it: never read then)."""
+        if self.config.lag_pause is not None:
+            return
+        read_at = self._allowance_read_at
+        if read_at is not None and now - read_at < ALLOWANCE_READ_S:
+            return
+        self._allowance_read_at = now
+        self._allowance = read_allowance(self.client, self.keys)
 
     # --- reading ----------------------------------------------------------------------
     def read_signal(self) -> Signal:
@@ -395,6 +434,7 @@ class BackpressureGuard:
                 self._check_stop(signal)
                 now = self.clock()
                 self._update_rate(signal, now)
+                self._refresh_allowance(now)
                 limits = self._limits = self.current_limits()
                 observation = Observation(
                     signal.lag, signal.entries_read, now, signal.paused_flag, signal.producers

@@ -9,11 +9,10 @@ from datetime import datetime, timedelta, timezone
 import dagster as dg
 import pytest
 
-from sentinel_platform.domains.axioms.definitions import ASSETS as AXIOM_ASSETS
 from sentinel_platform.domains.demo import schedule as demo
+from sentinel_platform.domains.demo.traffic import ASSET_NAME, demo_traffic
 from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.resources import data_resources
-from sentinel_platform.domains.transactions.definitions import ASSETS as TRANSACTION_ASSETS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -38,13 +37,14 @@ def test_demo_tick_requests_a_small_run_whose_config_the_job_accepts(
     request = _evaluate(TICK)
     assert isinstance(request, dg.RunRequest)
     assert request.partition_key in DAILY.get_partition_keys(current_time=TICK)
-    assert request.run_config["ops"]["raw_transactions"]["config"]["rows"] <= 1000
+    assert request.run_config["ops"][ASSET_NAME]["config"]["transactions"] <= 1000
     job = dg.Definitions(
-        assets=[*TRANSACTION_ASSETS, *AXIOM_ASSETS],
+        assets=[demo_traffic],
         jobs=[demo.demo_publish],
         resources=data_resources(SettingsResource()),
     ).resolve_job_def(demo.JOB_NAME)
     assert dg.validate_run_config(job, request.run_config)
+    assert {key.to_user_string() for key in job.asset_layer.executable_asset_keys} == {ASSET_NAME}
 
 
 def test_consecutive_demo_ticks_publish_different_data() -> None:

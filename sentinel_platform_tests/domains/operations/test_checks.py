@@ -96,7 +96,17 @@ def test_dead_letter_check_warns_then_fails_as_dlq_grows(
     assert seen == [PASS, WARN, ERROR]
 
 
-@pytest.mark.parametrize("job_name", ["publish_transactions", "publish_axioms", "demo_publish"])
+def test_demo_job_plans_no_check_so_none_reads_not_evaluated_after_it() -> None:
+    """The demo materialises only its own asset: no check on a stream asset is planned in
+    its runs (a check planned and skipped reads "Not evaluated" in the UI)."""
+    from sentinel_platform.definitions import defs
+
+    job = defs.resolve_job_def("demo_publish")
+    assert not job.asset_layer.asset_graph.asset_check_keys
+    assert {k.to_user_string() for k in job.asset_layer.executable_asset_keys} == {"demo_traffic"}
+
+
+@pytest.mark.parametrize("job_name", ["publish_transactions", "publish_axioms"])
 def test_publish_jobs_run_data_quality_but_not_stream_health_checks(job_name: str) -> None:
     from sentinel_platform.definitions import defs
 

@@ -90,8 +90,9 @@ def test_lag_through_warn_and_pause_pauses_then_resumes_held_partition_once(
     # paused from backpressure until back at nominal (not merely elevated)
     assert flag_during == [False, False, True, True, False, False]
     assert redis_client.ttl(keys.paused) == -2
-    # first tick launches the due partition; none while paused; one resume; none after
-    assert runs_per_tick[0] == ["publish:transactions:2026-01-09"]
+    # the first tick launches nothing unasked (a fresh gate notes today's partition); none
+    # while paused; the partition that came due during the pause is resumed once; none after
+    assert runs_per_tick[0] == []
     assert runs_per_tick[1:4] == [[], [], []]
     assert len(runs_per_tick[4]) == 1 and runs_per_tick[4][0].startswith(
         "resume:transactions:2026-01-10:"
@@ -149,7 +150,8 @@ def test_no_live_worker_pauses_publishing_and_holds_due_partitions(
     (obs,) = observations(first, AXIOMS.asset_key)
     assert obs["zone"] == "worker_off" and obs["backlog"] == 1 and obs["consumers_alive"] == 0
     assert redis_client.get(keys.paused).startswith("sensor:worker_off:")
-    assert "2 partition(s) held" in second.skip_message
+    # the partition due at start-up was never asked for; the one due next day is held
+    assert "1 partition(s) held" in second.skip_message
     (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
     assert alert.details["action"] == "pause" and alert.stream == keys.stream
 
@@ -218,7 +220,7 @@ def test_publish_run_that_failed_during_a_pause_is_relaunched_once_on_resume(
     resumed = tick(sensor, dagster_instance, resources, paused.cursor, defs)
     after = tick(sensor, dagster_instance, resources, resumed.cursor, defs)
 
-    assert [r.partition_key for r in first.run_requests] == ["2026-01-09"]
+    assert not first.run_requests  # a fresh gate launches nothing unasked
     assert not paused.run_requests
     (relaunch,) = resumed.run_requests
     assert relaunch.partition_key == "2026-01-09" and relaunch.run_key.startswith("resume:")
@@ -311,8 +313,32 @@ def test_cursor_of_the_wrong_shape_starts_fresh_instead_of_failing_every_tick(
         sensor, dagster_instance, make_resources(**LAG_THRESHOLDS), json.dumps(cursor), defs
     )
 
-    assert [r.run_key for r in data.run_requests] == ["publish:transactions:2026-01-09"]
-    assert json.loads(data.cursor)["streams"]["transactions"]["paused"] is False
+    assert not data.run_requests  # fresh: today's partition is noted, not launched unasked
+    stored = json.loads(data.cursor)["streams"]["transactions"]
+    assert stored["paused"] is False and stored["last_due"] == "2026-01-09"
+
+
+def test_cursor_stays_small_and_readable_on_the_sensor_page(
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
+) -> None:
+    """The cursor is shown on the sensor's page: the figures it records go to the
+    observation, the cursor keeps only a short digest of them (no JSON inside JSON)."""
+    publish = {"transactions": PublishTarget(publish_transactions, DAILY)}
+    sensor = build_lag_sensor([TRANSACTIONS, AXIOMS], publish, clock=clock)
+    defs = dg.Definitions(assets=[transaction_stream, axiom_stream], jobs=[publish_transactions])
+    resources = make_resources(**LAG_THRESHOLDS)
+    drive_lag(redis_client, txn_group, 3)
+
+    first = tick(sensor, dagster_instance, resources, None, defs)
+    drive_lag(redis_client, txn_group, 5)
+    second = tick(sensor, dagster_instance, resources, first.cursor, defs)
+
+    assert observations(second, TRANSACTIONS.asset_key)  # a change is still recorded
+    for data in (first, second):
+        assert '\\"' not in data.cursor and "{\\" not in data.cursor, data.cursor
+        assert len(data.cursor) <= 400, data.cursor
+        for state in json.loads(data.cursor)["streams"].values():
+            assert len(state["observed"]) <= 16
 
 
 def test_time_limits_pause_a_pool_that_falls_behind_and_say_what_to_do(
@@ -345,3 +371,32 @@ def test_time_limits_pause_a_pool_that_falls_behind_and_say_what_to_do(
     assert "To do: check the workers" in pause.summary
     assert "add workers or raise SENTINEL_WORKER_CONCURRENCY" in pause.summary
     assert "SENTINEL_WORKER_CONCURRENCY" in pause.details["advice"]
+
+
+def test_idle_stream_reads_idle_with_no_drain_rate_sample(
+    redis_client: RedisClient, txn_group: StreamKeys, make_resources, dagster_instance, clock
+) -> None:
+    """Nothing published, nothing pending: the check says so and the plots get no drain
+    rate (nor the counts derived from it), instead of a drop to 0 that reads as consumers
+    that stopped. Once there is work the figures come back."""
+    keys = txn_group
+    resources = make_resources()  # the defaults: limits in seconds of work
+    sensor = build_lag_sensor([TRANSACTIONS], clock=clock)
+    drive_lag(redis_client, keys, 0)
+    write_drain_rate(redis_client, keys, 0.0, 0)  # the producers' last window drained nothing
+
+    idle = tick(sensor, dagster_instance, resources, None)
+    (obs,) = observations(idle, TRANSACTIONS.asset_key)
+    (check,) = lag_evaluations(idle)
+    assert obs["state"] == "idle" and obs["lag"] == 0 and obs["zone"] == "nominal"
+    assert not {"drain_rate_per_s", "work_s", "lag_warn", "lag_pause"} & set(obs), obs
+    assert check.passed and check.description.startswith("idle: nothing to drain"), check
+    assert "drained nothing" not in (check.description or "")
+    assert "transactions: idle (lag 0)" in (idle.skip_message or "")
+
+    drive_lag(redis_client, keys, 300)
+    write_drain_rate(redis_client, keys, 100.0, 300)
+    clock.now += timedelta(seconds=15)
+    busy = tick(sensor, dagster_instance, resources, idle.cursor)
+    (obs,) = observations(busy, TRANSACTIONS.asset_key)
+    assert obs["state"] == "active" and obs["drain_rate_per_s"] == 100.0 and obs["lag_pause"]

@@ -267,6 +267,36 @@ STEP_CASES = [
         id="due-partition-is-launched-once",
     ),
     pytest.param(
+        GateState(),
+        seen("nominal", due="2026-01-10"),
+        {"flag": [], "launches": [], "alert": None, "paused": False, "last_due": "2026-01-10"},
+        id="fresh-gate-notes-the-due-partition-and-launches-nothing-unasked",
+    ),
+    pytest.param(
+        GateState(last_due="2026-01-10", observed="nominal:1", observed_at=990.0),
+        seen("nominal", due="2026-01-11"),
+        {
+            "flag": [],
+            "launches": [Launch("2026-01-11", "publish:transactions:2026-01-11", "due")],
+            "alert": None,
+            "paused": False,
+        },
+        id="after-a-fresh-start-the-next-day-is-launched-when-it-comes-due",
+    ),
+    pytest.param(
+        GateState(),
+        seen("worker_off", due="2026-01-10"),
+        {
+            "flag": [SetPauseFlag(f"sensor:worker_off:{WALL_MS}")],
+            "launches": [],
+            "alert": ("pause", f"pause:{WALL_MS}", "error"),
+            "paused": True,
+            "held": (),
+            "last_due": "2026-01-10",
+        },
+        id="fresh-gate-in-a-pause-holds-nothing-it-was-never-asked-to-publish",
+    ),
+    pytest.param(
         calm(),
         seen("nominal", due="2026-01-10", materialised=frozenset({"2026-01-10"})),
         {"flag": [], "launches": [], "alert": None, "paused": False},
@@ -334,7 +364,7 @@ def test_step(state: GateState, observation: Observation, expected: dict[str, An
         )
     assert after.paused is expected["paused"]
     assert after.zone == observation.card.zone
-    for name in ("held", "relaunched", "episode"):
+    for name in ("held", "relaunched", "episode", "last_due"):
         if name in expected:
             assert getattr(after, name) == expected[name]
 
@@ -386,27 +416,30 @@ DEFAULTS: dict[str, Any] = {}  # 2 s / 10 s of work, reads of 100, concurrency 1
 
 
 @pytest.mark.parametrize(
-    ("worker_lag", "backlog", "pending", "alive", "rate", "env", "expected"),
+    ("worker_lag", "backlog", "pending", "alive", "rate", "held", "env", "expected"),
     [
         # Sentinel-L7's count limits, warn 5 and pause 10: the drain rate does not matter
-        pytest.param(4, 0, 0, 1, None, COUNTS, "nominal", id="below-warn-is-nominal"),
-        pytest.param(5, 0, 0, 1, 1e6, COUNTS, "elevated", id="warn-limit-is-elevated"),
-        pytest.param(10, 0, 0, 1, 1e6, COUNTS, "backpressure", id="pause-limit-is-backpressure"),
-        pytest.param(2, 40, 0, 1, None, COUNTS, "nominal", id="worker-figure-wins-over-the-group"),
+        pytest.param(4, 0, 0, 1, None, 0, COUNTS, "nominal", id="below-warn-is-nominal"),
+        pytest.param(5, 0, 0, 1, 1e6, 0, COUNTS, "elevated", id="warn-limit-is-elevated"),
+        pytest.param(10, 0, 0, 1, 1e6, 0, COUNTS, "backpressure", id="pause-limit-is-backpressure"),
         pytest.param(
-            None, 3, 4, 1, None, COUNTS, "elevated", id="expired-key-with-a-live-lease-on-group"
+            2, 40, 0, 1, None, 0, COUNTS, "nominal", id="worker-figure-wins-over-the-group"
         ),
-        pytest.param(None, 0, 0, 0, None, COUNTS, "worker_off", id="no-key-and-no-lease"),
-        pytest.param(None, 50, 0, 0, 1e3, DEFAULTS, "worker_off", id="backlog-without-worker"),
-        # the defaults: seconds of work past what the live workers hold in flight
-        pytest.param(254, 0, 0, 1, 18_556.0, DEFAULTS, "nominal", id="issue-peak-is-14ms"),
-        pytest.param(254, 0, 0, 1, None, DEFAULTS, "nominal", id="no-rate-yet-no-alarm"),
-        pytest.param(20_000, 0, 0, 1, 5_000.0, DEFAULTS, "elevated", id="4s-of-work"),
-        pytest.param(60_000, 0, 0, 1, 5_000.0, DEFAULTS, "backpressure", id="12s-of-work"),
-        pytest.param(5_000, 0, 0, 1, 0.0, DEFAULTS, "backpressure", id="consumers-stopped"),
-        pytest.param(100, 0, 0, 1, 0.0, DEFAULTS, "nominal", id="in-flight-is-no-pressure"),
-        pytest.param(300, 0, 0, 3, 0.0, DEFAULTS, "nominal", id="three-workers-in-flight"),
-        pytest.param(301, 0, 0, 3, 0.0, DEFAULTS, "backpressure", id="past-three-in-flight"),
+        pytest.param(
+            None, 3, 4, 1, None, 0, COUNTS, "elevated", id="expired-key-with-a-live-lease-on-group"
+        ),
+        pytest.param(None, 0, 0, 0, None, 0, COUNTS, "worker_off", id="no-key-and-no-lease"),
+        pytest.param(None, 50, 0, 0, 1e3, 0, DEFAULTS, "worker_off", id="backlog-without-worker"),
+        # the defaults: seconds of work past what the live workers hold in flight (``held``:
+        # what they published, streams.pool.holdings)
+        pytest.param(254, 0, 0, 1, 18_556.0, 0, DEFAULTS, "nominal", id="issue-peak-is-14ms"),
+        pytest.param(254, 0, 0, 1, None, 0, DEFAULTS, "nominal", id="no-rate-yet-no-alarm"),
+        pytest.param(20_000, 0, 0, 1, 5_000.0, 0, DEFAULTS, "elevated", id="4s-of-work"),
+        pytest.param(60_000, 0, 0, 1, 5_000.0, 0, DEFAULTS, "backpressure", id="12s-of-work"),
+        pytest.param(5_000, 0, 0, 1, 0.0, 0, DEFAULTS, "backpressure", id="consumers-stopped"),
+        pytest.param(100, 0, 0, 1, 0.0, 100, DEFAULTS, "nominal", id="in-flight-is-no-pressure"),
+        pytest.param(300, 0, 0, 3, 0.0, 300, DEFAULTS, "nominal", id="three-workers-in-flight"),
+        pytest.param(301, 0, 0, 3, 0.0, 300, DEFAULTS, "backpressure", id="past-three-in-flight"),
     ],
 )
 def test_zone_of_the_lag_card(
@@ -415,11 +448,13 @@ def test_zone_of_the_lag_card(
     pending: int,
     alive: int,
     rate: float | None,
+    held: int,
     env: dict[str, Any],
     expected: Zone,
 ) -> None:
     """The zone the gate steps on: the lag card's, from the one zone definition."""
-    snapshot = LagSnapshot(worker_lag, LagReading(backlog, pending), alive, drain_rate=rate)
+    reading = LagReading(backlog, pending)
+    snapshot = LagSnapshot(worker_lag, reading, alive, drain_rate=rate, allowance=held)
     verdict = evaluate_lag(snapshot, load_settings(**env))
     assert verdict.metadata["zone"] == expected
     assert verdict.blocks is (expected in ("backpressure", "worker_off"))

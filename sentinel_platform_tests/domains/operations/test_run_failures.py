@@ -9,10 +9,14 @@ import dagster as dg
 import pytest
 
 from sentinel_platform.domains.operations.run_failures import (
+    ERROR_LINE_CHARS,
     SENSOR_NAME,
     build_run_failure_sensor,
+    clip,
+    error_sentence,
     root_error,
 )
+from sentinel_platform.resources.io_manager import MissingUpstreamPartitionError
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.domains.operations.conftest import DAILY, read_alerts
@@ -25,6 +29,17 @@ SPARK_LIKE_ERROR = (
 @dg.asset(partitions_def=DAILY)
 def broken_stream() -> None:
     raise RuntimeError(f"{SPARK_LIKE_ERROR}\n\tat py4j.Protocol.getReturnValue(...)")
+
+
+_MISSING = MissingUpstreamPartitionError(
+    "enriched_transactions", "2026-01-05", "file:///data/enriched_transactions/2026-01-05"
+)
+
+
+@dg.asset(partitions_def=DAILY)
+def stream_without_input() -> None:
+    """Fails as a stream asset whose input partition was never built."""
+    raise _MISSING
 
 
 broken_publish = dg.define_asset_job(
@@ -120,3 +135,75 @@ def test_alert_names_the_error_the_step_raised_not_dagsters_wrapper(
     error: RecordedError | None, line: str
 ) -> None:
     assert root_error(error) == line
+
+
+def test_failed_run_alert_is_one_sentence_naming_the_error_type_once(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A ``Failure`` is recorded as ``pkg.module.Type: message``: the summary says the type
+    once and cuts a long message at a word, with an ellipsis."""
+    sensor = build_run_failure_sensor()
+    resources = {"alerts": make_resources()["alerts"]}
+    cursor = _failure_tick(sensor, dagster_instance, resources, None).cursor
+    job = dg.Definitions(assets=[stream_without_input]).resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(
+        instance=dagster_instance, partition_key="2026-01-05", raise_on_error=False
+    )
+    assert not result.success
+    _failure_tick(sensor, dagster_instance, resources, cursor)
+
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    (step,) = alert.details["failed_steps"]
+    error = step["error"]
+    assert error.count("MissingUpstreamPartitionError") == 1, error
+    assert error.startswith("MissingUpstreamPartitionError: missing upstream data: "), error
+    assert "sentinel_platform.resources" not in error
+    assert len(error) <= ERROR_LINE_CHARS and error.endswith("…"), error
+    full = f"MissingUpstreamPartitionError: {_MISSING.description}"
+    kept = error.removesuffix("…")
+    assert full.startswith(kept) and not full[len(kept)].isalnum(), error  # a word boundary
+    assert f"step stream_without_input failed: {error}" in alert.summary
+
+
+LONG = "missing upstream data: partition 2026-01-05 of asset 'raw_transactions' was never " * 3
+
+
+@pytest.mark.parametrize(
+    ("cls_name", "message", "sentence"),
+    [
+        ("MissingUpstreamPartitionError",
+         "sentinel_platform.resources.io_manager.MissingUpstreamPartitionError: no data here",
+         "MissingUpstreamPartitionError: no data here"),
+        ("MissingInput", "MissingInput: no axioms", "MissingInput: no axioms"),
+        ("MissingInput", "MissingInput: MissingInput: twice", "MissingInput: twice"),
+        ("RuntimeError", "boom", "RuntimeError: boom"),
+        ("ValueError", "KeyError: not the type", "ValueError: KeyError: not the type"),
+        ("AnalysisException", "[PATH_NOT_FOUND] a: b", "AnalysisException: [PATH_NOT_FOUND] a: b"),
+        ("Failure", "", "Failure"),
+        (None, "  \n  just a line\nmore", "just a line"),
+        (None, None, ""),
+    ],
+)  # fmt: skip
+def test_error_sentence_says_the_type_once(
+    cls_name: str | None, message: str | None, sentence: str
+) -> None:
+    assert error_sentence(cls_name, message) == sentence
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "clipped"),
+    [
+        ("short enough", 20, "short enough"),
+        ("exactly twenty chars", 20, "exactly twenty chars"),
+        ("cut (nothing at file:/x) here", 12, "cut…"),
+        ("one two three four", 12, "one two…"),
+        ("one two three four", 14, "one two three…"),
+        ("one two, three", 12, "one two…"),
+        ("abcdefghijklmnopqrstuvwxyz", 10, "abcdefghi…"),
+        (LONG, ERROR_LINE_CHARS, LONG[:LONG.rindex(" ", 0, 199)].rstrip(" ,;:.-(") + "…"),
+    ],
+)  # fmt: skip
+def test_clip_cuts_at_a_word_boundary_with_an_ellipsis(text: str, limit: int, clipped: str) -> None:
+    result = clip(text, limit)
+    assert result == clipped
+    assert len(result) <= limit

@@ -220,7 +220,7 @@ def _failure_text(event: dg.DagsterEvent) -> str:
         (AXIOM_ASSETS, "axioms", "telemetry_readings"),
     ],
 )
-def test_a_step_without_its_upstream_partition_says_what_to_materialise_first(
+def test_a_step_without_its_upstream_partition_says_how_to_build_it_with_its_upstream(
     assets: list[Any],
     selected: str,
     missing: str,
@@ -240,7 +240,10 @@ def test_a_step_without_its_upstream_partition_says_what_to_materialise_first(
     description = failure.step_failure_data.user_failure_data.description
     assert "\n" not in description
     assert f"partition {DAY} of asset {missing!r}" in description
-    assert f"--select {missing} --partition {DAY}" in description
+    # advice that works as written: the step's asset with all of its upstream, recorded
+    # in the instance the run belongs to (the one the UI shows)
+    assert f"--select '*{selected}' --partition {DAY}" in description
+    assert f"DAGSTER_HOME={dagster_instance.root_directory} " in description
     assert "py4j" not in description and "PATH_NOT_FOUND" not in description
 
 

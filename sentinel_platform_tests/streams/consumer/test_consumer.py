@@ -5,25 +5,22 @@ stop mid-batch."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from sentinel_platform.streams.consumer import loop as consumer_module
+from sentinel_platform.streams.consumer import settle as settle_module
 from sentinel_platform.streams.consumer.attempts import queue_error as queue_error_today
 from sentinel_platform.streams.consumer.attempts import read_attempts
-from sentinel_platform.streams.consumer.loop import (
-    HANDBACK_CONSUMER,
-    Consumer,
-    Delivery,
-    IterationReport,
-)
-from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.consumer.loop import Delivery, IterationReport
+from sentinel_platform.streams.consumer.processor import Effect, Processor
+from sentinel_platform.streams.consumer.settle import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
 from sentinel_platform_tests.streams.conftest import MakeConsumer
 
 Events = Callable[[str], list[logging.LogRecord]]
@@ -63,7 +60,7 @@ def test_each_pass_reports_what_it_handled(
     consumer = make_consumer(count=10, block_ms=0)
     consumer.start()
 
-    first = consumer.iteration()
+    first = one_batch(consumer)
     second = consumer.iteration()
 
     assert first == IterationReport(read=4, committed=2, duplicates=1, dead_lettered=1)
@@ -91,7 +88,7 @@ def test_a_group_deleted_under_the_worker_is_recreated_and_nothing_is_lost(
     publish(redis_client, tx_keys, [{"key": f"before{n}"} for n in range(3)])
     consumer = make_consumer(block_ms=0)
     consumer.start()
-    assert consumer.iteration().committed == 3
+    assert one_batch(consumer).committed == 3
     redis_client.xgroup_destroy(tx_keys.stream, tx_keys.group)  # e.g. an operator's mistake
     publish(redis_client, tx_keys, [{"key": f"after{n}"} for n in range(2)])
 
@@ -146,7 +143,7 @@ def test_replies_are_read_by_the_operation_that_queued_them_whatever_it_queues(
     monkeypatch: pytest.MonkeyPatch,
     queue_error: Callable[..., None],
 ) -> None:
-    monkeypatch.setattr(consumer_module, "queue_error", queue_error)
+    monkeypatch.setattr(settle_module, "queue_error", queue_error)
     consumer = make_consumer(block_ms=0)
     consumer.start()
     ids = publish(
@@ -176,8 +173,8 @@ class _StopsAfterFirst:
 
     name = "stops-after-first"
 
-    def __init__(self, consumer: Consumer) -> None:
-        self.consumer, self.inner = consumer, consumer.processor
+    def __init__(self, stop: threading.Event, inner: Processor) -> None:
+        self.stop, self.inner = stop, inner
 
     def parse(self, fields: Mapping[str, str]) -> Any:
         return self.inner.parse(fields)
@@ -186,7 +183,7 @@ class _StopsAfterFirst:
         return self.inner.natural_key(message)
 
     def process(self, message: Any) -> Effect:
-        self.consumer.stop.set()  # as SIGTERM does, mid-batch
+        self.stop.set()  # as SIGTERM does, mid-batch
         return self.inner.process(message)
 
 
@@ -194,11 +191,13 @@ def test_a_stop_mid_batch_finishes_the_message_in_hand_and_hands_the_rest_back(
     redis_client: RedisClient, tx_keys: StreamKeys, make_consumer: MakeConsumer
 ) -> None:
     ids = publish(redis_client, tx_keys, [{"key": f"m{n}"} for n in range(5)])
-    stopping = make_consumer("stopping", block_ms=0)
-    stopping.processor = _StopsAfterFirst(stopping)
+    stop = threading.Event()
+    stopping = make_consumer(
+        "stopping", block_ms=0, stop=stop, wrap=lambda inner: _StopsAfterFirst(stop, inner)
+    )
     stopping.start()
 
-    assert stopping.iteration() == IterationReport(read=5, committed=1, handed_back=4)
+    assert one_batch(stopping) == IterationReport(read=5, committed=1, handed_back=4)
     assert stopping.shutdown() == 0
 
     pending: Any = redis_client.xpending_range(tx_keys.stream, tx_keys.group, "-", "+", 10)
@@ -237,7 +236,7 @@ def test_an_effect_built_for_another_key_is_a_processor_failure_and_commits_noth
     consumer = make_consumer(processor=f"{__name__}:effect_for_another_key", block_ms=0)
     consumer.start()
 
-    report = consumer.iteration()
+    report = one_batch(consumer)
 
     assert report.committed == 0
     assert redis_client.xlen(tx_keys.results) == 0

@@ -14,7 +14,7 @@ from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
 from sentinel_platform_tests.streams.conftest import MakeConsumer
 
 Events = Callable[[str], list[logging.LogRecord]]
@@ -99,7 +99,7 @@ def test_invalid_message_is_dead_lettered_at_once_and_the_worker_keeps_going(
     consumer = make_consumer(block_ms=0)
     consumer.start()
 
-    report = consumer.iteration()
+    report = one_batch(consumer)
 
     assert (report.committed, report.dead_lettered) == (2, 1)
     assert redis_client.xlen(tx_keys.results) == 2

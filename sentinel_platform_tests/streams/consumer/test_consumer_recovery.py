@@ -11,7 +11,7 @@ from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
 from sentinel_platform_tests.streams.conftest import MakeConsumer, records_of
 
 Events = Callable[[str], list[logging.LogRecord]]
@@ -74,7 +74,7 @@ def test_a_trimmed_message_leaves_no_attempt_record(
     [message_id] = publish(redis_client, tx_keys, [{"key": "doomed", "poison": "1"}])
     consumer = make_consumer(block_ms=0)
     consumer.start()
-    assert consumer.iteration().failed == 1
+    assert one_batch(consumer).failed == 1
     assert records_of(redis_client, tx_keys, message_id)  # its last error
 
     redis_client.xdel(tx_keys.stream, message_id)  # trimmed while pending (MAXLEN, XDEL)

@@ -20,12 +20,12 @@ from sentinel_platform.streams.producer.backpressure import (
     BackpressureConfig,
 )
 
-#: The defaults: 2 s / 10 s of work, one worker reading 100 at a concurrency of 1.
+#: The defaults: 2 s / 10 s of work; one worker published 100 (its read, at a concurrency of 1).
 TIME = ZoneLimits(warn_s=2.0, pause_s=10.0, in_flight=100)
 #: Sentinel-L7's numbers, set by its operators.
 COUNTS = ZoneLimits(lag_warn=50, lag_pause=200, in_flight=100)
-#: 128 messages in flight per worker by design (SENTINEL_WORKER_CONCURRENCY), 4 workers.
-WIDE = ZoneLimits(warn_s=2.0, pause_s=10.0, in_flight=100 * 128 * 4)
+#: 4 workers that each published 128 (SENTINEL_WORKER_CONCURRENCY 128: at most 128 each).
+WIDE = ZoneLimits(warn_s=2.0, pause_s=10.0, in_flight=128 * 4)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +53,8 @@ WIDE = ZoneLimits(warn_s=2.0, pause_s=10.0, in_flight=100 * 128 * 4)
         (105, 0.5, TIME, "backpressure"),
         # the in-flight allowance never counts as pressure by itself
         (100, 0.0, TIME, "nominal"),
-        (51_200, 0.001, WIDE, "nominal"),
-        (51_201, 0.001, WIDE, "elevated"),
+        (512, 0.001, WIDE, "nominal"),
+        (513, 0.001, WIDE, "elevated"),
         # a measured rate of 0 with work past the allowance: the consumers stopped
         (101, 0.0, TIME, "backpressure"),
         (0, 0.0, TIME, "nominal"),
@@ -85,22 +85,56 @@ def test_thresholds(limits: ZoneLimits, rate: float | None, expected: Thresholds
 
 
 @pytest.mark.parametrize(
-    ("env", "expected"),
+    ("env", "allowance", "expected"),
     [
-        ({}, ZoneLimits(2.0, 10.0, None, None, 100)),
-        ({"lag_warn": 50, "lag_pause": 200}, ZoneLimits(2.0, 10.0, 50, 200, 100)),
-        ({"lag_pause": 200}, ZoneLimits(2.0, 10.0, 50, 200, 100)),  # the other derived
-        ({"lag_warn": 50}, ZoneLimits(2.0, 10.0, 50, 200, 100)),
-        ({"lag_warn_s": 1, "lag_pause_s": 3}, ZoneLimits(1.0, 3.0, None, None, 100)),
-        ({"read_count": 10, "worker_concurrency": 128}, ZoneLimits(in_flight=1280)),
+        ({}, 100, ZoneLimits(2.0, 10.0, None, None, 100)),
+        ({"lag_warn": 50, "lag_pause": 200}, 100, ZoneLimits(2.0, 10.0, 50, 200, 100)),
+        ({"lag_pause": 200}, 100, ZoneLimits(2.0, 10.0, 50, 200, 100)),  # the other derived
+        ({"lag_warn": 50}, 100, ZoneLimits(2.0, 10.0, 50, 200, 100)),
+        ({"lag_warn_s": 1, "lag_pause_s": 3}, 100, ZoneLimits(1.0, 3.0, None, None, 100)),
+        # the allowance is what the workers published, never read count x concurrency
+        ({"read_count": 10, "worker_concurrency": 128}, 128, ZoneLimits(in_flight=128)),
+        ({"read_count": 100, "worker_concurrency": 8}, 3 * 8, ZoneLimits(in_flight=24)),
+        ({}, 0, ZoneLimits(in_flight=0)),  # no worker published: everything is pressure
     ],
 )
-def test_limits_from_settings(env: dict[str, object], expected: ZoneLimits) -> None:
-    assert limits_from_settings(load_settings(**env)) == expected
+def test_limits_from_settings_take_the_published_allowance(
+    env: dict[str, object], allowance: int, expected: ZoneLimits
+) -> None:
+    assert limits_from_settings(load_settings(**env), allowance) == expected
 
 
-def test_limits_count_the_live_workers() -> None:
-    assert limits_from_settings(load_settings(), workers=3).in_flight == 300
+#: SENTINEL_WORKER_CONCURRENCY=8 on a 200 ms processor: one worker drains 40 rows/s and
+#: published that it holds 8. 775 pending are 19.4 s of work against a 10 s pause limit.
+C8 = {"worker_concurrency": 8}
+
+
+@pytest.mark.parametrize(
+    ("lag", "allowance", "expected"),
+    [
+        (775, 8, "backpressure"),  # the issue's case: 20 s of work (nominal by the formula)
+        (8 + 400 - 1, 8, "elevated"),  # just under 10 s of work past what the worker holds
+        (8 + 80, 8, "elevated"),  # 2 s of work past it
+        (8 + 79, 8, "nominal"),
+        (8, 8, "nominal"),  # what the worker holds is never pressure
+        (775, 16, "backpressure"),  # two such workers: still far past 10 s of work
+        (80, 0, "elevated"),  # no worker published: all of it counts, 2 s of work
+        (400, 0, "backpressure"),
+    ],
+)
+def test_a_c8_worker_on_a_200ms_processor_is_judged_on_what_it_holds(
+    lag: int, allowance: int, expected: str
+) -> None:
+    limits = limits_from_settings(load_settings(**C8), allowance)
+    assert zone(lag, 40.0, limits) == expected
+
+
+def test_the_producers_set_point_for_that_worker_is_about_a_second_of_work() -> None:
+    """The issue's 840 messages (21 s of work) become 8 held + 1 s of work = 48."""
+    config = BackpressureConfig.from_settings(load_settings(**C8))
+    limits = config.limits(40.0, allowance=8)
+    assert limits.set_point == 8 + 40
+    assert limits.lag_pause == thresholds(limits_from_settings(load_settings(**C8), 8), 40.0).pause
 
 
 @pytest.mark.parametrize(
@@ -125,12 +159,28 @@ def test_work_seconds(lag: int, rate: float | None, expected: float | None) -> N
 def test_producer_limits_follow_the_zone_thresholds(
     rate: float | None, soft: int, set_point: int, pause: int
 ) -> None:
-    limits = BackpressureConfig(in_flight=100).limits(rate)
+    limits = BackpressureConfig(bootstrap_rows=100).limits(rate, allowance=100)
     assert (limits.lag_warn, limits.set_point, limits.lag_pause) == (soft, set_point, pause)
     bounds = thresholds(TIME, rate)
     if bounds.warn is not None and bounds.pause is not None:
         assert limits.set_point < bounds.warn, "paced publishing must stay nominal"
         assert limits.lag_pause == bounds.pause
+
+
+@pytest.mark.parametrize(
+    ("allowance", "rows", "soft", "set_point"),
+    [
+        (0, 100, 100, 200),  # nobody published yet: at least two reads' worth
+        (8, 100, 100, 200),
+        (640, 100, 640, 1_280),  # 20 workers at 32 published: twice what they hold
+    ],
+)
+def test_bootstrap_fills_what_the_pool_holds_and_at_least_a_read(
+    allowance: int, rows: int, soft: int, set_point: int
+) -> None:
+    limits = BackpressureConfig(bootstrap_rows=rows).limits(None, allowance)
+    assert (limits.lag_warn, limits.set_point) == (soft, set_point)
+    assert limits.lag_pause == BOOTSTRAP_PAUSE_FACTOR * set_point
 
 
 def test_count_limits_keep_the_old_controller() -> None:

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from sentinel_platform.registry import TRANSACTIONS
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
+from sentinel_platform.streams.pool.drain import write_drain_rate
+from sentinel_platform.streams.pool.holdings import publish_holding
 from sentinel_platform.streams.pool.zones import thresholds
 from sentinel_platform.streams.producer.backpressure import (
     BackpressureConfig,
@@ -383,3 +386,31 @@ def test_time_limits_pace_slow_consumers_to_about_a_second_of_work(
     # about 100 in flight + 1 s of work at the set point; warn is at 2 s of work
     warn = thresholds(guard.config.zone_limits(), rate).warn
     assert warn is not None and stats.max_lag < warn, "stayed nominal"
+
+
+def test_the_set_point_is_what_the_workers_published_plus_a_second_of_work(
+    redis_client: RedisClient, txn_keys: StreamKeys, make_settings: Callable[..., Settings]
+) -> None:
+    """The issue's case: one worker at SENTINEL_WORKER_CONCURRENCY=8 on a 200 ms
+    processor (40 rows/s) published that it holds 8. The set point is 8 + 40 (about a
+    second of work), not 100 x 8 + 40 = 840 (21 s of work)."""
+    redis_client.xgroup_create(txn_keys.stream, txn_keys.group, id="0", mkstream=True)
+    write_drain_rate(redis_client, txn_keys, 40.0, 0)
+    publish_holding(redis_client, txn_keys, "worker-a", 8, 60)
+    config = BackpressureConfig.from_settings(make_settings(worker_concurrency=8))
+    guard = BackpressureGuard(redis_client, txn_keys, config)
+    first = guard.wait_before_batch(1_000)
+    assert guard.allowance == 8
+    assert guard.current_limits().set_point == 48
+    assert first <= 48
+    assert guard.zone_limits().in_flight == 8
+
+
+def test_with_no_worker_published_the_allowance_is_0_and_the_first_batch_a_read_or_two(
+    redis_client: RedisClient, txn_keys: StreamKeys, make_settings: Callable[..., Settings]
+) -> None:
+    redis_client.xgroup_create(txn_keys.stream, txn_keys.group, id="0", mkstream=True)
+    config = BackpressureConfig.from_settings(make_settings(worker_concurrency=8))
+    guard = BackpressureGuard(redis_client, txn_keys, config)
+    assert guard.wait_before_batch(1_000) == 200  # no rate yet: two reads of 100
+    assert guard.allowance == 0

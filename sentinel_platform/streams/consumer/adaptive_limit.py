@@ -1,0 +1,371 @@
+"""How many calls one worker may have in flight: a fixed number, or one found at run time.
+
+:class:`AdaptiveLimit` is the gradient concurrency limit of Envoy's adaptive concurrency
+filter (itself derived from the gradient limits of Netflix's concurrency-limits), sampled in
+windows as Netflix's ``WindowedLimit`` does, with an explicit cut on drops:
+
+* **Windows.** Completed calls are gathered into a window; the window closes once it holds
+  ``min(WINDOW_SAMPLES, limit)`` calls and has lasted at least one round trip (the previous
+  window's latency, and never less than ``WINDOW_MIN_S``), so every decision sees the calls
+  started after the previous one. The window's latency is its **median** (Envoy's default
+  p50): one slow outlier (a garbage collection, a scheduler hiccup) moves nothing.
+* **Gradient.** With ``noload`` the latency of the service when nothing queues, a window of
+  latency ``sample`` gives ``gradient = noload * (1 + BUFFER) / sample`` clamped to
+  ``[0.5, 2]``. Below 1 (latency grew past the buffer) the limit is multiplied by it;
+  from 1 up (latency near its minimum) it grows by up to ``limit * (gradient - 1) + 1``
+  (a fifth and one per round trip while the service keeps up). The ``+ 1`` is Envoy's
+  headroom, but only while growing: a headroom added to cuts as well (Envoy's
+  ``sqrt(limit)``) leaves a standing queue in a small service (K = 8: 1.6x its latency).
+  After the first cut, growth is also bounded by a step that starts at 1 after each cut
+  and doubles with every window that grows (TCP's slow start, then BIC's probing): far
+  from any cut the limit still multiplies; near the last one it creeps. Multiplicative
+  cuts with additive growth are what makes workers sharing one service converge to equal
+  shares (Chiu and Jain's AIMD); with the gradient's multiplicative growth alone, three
+  workers sharing a queueing K = 32 ended 5:1.
+  ``BUFFER`` is 20%, not Envoy's 25%: with K = 4 one call more is already 25% more queue,
+  and the average wait must stay below half the latency.
+  A window whose calls never used half the limit (``in_flight < limit / 2``, Netflix's
+  "app-limited" rule) may cut but never grows it: a worker that has too few messages says
+  nothing about the service's capacity.
+* **No-load latency.** Measured, as Envoy does, in a *probe*: the limit is pinned to
+  ``PROBE_LIMIT`` (3, Envoy's default minimum concurrency; less if the limit was less)
+  until ``PROBE_SAMPLES`` calls that started with at most that many in flight have
+  completed; their median is the new ``noload`` and the limit returns to what it was. The
+  first window of a limit is a probe (a limit that starts above the service's capacity
+  would otherwise take its queueing as the norm), then one runs every
+  ``max(PROBE_INTERVAL_S, PROBE_INTERVAL_RTTS x noload)``, so a service that became slower
+  or faster is re-measured at a small cost: 10 calls at 3 in flight take about 0.4 s
+  every 30 s at 100 ms, 7 s every 200 s at 2 s.
+* **Tiny latencies.** Every latency is raised to ``RTT_FLOOR_S`` (2 ms) before use: below
+  it, a CPU-bound processor's timings are scheduler noise (CPython switches threads every
+  5 ms), and 20 us against 40 us is no queue. A processor that always answers below the
+  floor therefore never sees a gradient below 1: the limit is never cut for it.
+* **Drops** (HTTP 429, 503 with ``Retry-After``, a timeout): :meth:`AdaptiveLimit.on_drop`
+  cuts at once to ``in_flight - 1`` (the call was refused with that many of ours in
+  flight, so one fewer is what the service held) and at most to ``DROP_FACTOR`` (0.9,
+  Netflix's ``AIMDLimit``) of the limit, the factor applied once per window however many
+  calls of one burst are refused. The level is remembered as a **ceiling**: for
+  ``CEILING_HOLD_S`` the limit grows no higher, then it probes one above; a window that
+  completes there without a drop forgets the ceiling. A service that refuses rather than
+  queues gives no latency signal, and every refusal costs the worker its ``Retry-After``:
+  without the ceiling, the gradient's growth would find the refusal again every few round
+  trips.
+
+The limit is bounded by ``minimum`` (at least 1) and ``maximum`` (the settings'
+``worker_concurrency_max``) and starts at ``initial`` (``DEFAULT_INITIAL``, 8, for
+:func:`limit_for`: one round trip of growth reaches 10, six reach 32).
+:meth:`AdaptiveLimit.change` hands the caller the net change at most once per
+``log_interval_s``, so a log line per change never becomes one per message.
+:class:`FixedLimit` has the same interface for a pinned number, so the consumer has one
+path for both.
+
+**Threads.** Neither class locks or starts a thread: the consumer calls them from its one
+loop thread (it owns the instance). A caller on several threads must hold one lock around
+every call.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+#: Latencies below this are raised to it: scheduler noise, not queueing.
+RTT_FLOOR_S = 0.002
+#: Calls a window needs (fewer while the limit is lower), as Netflix's ``WindowedLimit``.
+WINDOW_SAMPLES = 10
+#: The shortest window, as Envoy's ``concurrency_update_interval``.
+WINDOW_MIN_S = 0.1
+#: Latency within ``noload x (1 + BUFFER)`` counts as no queue (Envoy's default is 25%).
+BUFFER = 0.2
+#: The gradient's bounds: at most halve, at most double per window (Envoy's).
+GRADIENT_MIN = 0.5
+GRADIENT_MAX = 2.0
+#: Added to the limit in a window that grows it (one more call to try).
+HEADROOM = 1.0
+#: Calls in flight while the no-load latency is measured (Envoy's ``min_concurrency``).
+PROBE_LIMIT = 3
+#: Calls a no-load measurement takes the median of.
+PROBE_SAMPLES = 10
+#: How often the no-load latency is measured again: this long, and this many no-load
+#: latencies, whichever is longer.
+PROBE_INTERVAL_S = 30.0
+PROBE_INTERVAL_RTTS = 100
+#: On a drop the limit is cut to at most this fraction (Netflix's AIMD back-off ratio).
+DROP_FACTOR = 0.9
+#: After a drop, how long the limit stays at or below the level the drop left.
+CEILING_HOLD_S = 10.0
+#: ``limit`` of a worker on ``auto`` before the first measurement (capped by ``maximum``).
+DEFAULT_INITIAL = 8
+
+
+@dataclass(frozen=True)
+class LimitChange:
+    """The limit moved from ``previous`` to ``limit``; ``reason`` names the last cause
+    (``latency``, ``growth``, ``drop``, ``probe``)."""
+
+    previous: int
+    limit: int
+    reason: str
+
+
+class ConcurrencyLimit(Protocol):
+    """What the consumer asks of a limit, fixed or adaptive."""
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def steady_limit(self) -> int: ...
+
+    def on_sample(self, rtt_s: float, in_flight: int) -> None: ...
+
+    def on_drop(self, in_flight: int) -> None: ...
+
+    def change(self) -> LimitChange | None: ...
+
+
+class FixedLimit:
+    """A pinned limit (``SENTINEL_WORKER_CONCURRENCY=<n>``): samples and drops change nothing."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"a concurrency limit must be at least 1, got {limit}")
+        self._limit = limit
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @property
+    def steady_limit(self) -> int:
+        return self._limit
+
+    def on_sample(self, rtt_s: float, in_flight: int) -> None:
+        """Nothing to learn: the number is pinned."""
+
+    def on_drop(self, in_flight: int) -> None:
+        """Nothing to cut: the number is pinned."""
+
+    def change(self) -> LimitChange | None:
+        return None
+
+
+class AdaptiveLimit:
+    """The gradient limit described in this module's docstring; single-threaded.
+
+    The consumer, for every processor call it starts (one message in hand):
+
+    * starts it only while its calls in flight are fewer than :attr:`limit` (a cut never
+      interrupts calls already running; they simply are not replaced);
+    * counts ``in_flight`` when the call **starts**, the call itself included (the first
+      of an idle worker is 1), and keeps it with the call;
+    * when the call completes, calls :meth:`on_sample` with the call's wall time in
+      seconds and that count, if the call did its work (an answer, an error that is not
+      a drop, a verdict of the processor alone when no analyzer is configured);
+    * when it ends in a drop (429, 503 with ``Retry-After``, a timeout), calls
+      :meth:`on_drop` with that count instead;
+    * reports neither for a call that never reached the downstream (a message
+      acknowledged as a duplicate without a call, a rules verdict because the breaker is
+      open): its wall time says nothing about the service, and a mix of such instant
+      calls with real ones would move the window's median;
+    * logs :meth:`change` when it returns one (at most once per ``log_interval_s``),
+      and publishes :attr:`steady_limit` (not :attr:`limit`, which a probe pins low for
+      a moment) as the limit in force.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial: int,
+        maximum: int,
+        minimum: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        log_interval_s: float = 10.0,
+    ) -> None:
+        if not 1 <= minimum <= maximum:
+            raise ValueError(f"need 1 <= minimum <= maximum, got {minimum} and {maximum}")
+        if not minimum <= initial <= maximum:
+            raise ValueError(f"initial limit {initial} is outside [{minimum}, {maximum}]")
+        self.minimum, self.maximum = minimum, maximum
+        self._clock = clock
+        self._log_interval_s = log_interval_s
+        self._limit = float(initial)
+        self.noload_s: float | None = None
+        # Window being filled.
+        self._samples: list[float] = []
+        self._window_peak = 0
+        self._window_start = clock()
+        self._window_min_s = WINDOW_MIN_S
+        self._cut_in_window = False
+        # Probe: the limit saved while pinned low, the clean samples so far.
+        self._saved: float | None = initial
+        self._probe: list[float] = []
+        self._next_probe = math.inf
+        # Most the next growing window may add: unbounded until the first cut (the
+        # gradient alone, multiplicative), then 1, doubled by every window that grows.
+        self._step = math.inf
+        # Ceiling left by the last drop, and until when it holds.
+        self._ceiling: int | None = None
+        self._ceiling_until = 0.0
+        # Change reporting.
+        self._reported = initial
+        self._reported_at = -math.inf
+        self._reason = "probe"
+
+    @property
+    def limit(self) -> int:
+        """Calls the consumer may have in flight now."""
+        if self._saved is not None:  # pinned low, never above the limit it interrupts
+            return max(self.minimum, min(PROBE_LIMIT, int(self._saved)))
+        return int(self._limit)
+
+    @property
+    def steady_limit(self) -> int:
+        """The limit outside a probe (a probe pins :attr:`limit` to 3 for about ten
+        calls): the figure to publish, show and log."""
+        return int(self._saved if self._saved is not None else self._limit)
+
+    @property
+    def instant(self) -> bool:
+        """True once the no-load latency was measured below ``RTT_FLOOR_S``: the calls
+        are CPU-bound (the rules, a no-op), more of them at once cannot make them faster,
+        and a consumer may run them on its own thread rather than hand them to others.
+        The limit itself is never cut for such calls (see the module docstring)."""
+        return self.noload_s is not None and self.noload_s <= RTT_FLOOR_S
+
+    @property
+    def probing(self) -> bool:
+        """True while the limit is pinned low to measure the no-load latency."""
+        return self._saved is not None
+
+    def on_sample(self, rtt_s: float, in_flight: int) -> None:
+        """A call that started with ``in_flight`` calls in flight (itself included)
+        completed normally after ``rtt_s`` seconds."""
+        rtt = rtt_s if rtt_s > RTT_FLOOR_S else RTT_FLOOR_S
+        now = self._clock()
+        if self._saved is not None:
+            self._probe_sample(rtt, in_flight, now)
+            return
+        self._samples.append(rtt)
+        if in_flight > self._window_peak:
+            self._window_peak = in_flight
+        if (
+            len(self._samples) >= min(WINDOW_SAMPLES, self._limit)
+            and now - self._window_start >= self._window_min_s
+        ):
+            self._close_window(now)
+
+    def on_drop(self, in_flight: int) -> None:
+        """A call that started with ``in_flight`` calls in flight was refused (429, 503
+        with ``Retry-After``) or timed out: cut now, and hold the level for a while."""
+        now = self._clock()
+        current = self._saved if self._saved is not None else self._limit
+        target = float(max(in_flight - 1, self.minimum))
+        if not self._cut_in_window:
+            target = min(target, current * DROP_FACTOR)
+            self._cut_in_window = True
+        self._step = 1.0
+        if target >= current:
+            return
+        target = max(float(self.minimum), target)
+        if self._saved is not None:
+            self._saved = target
+        else:
+            self._limit = target
+        self._ceiling = max(int(target), self.minimum)
+        self._ceiling_until = now + CEILING_HOLD_S
+        self._reason = "drop"
+
+    def change(self) -> LimitChange | None:
+        """The change of :attr:`steady_limit` since the last one returned, if it moved
+        and the last one is at least ``log_interval_s`` old; else None. Call it as often
+        as convenient."""
+        now = self._clock()
+        current = self.steady_limit
+        if current == self._reported or now - self._reported_at < self._log_interval_s:
+            return None
+        change = LimitChange(self._reported, current, self._reason)
+        self._reported, self._reported_at = current, now
+        return change
+
+    # --- windows -------------------------------------------------------------------------
+
+    def _close_window(self, now: float) -> None:
+        sample = statistics.median(self._samples)
+        peak = self._window_peak
+        self._samples = []
+        self._window_peak = 0
+        self._window_start = now
+        self._window_min_s = max(WINDOW_MIN_S, sample)
+        self._cut_in_window = False
+        if now >= self._next_probe:
+            self._start_probe()
+            return
+        self._update(sample, peak, now)
+
+    def _update(self, sample: float, peak: int, now: float) -> None:
+        assert self.noload_s is not None  # set by the first probe, before any window
+        gradient = self.noload_s * (1 + BUFFER) / sample
+        gradient = min(max(gradient, GRADIENT_MIN), GRADIENT_MAX)
+        limit = self._limit
+        if gradient < 1.0:
+            new, reason = limit * gradient, "latency"
+            self._step = 1.0
+        elif peak < limit / 2:
+            return  # app-limited: nothing learnt about the service's capacity
+        else:
+            new = limit + min(limit * (gradient - 1) + HEADROOM, self._step)
+            new, reason = self._under_ceiling(limit, new, now), "growth"
+            self._step *= 2
+        new = min(max(new, float(self.minimum)), float(self.maximum))
+        if int(new) != int(limit):
+            self._reason = reason
+        self._limit = new
+
+    def _under_ceiling(self, limit: float, new: float, now: float) -> float:
+        """``new`` bounded by the ceiling a drop left: no higher while it holds, then one
+        above it; a window that completed above it without a drop forgets it."""
+        if self._ceiling is None:
+            return new
+        if int(limit) > self._ceiling:
+            self._ceiling = None
+            return new
+        if now < self._ceiling_until:
+            return min(new, max(limit, float(self._ceiling)))
+        return min(new, float(self._ceiling + 1))
+
+    # --- probes --------------------------------------------------------------------------
+
+    def _start_probe(self) -> None:
+        self._saved = self._limit
+        self._probe = []
+        self._reason = "probe"
+
+    def _probe_sample(self, rtt: float, in_flight: int, now: float) -> None:
+        if in_flight > self.limit:
+            return  # started before the pin: its latency includes the old load
+        self._probe.append(rtt)
+        if len(self._probe) < PROBE_SAMPLES:
+            return
+        self.noload_s = statistics.median(self._probe)
+        assert self._saved is not None
+        self._limit, self._saved = self._saved, None
+        self._probe = []
+        self._samples, self._window_peak = [], 0
+        self._window_start = now
+        self._window_min_s = max(WINDOW_MIN_S, self.noload_s)
+        self._next_probe = now + max(PROBE_INTERVAL_S, PROBE_INTERVAL_RTTS * self.noload_s)
+
+
+def limit_for(
+    pinned: int | None, maximum: int, clock: Callable[[], float] = time.monotonic
+) -> ConcurrencyLimit:
+    """The consumer's limit: :class:`FixedLimit` for a pinned number (the settings'
+    ``worker_concurrency_pinned``), else :class:`AdaptiveLimit` up to ``maximum``."""
+    if pinned is not None:
+        return FixedLimit(pinned)
+    return AdaptiveLimit(initial=min(DEFAULT_INITIAL, maximum), maximum=maximum, clock=clock)

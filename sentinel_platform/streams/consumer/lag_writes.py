@@ -1,0 +1,117 @@
+"""What a worker publishes beside its work: the lag key, the peaks record, its holding.
+
+One pipeline, one round trip (:meth:`LagWriter.write`), written from the loop at most every
+:data:`LAG_WRITE_INTERVAL_S` and by the heartbeat's side-write thread, so a worker that
+is up says so even while a long call holds its loop:
+
+* the lag key: Sentinel-L7's plain integer, with a TTL, that the producer paces by;
+* the peaks record the lag sensor reports between its ticks (``pool/peaks.py``);
+* this worker's holding: the most messages it may hold at the limit in force
+  (``Calls.capacity``), which the pool adds up into its in-flight allowance
+  (``pool/holdings.py``), never into the lag key.
+
+These are side writes: a refusal (a peaks key of the wrong type, a full server) is logged
+(``side_write_failed``, rate-limited) and never holds up the loop or the lease. The limit
+in force is a metric, and a change of it is logged at most once per write
+(``limit_changed``), never per message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.lease import SideWriteFailures
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.pool.holdings import queue_holding
+from sentinel_platform.streams.pool.lag import measure_lag, queue_lag_key
+from sentinel_platform.streams.pool.peaks import queue_record_lag
+
+log = logging.getLogger(__name__)
+
+#: Lag key writes from the loop are at most this frequent (the heartbeat adds its own).
+LAG_WRITE_INTERVAL_S = 0.1
+
+
+class LagWriter:
+    """The side writes of one consumer; safe from the loop and the heartbeat's thread."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: StreamKeys,
+        settings: Settings,
+        consumer: str,
+        metrics: Metrics,
+        calls: Calls,
+        count: int,
+        log_fields: dict[str, str],
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings
+        self.consumer = consumer
+        self.metrics = metrics
+        self.calls = calls
+        self.count = count  # the read size
+        self.log_fields = log_fields
+        self.failures = SideWriteFailures(log_fields)
+        self._next = 0.0
+
+    def write(self) -> int:
+        """Measure the lag and publish the three; the lag."""
+        reading = measure_lag(self.client, self.keys)
+        pipe = self.client.pipeline(transaction=False)
+        queue_lag_key(pipe, self.keys, reading.lag, self.settings.lag_key_ttl_s)
+        queue_record_lag(pipe, self.keys, reading.lag)  # the sensor reports peaks between ticks
+        holding = self.calls.capacity(self.count)
+        queue_holding(pipe, self.keys, self.consumer, holding, self.settings.lag_key_ttl_s)
+        pipe.execute()
+        self.metrics.set_gauge("lag", reading.lag)
+        log.debug(
+            "lag_written",
+            extra={**self.log_fields, "lag": reading.lag, "backlog": reading.backlog},
+        )
+        return reading.lag
+
+    def maybe_write(self) -> None:
+        """From the loop: :meth:`write_quietly` and the limit, at most every interval."""
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + LAG_WRITE_INTERVAL_S
+            self.write_quietly()
+            self.log_limit()
+
+    def write_quietly(self) -> None:
+        """:meth:`write` as the side write it is: a refusal is logged, never raised.
+        Redis unreachable or failing over is raised: the caller's outage handling applies."""
+        try:
+            self.write()
+        except redis.ResponseError as exc:
+            if isinstance(exc, FAILOVER_ERRORS):
+                raise
+            self.failures.failed("lag", exc)
+        else:
+            self.failures.succeeded("lag")
+
+    def log_limit(self) -> None:
+        """The limit in force as a metric; a change of it logged once."""
+        limit = self.calls.limit
+        self.metrics.set_gauge("in_flight_limit", limit.steady_limit)
+        change = limit.change()
+        if change is not None:
+            log.info(
+                "limit_changed",
+                extra={
+                    **self.log_fields,
+                    "limit": change.limit,
+                    "previous": change.previous,
+                    "reason": change.reason,
+                },
+            )

@@ -1,0 +1,148 @@
+"""What the analyzer's answers mean: the errors, a valid assessment, "busy" and "down".
+
+Pure functions of an HTTP answer (and the clock, for a ``Retry-After`` date), kept apart
+from the client in :mod:`workers.analyzer` so each is table-tested. Three kinds of answer
+other than a valid assessment matter to the caller:
+
+* **busy**: HTTP 429, or 503 with ``Retry-After``: the analyzer is up but at capacity.
+  That is backpressure, :class:`~sentinel_platform.streams.consumer.processor.Busy`,
+  never a failure: it must not open the circuit breaker nor cost a message its AI verdict.
+* **down** (:class:`AnalyzerDown`): no answer (refused, reset, timed out) or a 5xx
+  without ``Retry-After``: the analyzer cannot answer now; the breaker counts it and
+  ``SENTINEL_ANALYZER_WHEN_DOWN`` chooses between the rules and waiting.
+* **wrong** (a plain :class:`AnalyzerError`): a 4xx, a reply outside the contract. The
+  analyzer answered, badly; waiting would not change that, so the rules decide.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import get_args
+
+import urllib3
+
+from sentinel_platform.redaction import scrub
+from sentinel_platform.schemas import RiskLevel
+from sentinel_platform.streams.consumer.processor import Busy
+
+RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
+NARRATIVE_MAX_CHARS = 4000
+#: A longer ``Retry-After`` is cut to this: a bogus header must not stop the calls for days.
+MAX_RETRY_AFTER_S = 3600.0
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+
+
+class AnalyzerError(RuntimeError):
+    """The analyzer could not give a usable answer (unreachable, slow, HTTP error, bad reply).
+
+    ``outcome`` is the label of the ``analyzer_calls`` metric the failure counts under.
+    """
+
+    outcome = "error"
+
+
+class AnalyzerDown(AnalyzerError):
+    """The analyzer cannot answer now: refused, reset, TLS failure, 5xx without
+    ``Retry-After``. ``SENTINEL_ANALYZER_WHEN_DOWN=wait`` makes it :class:`Busy`."""
+
+
+class AnalyzerTimeout(AnalyzerDown):
+    """No answer within the timeout (connecting or reading)."""
+
+    outcome = "timeout"
+
+
+class CircuitOpenError(AnalyzerDown):
+    """Not sent: the circuit breaker is open (or half-open with its probe out)."""
+
+    outcome = "rejected_open"
+
+
+class AnalyzerBusy(Busy):
+    """The analyzer answered "busy" (429, or 503 with ``Retry-After``)."""
+
+
+class NoFreeConnection(Busy):
+    """No connection of the worker's own pool came free within the timeout: the call was
+    never sent, so it says nothing about the analyzer."""
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """An analyzer's verdict on one message."""
+
+    is_threat: bool
+    risk_level: RiskLevel
+    narrative: str
+
+
+def parse_assessment(body: bytes) -> Assessment:
+    """Validate a reply: a JSON object with a bool ``is_threat``, a known ``risk_level`` and
+    a string ``narrative``. Anything else raises ``AnalyzerError``."""
+    try:
+        reply = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise AnalyzerError(f"reply is not JSON ({exc})") from None
+    if not isinstance(reply, dict):
+        raise AnalyzerError("reply is not a JSON object")
+    is_threat, risk, narrative = (reply.get(k) for k in ("is_threat", "risk_level", "narrative"))
+    if not isinstance(is_threat, bool):
+        raise AnalyzerError(f"is_threat must be true or false, got {is_threat!r:.40}")
+    if risk not in RISK_LEVELS:
+        raise AnalyzerError(f"risk_level must be one of {', '.join(RISK_LEVELS)}, got {risk!r:.40}")
+    if not isinstance(narrative, str):
+        raise AnalyzerError(f"narrative must be a string, got {type(narrative).__name__}")
+    return Assessment(is_threat, risk, narrative[:NARRATIVE_MAX_CHARS])
+
+
+def retry_after_seconds(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delay-seconds (``120``) or an
+    HTTP date (``Tue, 24 Nov 2026 12:00:30 GMT``; a past date is 0), at most
+    ``MAX_RETRY_AFTER_S``. None when absent or not valid (RFC 9110 allows no fraction
+    or sign)."""
+    text = (value or "").strip()
+    if _DELAY_SECONDS.fullmatch(text):
+        return min(float(int(text)), MAX_RETRY_AFTER_S)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        when = when.replace(tzinfo=timezone.utc)
+    return min(max(0.0, (when - now).total_seconds()), MAX_RETRY_AFTER_S)
+
+
+def status_error(status: int, retry_after: str | None, now: datetime) -> AnalyzerError | Busy:
+    """What a non-2xx answer means: :class:`AnalyzerBusy` for 429 (with the
+    ``Retry-After`` or None: the caller picks a backoff) and for 503 with a valid
+    ``Retry-After``; :class:`AnalyzerDown` for any other 5xx; a plain
+    :class:`AnalyzerError` for the rest (a 4xx is a mistake, not an outage)."""
+    message = f"analyzer answered HTTP {status}"
+    seconds = retry_after_seconds(retry_after, now)
+    if status == 429 or (status == 503 and seconds is not None):
+        said = "" if seconds is None else f" with Retry-After {seconds:g}s"
+        return AnalyzerBusy(seconds, f"{message}{said}")
+    if 500 <= status < 600:
+        return AnalyzerDown(message)
+    return AnalyzerError(message)
+
+
+def unreachable(exc: BaseException) -> AnalyzerError:
+    """The error for a request that got no answer: a timeout (connecting or reading) or
+    anything else (refused, reset, TLS); both mean the analyzer is down."""
+    message = f"analyzer unreachable ({describe(exc)})"
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: a refusal is no timeout.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):
+        return AnalyzerDown(message)
+    if isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)):
+        return AnalyzerTimeout(message)
+    return AnalyzerDown(message)
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` with any credential-bearing URL in the message hidden."""
+    return scrub(f"{type(exc).__name__}: {exc}")
