@@ -65,9 +65,9 @@ bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt
 	@for script in worker_throughput publish_throughput backpressure recovery_latency chaos \
-	               redis_restart_drill lag_cost soak slow_processor end_to_end; do \
-		echo "== bench/$$script.py --quick"; \
-		{ $(PY) bench/$$script.py --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
+	               redis_restart_drill lag_cost soak slow_processor analyzer_limits end_to_end; do \
+		echo "== python -m bench.$$script --quick"; \
+		{ $(PY) -m bench.$$script --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
 		[ "$$(cat bench/out/rc)" = 0 ] || exit 1; \
 		grep -E '\b(PASS|MISS)\b' bench/out/$$script.log | grep -v '^{' | sed "s|^|$$script: |" >> bench/out/goals.txt; \
 	done

@@ -57,6 +57,8 @@ from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "soak"
 PROCESSOR = TEST_PROCESSOR
+#: ``--busy-fraction``: the counting processor behind a downstream that is busy at times.
+BUSY_PROCESSOR = "sentinel_platform_tests.harness.processors:busy_counting"
 AOF_ALWAYS = {"appendfsync": "always"}
 WORKER_SETTINGS = {
     "lease_ttl_ms": 2000,
@@ -212,6 +214,7 @@ def run_soak(
     schedule: Schedule,
     rate_per_s: int = 200,
     binary: str | None = None,
+    busy_fraction: float = 0.0,
 ) -> dict[str, Any]:
     """Run the drill; the figures (``lost``/``duplicated``/``worker_deaths`` must be 0)."""
     binary = binary or find_redis_server(load_settings())
@@ -232,12 +235,15 @@ def run_soak(
         deadline_s=schedule.duration_s + 300,
     )
     env = child_env(relay.url, home, **WORKER_SETTINGS)
+    processor = PROCESSOR
+    if busy_fraction > 0:  # a downstream that answers "busy" part of the time (429s)
+        processor, env["TEST_BUSY_FRACTION"] = BUSY_PROCESSOR, str(busy_fraction)
     writer = ForeignWriter(pair, relay, keys)
     started = time.monotonic()
     try:
         with Fleet(tmp) as fleet:
             pool = [
-                fleet.worker("transactions", f"soak-{n}", env, PROCESSOR) for n in range(WORKERS)
+                fleet.worker("transactions", f"soak-{n}", env, processor) for n in range(WORKERS)
             ]
             wait_leases(raw_client(relay.url), keys, pool)
             producer.start()
@@ -281,6 +287,7 @@ def run_soak(
         "stream_trims": trims,
         "entries_retained_at_end": retained,
         "wall_s": round(wall, 1),
+        "busy_fraction": busy_fraction,
     }
 
 
@@ -301,6 +308,12 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=None, help="seconds (600)")
     parser.add_argument("--outage", type=float, default=None, help="outage seconds (90)")
     parser.add_argument("--rate", type=int, default=200, help="messages per second published")
+    parser.add_argument(
+        "--busy-fraction",
+        type=float,
+        default=0.0,
+        help="share of processor calls answered 'busy' (as a 429 + Retry-After), e.g. 0.2",
+    )
     args = parser.parse_args()
     duration = args.duration or (120.0 if args.quick else 600.0)
     outage = args.outage or (20.0 if args.quick else 90.0)
@@ -310,7 +323,7 @@ def main() -> int:
         info = machine_info(raw_client(probe.url))
         probe.stop()
         try:
-            figures = run_soak(tmp, schedule, args.rate)
+            figures = run_soak(tmp, schedule, args.rate, busy_fraction=args.busy_fraction)
         except WaitTimeout as exc:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1

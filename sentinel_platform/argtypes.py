@@ -56,3 +56,15 @@ port = whole_number(1, 65_535)
 positive = whole_number(1)
 #: A count of zero or more.
 non_negative = whole_number(0)
+
+
+def concurrency(value: str) -> int | str:
+    """``auto`` (the worker finds its in-flight limit) or a whole number >= 1 (pinned)."""
+    if value.strip().lower() == "auto":
+        return "auto"
+    try:
+        return positive(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto or a whole number >= 1, got {value!r}"
+        ) from None

@@ -206,13 +206,15 @@ class Settings(BaseSettings):
         "SENTINEL_WORKER_CONCURRENCY is auto; also the analyzer client's connections then",
     )
     worker_concurrency: int = Field(
-        1,
+        AUTO,  # validated into AutoConcurrency (validate_default)
+        validate_default=True,
         ge=1,
         le=1024,
-        description="messages one worker process handles at once (threads); raise it for "
-        "I/O-bound processors such as an analyzer call, keep 1 for CPU-bound ones; auto: "
-        "adaptive, up to SENTINEL_WORKER_CONCURRENCY_MAX (readers that need one number, "
-        "such as thread and connection pools, get that maximum)",
+        description="processor calls one worker process makes at once: auto (the default) "
+        "finds the limit at run time (adaptive, up to SENTINEL_WORKER_CONCURRENCY_MAX: more "
+        "for an analyzer that keeps up, fewer when it slows down or answers 429); a number "
+        "pins it (readers that need one number, such as thread and connection pools, get "
+        "the maximum for auto)",
     )
 
     @field_validator("worker_concurrency", mode="wrap")

@@ -70,6 +70,8 @@ class NoFreeConnection(Busy):
     """No connection of the worker's own pool came free within the timeout: the call was
     never sent, so it says nothing about the analyzer."""
 
+    sent = False
+
 
 @dataclass(frozen=True)
 class Assessment:

@@ -110,6 +110,8 @@ return {1, wait}
 class FleetBusy(Busy):
     """Not sent: the fleet is held, or its rate limit has no slot for this call yet."""
 
+    sent = False
+
 
 def analyzer_key_id(url: str, explicit: str | None = None) -> str:
     """The name a fleet's workers share for one analyzer: ``explicit``
@@ -261,7 +263,7 @@ class FleetLimits:
         self._redis_back()
         wait_s = int(wait_us) / 1_000_000
         if not int(reserved):
-            raise Busy(
+            raise FleetBusy(
                 wait_s, f"analyzer {self.analyzer_id}: rate limit, next slot in {wait_s:.2f}s"
             )
         return wait_s

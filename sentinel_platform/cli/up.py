@@ -43,7 +43,7 @@ from sentinel_platform.redis_server import (
     stop_embedded,
 )
 from sentinel_platform.registry import StreamSpec, stream_specs
-from sentinel_platform.settings import Settings, redact_url
+from sentinel_platform.settings import Settings, load_settings, redact_url
 from sentinel_platform.streams.plumbing.connection import (
     RedisClient,
     RedisConnectError,
@@ -72,8 +72,8 @@ class UpOptions:
     stop_timeout_s: float
     production: bool = False
     code_port: int = 4000
-    #: --worker-concurrency; None keeps SENTINEL_WORKER_CONCURRENCY (default 1)
-    worker_concurrency: int | None = None
+    #: --worker-concurrency (a number, or "auto"); None keeps SENTINEL_WORKER_CONCURRENCY
+    worker_concurrency: int | str | None = None
 
 
 _positive = argtypes.positive
@@ -98,10 +98,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         )
     parser.add_argument(
         "--worker-concurrency",
-        type=_positive,
+        type=argtypes.concurrency,
         default=None,
         metavar="C",
-        help="messages each worker processes at once (SENTINEL_WORKER_CONCURRENCY; default 1)",
+        help="processor calls each worker makes at once: auto finds the limit, a number pins "
+        "it (SENTINEL_WORKER_CONCURRENCY; default auto)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="Dagster webserver host")
     parser.add_argument("--port", type=argtypes.port, default=3000, help="Dagster webserver port")
@@ -530,7 +531,9 @@ def options_from(args: argparse.Namespace) -> UpOptions:
 def limits_problem(settings: Settings, options: UpOptions) -> str | None:
     """A count pause limit the pool of a stream fills by design (refused, never changed)."""
     if options.worker_concurrency is not None:
-        settings = settings.model_copy(update={"worker_concurrency": options.worker_concurrency})
+        settings = load_settings(
+            **{**settings.model_dump(), "worker_concurrency": options.worker_concurrency}
+        )
     for spec in stream_specs(settings):
         workers = options.workers.get(spec.name, 0)
         if workers:

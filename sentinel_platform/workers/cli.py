@@ -56,10 +56,10 @@ def build_parser(
     )
     parser.add_argument(
         "--concurrency",
-        type=positive,
+        type=argtypes.concurrency,
         default=None,
-        help="messages processed at once by this process, each on its own thread "
-        "(SENTINEL_WORKER_CONCURRENCY; default 1)",
+        help="processor calls made at once by this process: auto finds the limit, a number "
+        "pins it (SENTINEL_WORKER_CONCURRENCY; default auto)",
     )
     parser.add_argument(
         "--block-ms",

@@ -14,8 +14,8 @@ from sentinel_platform.cli.common import EXIT_USAGE
 from sentinel_platform_tests.cli.conftest import run_sentinel
 
 SENTINEL_CASES = [
-    (["up", "--worker-concurrency", "abc"], "--worker-concurrency", "a whole number >= 1"),
-    (["up", "--worker-concurrency", "0"], "--worker-concurrency", "a whole number >= 1"),
+    (["up", "--worker-concurrency", "abc"], "--worker-concurrency", "auto or a whole number >= 1"),
+    (["up", "--worker-concurrency", "0"], "--worker-concurrency", "auto or a whole number >= 1"),
     (["up", "--transaction-workers", "x"], "--transaction-workers", "a whole number >= 0"),
     (["up", "--axiom-workers", "-1"], "--axiom-workers", "a whole number >= 0"),
     (["up", "--port", "http"], "--port", "a whole number from 1 to 65535"),
@@ -40,7 +40,7 @@ def test_sentinel_names_the_option_and_what_it_expects(
 
 WORKER_CASES = [
     ("--count", "abc", "a whole number >= 1"),
-    ("--concurrency", "0", "a whole number >= 1"),
+    ("--concurrency", "0", "auto or a whole number >= 1"),
     ("--block-ms", "-5", "a whole number >= 0"),
     ("--simulate-latency-ms", "fast", "a whole number >= 0"),
     ("--metrics-port", "p", "a whole number >= 0"),

@@ -17,7 +17,7 @@ from sentinel_platform.settings import SettingsError, load_settings
 @pytest.mark.parametrize(
     ("env", "threads", "pinned"),
     [
-        ({}, 1, 1),
+        ({}, 256, None),  # the default: auto
         ({"SENTINEL_WORKER_CONCURRENCY": "32"}, 32, 32),
         ({"SENTINEL_WORKER_CONCURRENCY": "auto"}, 256, None),
         ({"SENTINEL_WORKER_CONCURRENCY": " AUTO "}, 256, None),

@@ -13,11 +13,14 @@ client cannot send (on the first ``bad_times`` calls, default every call),
 counts every call of ``process`` in the Redis hash :data:`CALLS_KEY` (field = key), so a
 test or a drill sees exactly how often the processor ran, across processes and kills,
 and can tell a duplicate *processing* from a duplicate *effect*. ``noop`` makes no Redis
-call and does no work: it measures the consumer machinery alone.
+call and does no work: it measures the consumer machinery alone. ``busy_counting`` is
+``counting`` behind a downstream that answers "busy" part of the time.
 """
 
 from __future__ import annotations
 
+import os
+import random
 import sys
 import time
 from collections.abc import Mapping
@@ -25,7 +28,7 @@ from typing import Any
 
 from sentinel_platform.schemas import SchemaError
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.consumer.processor import Busy, Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 
 CALLS_KEY = "test:processor_calls"
@@ -129,8 +132,30 @@ class CountingProcessor:
         return Effect(key, {"key": key, "call": str(calls)}, recent=key)
 
 
+class BusyCountingProcessor(CountingProcessor):
+    """``counting`` behind a downstream that is busy part of the time, as an analyzer
+    answering 429 + ``Retry-After`` is: a share of calls (``TEST_BUSY_FRACTION``, default
+    0.2) raise :class:`Busy` (retry after 0.2 s) before any work, so they count no call."""
+
+    name = "busy-counting"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._fraction = float(os.environ.get("TEST_BUSY_FRACTION", "0.2"))
+        self._random = random.Random()
+
+    def process(self, message: dict[str, str]) -> Effect:
+        if self._random.random() < self._fraction:
+            raise Busy(0.2, "the test downstream is busy")
+        return super().process(message)
+
+
 def counting(settings: Settings) -> CountingProcessor:
     return CountingProcessor(settings)
+
+
+def busy_counting(settings: Settings) -> BusyCountingProcessor:
+    return BusyCountingProcessor(settings)
 
 
 def noop(settings: Settings) -> NoopProcessor:

@@ -24,6 +24,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 
 from .conftest import AnalyzerServer
@@ -33,6 +34,7 @@ THRESHOLD = 0.5
 ANALYZER_PASSWORD = "An4lyz3r-Pw"
 #: Per test, far more audited messages than the worker may open connections for them.
 AUDITED = 40
+#: Calls at once pinned for the connection tests: the client keeps at most that many.
 MAX_CONNECTIONS = 3
 
 
@@ -93,7 +95,8 @@ def test_worker_sends_only_scores_strictly_above_the_threshold_over_reused_conne
 ) -> None:
     analyzer_server.reply = {"is_threat": True, "risk_level": "low", "narrative": "model says"}
     keys = axiom_keys(settings)
-    worker = start_worker("axioms", with_credentials(analyzer_server.url))
+    url = with_credentials(analyzer_server.url)
+    worker = start_worker("axioms", url, worker_concurrency=MAX_CONNECTIONS)
     scores = [0.1, THRESHOLD, 0.5000001, 0.99, 1.0] * (AUDITED // 3)
     process_all(redis_client, keys, [axiom_entry(i, score) for i, score in enumerate(scores)])
     results = results_by_source(redis_client, keys.results)
@@ -121,7 +124,7 @@ def test_transaction_worker_asks_the_analyzer_for_each_verdict(
 ) -> None:
     analyzer_server.reply = {"is_threat": True, "risk_level": "medium", "narrative": "odd"}
     keys = transaction_keys(settings)
-    worker = start_worker("transactions", analyzer_server.url)
+    worker = start_worker("transactions", analyzer_server.url, worker_concurrency=MAX_CONNECTIONS)
     ids = [f"t-{i}" for i in range(AUDITED)]
     process_all(redis_client, keys, [{"data": json.dumps({**BASE, "id": i})} for i in ids])
     verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
@@ -221,6 +224,7 @@ def test_worker_with_a_refusing_analyzer_opens_the_breaker_and_lets_the_rules_de
         analyzer_timeout_s=2.0,
         analyzer_breaker_failures=failures,
         analyzer_breaker_cooldown_s=600,
+        worker_concurrency=1,  # one call at a time: exactly N reach the dead port
     )
     keys = transaction_keys(settings)
     worker = fleet.worker("transactions", "breaker-worker", env, extra=["--metrics-port", "0"])
@@ -305,3 +309,32 @@ def test_a_busy_analyzer_costs_the_worker_time_never_an_ai_verdict(
     answered = analyzer_server.requests[analyzer_server.busy_first :]
     assert len(answered) == len(ids), "each message answered once"
     assert answered[0]["at"] - busy[0]["at"] >= 0.95, "the Retry-After was honoured"
+
+
+def test_a_worker_on_the_defaults_finds_a_busy_analyzers_capacity_and_never_falls_back(
+    start_worker: StartWorker, settings: Settings, redis_client: RedisClient
+) -> None:
+    """The default, ``SENTINEL_WORKER_CONCURRENCY=auto``, against a service that serves 8
+    calls at once in 100 ms and answers 429 + ``Retry-After: 1`` beyond: the worker runs
+    several calls at once (a pinned 1 never would), every verdict is the analyzer's (a
+    busy analyzer never costs a rules verdict), nothing is dead-lettered."""
+    keys = transaction_keys(settings)
+    with AnalyzerStub(0.1, capacity=8, mode="reject", retry_after="1") as stub:
+        worker = start_worker("transactions", stub.url)  # no concurrency setting: auto
+        ids = [f"auto-{i}" for i in range(120)]
+        pipe = redis_client.pipeline(transaction=False)
+        for txn_id in ids:
+            pipe.xadd(keys.stream, {"data": json.dumps({**BASE, "id": txn_id})})
+        pipe.execute()
+        wait_until(
+            lambda: redis_client.xlen(keys.results) + redis_client.xlen(keys.dlq) == len(ids),
+            timeout_s=120,
+            what="a verdict or a dead letter for every message",
+        )
+        counters = stub.counters()
+    assert worker.stop() == 0, worker.log_tail()
+    assert redis_client.xlen(keys.dlq) == 0
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert {v["driver_used"] for v in verdicts} == {"analyzer"}, "no rules verdict for busy"
+    assert counters["peak_serving"] >= 4, counters  # it found capacity beyond one call
+    assert counters["answered"] == len(ids), counters  # each message answered once

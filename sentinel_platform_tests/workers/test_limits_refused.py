@@ -25,8 +25,10 @@ NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURREN
     [
         ({}, 8, False),  # limits in seconds of work: the allowance is measured, nothing to refuse
         ({"worker_concurrency": 1024}, 64, False),
-        ({"lag_pause": 200}, 1, False),  # 100 in flight
-        ({"lag_pause": 200}, 2, True),  # 200 in flight: the pause limit is reached by design
+        ({"lag_pause": 200}, 1, True),  # auto: up to 256 in flight
+        ({"lag_pause": 300, "worker_concurrency_max": 64}, 4, False),  # auto, 256
+        ({"lag_pause": 200, "worker_concurrency": 1}, 1, False),  # 100 in flight
+        ({"lag_pause": 200, "worker_concurrency": 1}, 2, True),  # 200 in flight: by design
         ({"lag_pause": 200, "worker_concurrency": 4}, 1, False),  # 4 held, not 400
         ({"lag_pause": 200, "worker_concurrency": 32}, 1, False),  # the issue's case
         ({"lag_pause": 200, "worker_concurrency": 32}, 6, False),  # 192
@@ -34,14 +36,14 @@ NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURREN
         ({"lag_pause": 200, "worker_concurrency": 200}, 1, True),
         ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 49, False),  # 196
         ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 50, True),  # 200
-        ({"lag_warn": 20}, 1, True),  # the pause limit derived from it: 80 < 100
+        ({"lag_warn": 20, "worker_concurrency": 1}, 1, True),  # the derived pause: 80 < 100
     ],
 )
 def test_in_flight_problem(env: dict[str, int], workers: int, refused: bool) -> None:
     problem = in_flight_problem(load_settings(**env), workers)
     assert (problem is not None) is refused
     if problem:
-        threads = env.get("worker_concurrency", 1) > 1
+        threads = env.get("worker_concurrency", 2) > 1  # auto, or a pinned number above 1
         named = [n for n in NAMED if not (threads and n == "SENTINEL_READ_COUNT")]
         assert all(name in problem for name in named), problem
 
@@ -78,6 +80,7 @@ def test_up_refuses_a_pause_limit_the_pool_fills_before_starting_anything(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("SENTINEL_LAG_PAUSE", "200")
+    monkeypatch.setenv("SENTINEL_WORKER_CONCURRENCY", "1")  # a worker holds its read, 100
     code = main(["up", "--transaction-workers", "2", "--no-dagster"])
     err = capsys.readouterr().err
     assert code == 1

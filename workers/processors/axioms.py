@@ -58,6 +58,9 @@ class AxiomProcessor:
     def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
         self.settings = settings
         self.analyzer = analyzer
+        #: an analyzer call is paid for: copies of a key on other workers wait for its
+        #: claim instead of calling again (``streams/consumer/claims.py``)
+        self.paid_calls = analyzer is not None
 
     def bind_metrics(self, metrics: Metrics) -> None:
         """Count the analyzer's calls and circuit changes in the worker's metrics (the

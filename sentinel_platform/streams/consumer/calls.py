@@ -83,6 +83,8 @@ class Finished:
     outcome: Outcome | None  # None: busy, parked for a later call
     seconds: float
     retry_after_s: float | None = None
+    #: a busy answer from the downstream itself (not a hold or a local wait)
+    sent: bool = True
 
 
 @dataclass(slots=True)
@@ -91,6 +93,8 @@ class RunResult:
 
     finished: list[Finished] = field(default_factory=list)
     rest: list[Prepared] = field(default_factory=list)
+    #: runs in flight when this one started, itself included (the limit's samples)
+    in_flight: int = 1
 
 
 class Calls:
@@ -112,7 +116,7 @@ class Calls:
         self._max_threads = max_threads
         self._stop = stop
         self._on_busy = on_busy
-        self._jobs: queue.SimpleQueue[list[Prepared] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[list[Prepared], int] | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[RunResult] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._running = 0  # runs queued for or taken by a thread, not yet collected
@@ -137,7 +141,8 @@ class Calls:
             return 0
         unknown = self._mean_latency_s is None and self.limit.limit > 1
         length = 1 if unknown else run_length(self._mean_latency_s, count)
-        return max(0, min(count, free_runs * length - len(self._backlog)))
+        waiting = len(self._backlog) + len(self._parked)  # each will need a run
+        return max(0, min(count, free_runs * length - waiting))
 
     @property
     def running(self) -> int:
@@ -148,6 +153,10 @@ class Calls:
         """Messages in hand: in a run, waiting for one, waiting on a copy's call, parked."""
         copies = sum(len(c) for c in self._followers.values())
         return len(self._in_runs) + len(self._backlog) + copies + len(self._parked)
+
+    def keys_in_hand(self) -> set[str]:
+        """The natural keys with a call in flight, waiting or parked."""
+        return set(self._followers)
 
     def in_hand_ids(self) -> set[str]:
         ids = set(self._in_runs) | set(self._parked)
@@ -196,7 +205,7 @@ class Calls:
         for result in self._finished_runs(wait_s):
             self._running -= 1
             for finished in result.finished:
-                self._settle(finished, outcomes)
+                self._settle(finished, result.in_flight, outcomes)
             for prepared in result.rest:
                 self._in_runs.pop(prepared.delivery.id, None)
             self._backlog.extendleft(reversed(result.rest))
@@ -211,13 +220,15 @@ class Calls:
             outcomes += self.collect(left)
         return outcomes
 
-    def _settle(self, finished: Finished, outcomes: list[Outcome]) -> None:
+    def _settle(self, finished: Finished, in_flight: int, outcomes: list[Outcome]) -> None:
         prepared = finished.prepared
         self._in_runs.pop(prepared.delivery.id, None)
         if finished.outcome is None:
+            if finished.sent:  # the downstream's own answer: its capacity is below ours
+                self.limit.on_drop(in_flight)
             self._park(prepared, finished.retry_after_s)
             return
-        self._learn(finished.seconds)
+        self._learn(finished.seconds, in_flight)
         outcomes.append(finished.outcome)
         copies = self._followers.pop(prepared.natural_key, [])
         if isinstance(finished.outcome, Commit):
@@ -226,10 +237,10 @@ class Calls:
         elif copies:
             self.submit(copies)
 
-    def _learn(self, seconds: float) -> None:
+    def _learn(self, seconds: float, in_flight: int) -> None:
         mean = self._mean_latency_s
         self._mean_latency_s = seconds if mean is None else mean + LATENCY_WEIGHT * (seconds - mean)
-        self.limit.on_sample(seconds, self._running + 1)
+        self.limit.on_sample(seconds, in_flight)
         self._busy_backoff_s = BUSY_BACKOFF_START_S
 
     def _park(self, prepared: Prepared, retry_after_s: float | None) -> None:
@@ -237,7 +248,6 @@ class Calls:
         if retry_after_s is None:
             retry_after_s = self._busy_backoff_s
             self._busy_backoff_s = min(self._busy_backoff_s * 2, BUSY_BACKOFF_CAP_S)
-        self.limit.on_drop(self._running + 1)
         self._parked[prepared.delivery.id] = (time.monotonic() + retry_after_s, prepared)
         self._on_busy(prepared, retry_after_s)
 
@@ -263,7 +273,7 @@ class Calls:
             for prepared in run:
                 self._in_runs[prepared.delivery.id] = prepared
             self._running += 1
-            self._jobs.put(run)
+            self._jobs.put((run, self._running))
         while len(self._threads) < min(self._running, self._max_threads):
             thread = threading.Thread(
                 target=self._serve, name=f"call-{len(self._threads)}", daemon=True
@@ -274,11 +284,12 @@ class Calls:
     # --- the threads ----------------------------------------------------------------------
     def _serve(self) -> None:
         """One thread: runs jobs until told to end. Nothing a call raises escapes."""
-        while (run := self._jobs.get()) is not None:
-            self._done.put(self._run(run))
+        while (job := self._jobs.get()) is not None:
+            run, in_flight = job
+            self._done.put(self._run(run, in_flight))
 
-    def _run(self, run: list[Prepared]) -> RunResult:
-        result = RunResult()
+    def _run(self, run: list[Prepared], in_flight: int) -> RunResult:
+        result = RunResult(in_flight=in_flight)
         started = time.perf_counter()
         for index, prepared in enumerate(run):
             # A stop (or a name lost to another process) starts no call, not even a first.
@@ -293,7 +304,8 @@ class Calls:
         try:
             outcome = self._call(prepared)
         except Busy as busy:
-            return Finished(prepared, None, time.perf_counter() - started, busy.retry_after_s)
+            seconds = time.perf_counter() - started
+            return Finished(prepared, None, seconds, busy.retry_after_s, sent=busy.sent)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt: never a silent death
             outcome = self._aborted(prepared, exc)
         return Finished(prepared, outcome, time.perf_counter() - started)

@@ -25,6 +25,7 @@ import redis
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.lease import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
@@ -62,6 +63,8 @@ class LagWriter:
         self.count = count  # the read size
         self.log_fields = log_fields
         self.failures = SideWriteFailures(log_fields)
+        #: the consumer's claims, refreshed with every write (None: no paid calls)
+        self.claims: Claims | None = None
         self._next = 0.0
 
     def write(self) -> int:
@@ -72,6 +75,8 @@ class LagWriter:
         queue_record_lag(pipe, self.keys, reading.lag)  # the sensor reports peaks between ticks
         holding = self.calls.capacity(self.count)
         queue_holding(pipe, self.keys, self.consumer, holding, self.settings.lag_key_ttl_s)
+        if self.claims is not None:
+            self.claims.queue_refresh(pipe)  # a claim lives as long as its holder writes
         pipe.execute()
         self.metrics.set_gauge("lag", reading.lag)
         log.debug(

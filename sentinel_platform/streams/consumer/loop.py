@@ -41,6 +41,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.adaptive_limit import limit_for
 from sentinel_platform.streams.consumer.calling import ProcessorCall
 from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.lag_writes import LagWriter
@@ -53,7 +54,12 @@ from sentinel_platform.streams.consumer.lease import (
 from sentinel_platform.streams.consumer.lost_read import lost_read
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
-from sentinel_platform.streams.consumer.outcomes import IterationReport, Outcome, Prepared
+from sentinel_platform.streams.consumer.outcomes import (
+    Commit,
+    IterationReport,
+    Outcome,
+    Prepared,
+)
 from sentinel_platform.streams.consumer.processor import Processor
 from sentinel_platform.streams.consumer.recovery import Delivery, Recovery
 from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS, Outbox
@@ -75,6 +81,10 @@ FLUSH_INTERVAL_S = 0.05
 LOST_READ_SCAN = 10
 #: In burst mode, how long an idle pass waits while our own failures await their retry.
 BURST_POLL_S = 0.02
+#: Recovery steps are at most this frequent (a death still wakes the read at once).
+RECOVERY_INTERVAL_S = 0.1
+#: While calls run, a read waits at most this long for a quarter of the limit to be free.
+READ_GATHER_S = 0.02
 
 
 class Consumer:
@@ -123,6 +133,9 @@ class Consumer:
             on_busy=self._busy,
         )
         self.outbox = Outbox(client, keys, settings, consumer, metrics, self.log_fields)
+        #: one paid call per key across the fleet, for processors that make paid calls
+        paid = bool(getattr(processor, "paid_calls", False))
+        self.claims = Claims(client, keys, consumer, settings.lease_ttl_ms) if paid else None
         self.recovery = Recovery(
             client,
             keys,
@@ -157,6 +170,7 @@ class Consumer:
         self.lag = LagWriter(
             client, keys, settings, consumer, metrics, self.calls, self.count, self.log_fields
         )
+        self.lag.claims = self.claims
         self.stopping = Stopping(self)
         self.watchdog = HangWatchdog(
             self.in_hand, settings.hang_timeout_ms, self.stopping.give_up, self.log_fields
@@ -176,6 +190,8 @@ class Consumer:
         self._burst = False
         self._uncertain_read = False
         self._started = False
+        self._next_recovery = 0.0
+        self._last_read = 0.0
         #: what the current pass handled, by report field (``IterationReport``)
         self.tally: Counter[str] = Counter()
         #: everything handled since this consumer was made (the sum of every pass)
@@ -256,12 +272,16 @@ class Consumer:
         if self._uncertain_read:  # before recovery, which would count another delivery
             self._take_back_lost_read()
         self.calls.resubmit_due(time.monotonic())
+        if self.claims is not None:  # copies waiting on another worker's claim
+            mine, done = self.claims.recheck(time.monotonic())
+            self.outbox.extend(done)
+            self.calls.submit(mine)
         room = self.calls.room(self.count)
-        recovered = self.recovery.step(room) if room else []
+        recovered = self.recovery.step(room) if room and self._recovery_due() else []
         self._take(recovered, "recovered")
         batch: list[Delivery] = []
         room = self.calls.room(self.count)
-        if room and not self.stop.is_set():
+        if room and not self.stop.is_set() and self._read_due(room):
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self._read(self._block(waiting), room)
             self._take(batch, "read")
@@ -271,7 +291,9 @@ class Consumer:
             self.stop.wait(0.05)  # --block-ms 0: poll, but do not spin
         self._flush_due()
         if self.stop.is_set():
-            self._hand_back(self.calls.take_back())
+            self._hand_back(self.take_back())
+        elif self.claims is not None:
+            self.claims.keep(self.calls.keys_in_hand())
         self.lag.maybe_write()
         self.retention.maybe_trim()  # at most once per SENTINEL_STREAM_RETENTION_INTERVAL_S
         return self.report()
@@ -283,17 +305,48 @@ class Consumer:
         deadline = time.monotonic() + self.settings.shutdown_timeout_s
         self._settle(self.calls.collect_until(deadline))
 
+    def _read_due(self, room: int) -> bool:
+        """Read now, or gather more room first: while calls run, a read waits until a
+        quarter of the limit is free or :data:`READ_GATHER_S` has passed, so many calls
+        in flight share a read (and its triage) instead of one round trip per call."""
+        if not self.calls.running or room >= max(1, self.calls.limit.limit // 4):
+            self._last_read = time.monotonic()
+            return True
+        now = time.monotonic()
+        if now - self._last_read >= READ_GATHER_S:
+            self._last_read = now
+            return True
+        return False
+
+    def _recovery_due(self) -> bool:
+        """Recovery runs at most every :data:`RECOVERY_INTERVAL_S`: a pass per finished
+        call (many calls in flight) would otherwise cost the server an XPENDING each."""
+        now = time.monotonic()
+        if now < self._next_recovery:
+            return False
+        self._next_recovery = now + RECOVERY_INTERVAL_S
+        return True
+
     def _take(self, deliveries: Sequence[Delivery], field: str) -> None:
         """Count what was read or recovered (``field``) and decide it."""
         self.tally[field] += len(deliveries)
         self._decide(deliveries)
 
     def _decide(self, deliveries: Sequence[Delivery]) -> None:
-        """Triage: decided outcomes to the outbox, the rest to the calls."""
+        """Triage: decided outcomes to the outbox, the rest to the calls. A copy of a key
+        whose effect waits in the outbox shares it (its commit acknowledges it)."""
         if deliveries:
             decided, due = self.triage(deliveries)
             self.outbox.extend(decided)
-            self.calls.submit(due)
+            if len(self.outbox):
+                due = self._share_decided(due)
+            if self.claims is not None:
+                due, done = self.claims.take(due)
+                self.outbox.extend(done)
+                self.calls.submit(due)
+                self.claims.keep(self.calls.keys_in_hand())
+            else:
+                self.calls.submit(due)
 
     def _flush_due(self) -> None:
         """Settle the outbox once no call runs, or every :data:`FLUSH_INTERVAL_S` while
@@ -303,6 +356,13 @@ class Consumer:
         due = time.monotonic() - self.outbox.last_flush >= FLUSH_INTERVAL_S
         if due or not self.calls.running or self.stop.is_set():
             self.tally.update(self.outbox.flush())
+
+    def _share_decided(self, due: list[Prepared]) -> list[Prepared]:
+        effects = self.outbox.effects()
+        for prepared in [p for p in due if p.natural_key in effects]:
+            effect = effects[prepared.natural_key]
+            self.outbox.add(Commit(prepared.delivery, prepared.natural_key, effect))
+        return [p for p in due if p.natural_key not in effects]
 
     def _settle(self, outcomes: Sequence[Outcome]) -> None:
         """Buffer ``outcomes`` and settle the outbox (one round trip), unless empty."""
@@ -316,9 +376,18 @@ class Consumer:
             self.tally["handed_back"] += len(prepared)
 
     def _in_hand_ids(self) -> set[str]:
-        """Messages we hold that are being handled: in the calls, or decided and not yet
-        settled."""
-        return self.calls.in_hand_ids() | self.outbox.ids()
+        """Messages we hold that are being handled: in the calls, waiting on a claim, or
+        decided and not yet settled."""
+        waiting = set(self.claims.waiting) if self.claims is not None else set()
+        return self.calls.in_hand_ids() | self.outbox.ids() | waiting
+
+    def held(self) -> int:
+        """Messages in hand and not decided: in the calls or waiting on a claim."""
+        return self.calls.held() + (len(self.claims.waiting) if self.claims else 0)
+
+    def take_back(self) -> list[Prepared]:
+        """Everything in hand but the calls in progress (a stop hands it back)."""
+        return self.calls.take_back() + (self.claims.take_back() if self.claims else [])
 
     def _read(self, block: int | None, count: int) -> list[Delivery]:
         """New messages (``XREADGROUP ... >``), sent once: a lost reply is never re-sent.
@@ -344,7 +413,7 @@ class Consumer:
         report = IterationReport(**self.tally)
         self.tally.clear()
         self.totals += report
-        self.metrics.set_gauge("in_flight", self.calls.held())
+        self.metrics.set_gauge("in_flight", self.held())
         return report
 
     def _block(self, waiting: bool) -> int | None:
@@ -358,7 +427,7 @@ class Consumer:
 
     def _drained(self) -> bool:
         """Nothing uncommitted, nothing in hand, no message pending on us (burst may end)."""
-        if len(self.outbox) or self.calls.held():
+        if len(self.outbox) or self.held():
             return False
         mine = self.client.xpending_range(
             self.keys.stream, self.keys.group, "-", "+", 1, consumername=self.consumer

@@ -36,7 +36,13 @@ class Busy(Exception):
       failure, and does not count the wait against the hang watchdog.
 
     ``reason`` says who is busy and why, for logs; it never carries a credential.
+    ``sent`` is False for a subclass raised before anything reached the downstream (a
+    fleet-wide hold, no local connection free): that says nothing new about the
+    downstream's capacity, so the limit is not cut for it.
     """
+
+    #: the call reached the downstream, which answered "busy" (a capacity signal)
+    sent = True
 
     def __init__(self, retry_after_s: float | None, reason: str) -> None:
         super().__init__(reason)
@@ -70,6 +76,10 @@ class Processor(Protocol):
     Optionally it has ``bind_metrics(metrics)``: the worker calls it once with its
     :class:`~sentinel_platform.streams.consumer.metrics.Metrics` before the first message, so the
     processor can count what only it sees (the analyzer's calls and circuit breaker).
+    Optionally it has ``paid_calls``: true when its calls cost money or a scarce service's
+    capacity (an analyzer), so the worker claims each natural key across the fleet before
+    calling and a copy on another worker waits for the first's commit instead
+    (``claims.py``).
     Optionally it has ``bind_redis(client)``: the worker calls it once with its Redis
     client before the first message, so the processor can share limits with the rest of
     the fleet (the analyzer's ``Retry-After`` hold and rate limit); without the call those

@@ -71,7 +71,7 @@ class WorkerOptions:
     consumer: str
     processor: str
     count: int | None = None
-    concurrency: int | None = None
+    concurrency: int | str | None = None
     block_ms: int | None = None
     simulate_latency_ms: int | None = None
     metrics_port: int | None = None

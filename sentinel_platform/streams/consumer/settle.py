@@ -20,6 +20,8 @@ from typing import Any
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.attempts import RECORD_CALL, queue_error
+from sentinel_platform.streams.consumer.claims import CLAIM as CLAIM_KEYS
+from sentinel_platform.streams.consumer.claims import REFRESH as REFRESH_CLAIMS
 from sentinel_platform.streams.consumer.dead_letter import (
     ALREADY_DEAD_LETTERED,
     DEAD_LETTER,
@@ -42,6 +44,7 @@ from sentinel_platform.streams.consumer.outcomes import (
     Failure,
     Outcome,
 )
+from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.consumer.recovery import CLAIM, PRUNE, Delivery
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
@@ -51,7 +54,7 @@ from sentinel_platform.streams.plumbing.tagged_pipeline import TaggedPipeline
 log = logging.getLogger(__name__)
 
 #: Every script the worker runs, loaded at start and again after a server lost them.
-ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE, RECORD_CALL)
+ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE, RECORD_CALL, CLAIM_KEYS, REFRESH_CLAIMS)
 #: Idle time given to handed-back messages: past every claim threshold.
 HANDBACK_IDLE_MS = 10**10
 #: Holder of handed-back messages; it never has a lease, so every worker may claim them.
@@ -93,6 +96,11 @@ class Outbox:
 
     def ids(self) -> set[str]:
         return {outcome.delivery.id for outcome in self.outcomes}
+
+    def effects(self) -> dict[str, Effect]:
+        """The effects decided and not yet committed, by natural key: a copy of one of
+        these keys shares the effect rather than making a call of its own."""
+        return {o.natural_key: o.effect for o in self.outcomes if isinstance(o, Commit)}
 
     def clear(self) -> None:
         """Forget what is buffered (their deliveries vanished, or are decided again)."""

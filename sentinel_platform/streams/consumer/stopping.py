@@ -76,7 +76,7 @@ class Stopping:
             extra={
                 **self.log_fields,
                 "uncommitted": len(consumer.outbox),
-                "in_flight": consumer.calls.held(),
+                "in_flight": consumer.held(),
             },
         )
         budget = self.backstop.budget()
@@ -130,7 +130,9 @@ class Stopping:
         settled), the rest is handed back; False if the hand-back failed (those messages
         stay pending on us)."""
         consumer = self.consumer
+        waiting = consumer.claims.take_back() if consumer.claims is not None else []
         outcomes, rest = consumer.calls.settle_running(budget.work_deadline)
+        rest += waiting
         consumer.outbox.extend(outcomes)
         if not rest:
             return True
@@ -205,7 +207,7 @@ class Stopping:
             extra={
                 **self.log_fields,
                 "uncommitted": len(consumer.outbox),
-                "in_flight": consumer.calls.held(),
+                "in_flight": consumer.held(),
                 "timeout_s": budget.timeout_s,
                 "bound_s": budget.timeout_s + STOP_MARGIN_S,
             },

@@ -174,8 +174,9 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool
     the lag as they are, so a pause limit at or below what the workers hold at their most
     pauses the producers whenever the pool is merely busy. What a worker holds at its most
     is known before it runs (:func:`~sentinel_platform.streams.pool.holdings.most_held`:
-    its whole read at a concurrency of 1, its threads above); limits the operator set are
-    never changed: the combination is refused, naming the settings.
+    its whole read at a pinned concurrency of 1, the pinned number above, the maximum
+    ``SENTINEL_WORKER_CONCURRENCY_MAX`` with ``auto``); limits the operator set are never
+    changed: the combination is refused, naming the settings.
     """
     counts = count_limits(settings)
     if counts is None:
@@ -185,7 +186,13 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool
     if counts[1] > held:
         return None
     source = "SENTINEL_LAG_PAUSE" if settings.lag_pause is not None else "SENTINEL_LAG_WARN x 4"
-    if settings.worker_concurrency == 1:
+    if settings.worker_concurrency_pinned is None:
+        per_worker = (
+            f"SENTINEL_WORKER_CONCURRENCY_MAX ({settings.worker_concurrency}) per worker "
+            "(SENTINEL_WORKER_CONCURRENCY is auto: a worker may hold up to that many)"
+        )
+        lower = "SENTINEL_WORKER_CONCURRENCY_MAX, pin SENTINEL_WORKER_CONCURRENCY"
+    elif settings.worker_concurrency == 1:
         per_worker = (
             f"SENTINEL_READ_COUNT ({settings.read_count}) per worker (at "
             "SENTINEL_WORKER_CONCURRENCY (1) a worker holds its whole read)"
