@@ -49,7 +49,12 @@ from sentinel_platform.streams.pool.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.pool.progress import last_publish, progress
 from sentinel_platform.streams.pool.retention import describe as describe_retention
 from sentinel_platform.streams.pool.retention import retention_summary
-from sentinel_platform.streams.pool.zones import limits_from_settings, work_seconds, zone
+from sentinel_platform.streams.pool.zones import (
+    limits_from_settings,
+    pinned_or_read,
+    work_seconds,
+    zone,
+)
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.
@@ -208,7 +213,7 @@ def _limits(settings: Settings) -> dict[str, Any]:
         "lag_pause_s": limits.pause_s,
         "lag_warn": limits.lag_warn,
         "lag_pause": limits.lag_pause,
-        "in_flight_per_worker": most_held(settings.read_count, settings.worker_concurrency),
+        "in_flight_per_worker": most_held(settings.read_count, pinned_or_read(settings)),
         "text": limits.describe(),
     }
 

@@ -25,8 +25,9 @@ NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURREN
     [
         ({}, 8, False),  # limits in seconds of work: the allowance is measured, nothing to refuse
         ({"worker_concurrency": 1024}, 64, False),
-        ({"lag_pause": 200}, 1, True),  # auto: up to 256 in flight
-        ({"lag_pause": 300, "worker_concurrency_max": 64}, 4, False),  # auto, 256
+        ({"lag_pause": 200}, 1, False),  # auto, capped at a read under count limits: 100
+        ({"lag_pause": 200}, 2, True),  # auto: 200 in flight, the pause limit by design
+        ({"lag_pause": 300, "worker_concurrency_max": 64}, 4, False),  # auto, 4 x 64
         ({"lag_pause": 200, "worker_concurrency": 1}, 1, False),  # 100 in flight
         ({"lag_pause": 200, "worker_concurrency": 1}, 2, True),  # 200 in flight: by design
         ({"lag_pause": 200, "worker_concurrency": 4}, 1, False),  # 4 held, not 400

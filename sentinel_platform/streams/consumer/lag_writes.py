@@ -53,6 +53,7 @@ class LagWriter:
         calls: Calls,
         count: int,
         log_fields: dict[str, str],
+        claims: Claims | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -64,7 +65,7 @@ class LagWriter:
         self.log_fields = log_fields
         self.failures = SideWriteFailures(log_fields)
         #: the consumer's claims, refreshed with every write (None: no paid calls)
-        self.claims: Claims | None = None
+        self.claims = claims
         self._next = 0.0
 
     def write(self) -> int:

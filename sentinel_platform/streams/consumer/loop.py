@@ -38,37 +38,23 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.adaptive_limit import limit_for
-from sentinel_platform.streams.consumer.calling import ProcessorCall
-from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.group_read import GroupReader
-from sentinel_platform.streams.consumer.lag_writes import LagWriter
-from sentinel_platform.streams.consumer.lease import (
-    Heartbeat,
-    Lease,
-    LeaseHeldError,
-    heartbeat_interval_s,
-)
+from sentinel_platform.streams.consumer.lease import LeaseHeldError
 from sentinel_platform.streams.consumer.lost_read import lost_read
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.outages import Outages
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
     IterationReport,
     Outcome,
     Prepared,
 )
+from sentinel_platform.streams.consumer.parts import Hooks, build_parts
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.recovery import Delivery, Recovery
-from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS, Outbox
+from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS
 from sentinel_platform.streams.consumer.stopping import Stopping
-from sentinel_platform.streams.consumer.triage import Triage
-from sentinel_platform.streams.consumer.watchdog import HangWatchdog, InHand
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.retention import Retention
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,79 +98,15 @@ class Consumer:
         self.count = count or settings.read_count
         self.block_ms = settings.block_ms if block_ms is None else block_ms
         self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
-        self.lease = Lease(
-            client,
-            keys,
-            consumer,
-            settings.lease_ttl_ms,
-            with_link=settings.connection_liveness,
-            stop=self.stop,
+        hooks = Hooks(self._busy, self._lose_name, self._in_hand_ids, self._give_up)
+        parts = build_parts(
+            client, keys, processor, settings, consumer, metrics, self.stop, self.count, hooks
         )
-        self.reader = GroupReader(client, keys, consumer, self.log_fields)
-        self.in_hand = InHand()  # the messages in a call, for the hang watchdog
-        calling = ProcessorCall(processor, settings, metrics, self.in_hand, self.log_fields)
-        limit = limit_for(settings.worker_concurrency_pinned, settings.worker_concurrency_max)
-        self.calls = Calls(
-            calling,
-            calling.aborted,
-            limit,
-            settings.worker_concurrency,  # the pinned number, or the maximum for auto
-            self.stop,
-            on_busy=self._busy,
-        )
-        self.outbox = Outbox(client, keys, settings, consumer, metrics, self.log_fields)
-        #: one paid call per key across the fleet, for processors that make paid calls
-        paid = bool(getattr(processor, "paid_calls", False))
-        self.claims = Claims(client, keys, consumer, settings.lease_ttl_ms) if paid else None
-        self.recovery = Recovery(
-            client,
-            keys,
-            consumer,
-            lease_ttl_ms=settings.lease_ttl_ms,
-            reclaim_idle_ms=settings.reclaim_idle_ms,
-            retry_backoff_ms=settings.retry_backoff_ms,
-            metrics=metrics,
-            lease_value=self.lease.value,  # claim only while the lease is ours
-            in_hand=self._in_hand_ids,  # our messages in hand are not retries
-            on_death=self.reader.wake,  # a death cuts our blocked read short
-        )
-        self.triage = Triage(
-            client,
-            keys,
-            processor,
-            settings,
-            consumer,
-            calling.failed,
-            calling.observe,
-            self.log_fields,
-        )
-        self.outages = Outages(
-            client,
-            self.stop,
-            self.log_fields,
-            on_outage=self.recovery.grace.outage,  # see recovery_grace.py
-            on_reset=self.reader.reset,  # it may be bound to a node that left
-            uncommitted=lambda: len(self.outbox),
-        )
-        self.retention = Retention(client, keys, settings, self.log_fields)
-        self.lag = LagWriter(
-            client, keys, settings, consumer, metrics, self.calls, self.count, self.log_fields
-        )
-        self.lag.claims = self.claims
+        self.lease, self.reader, self.in_hand = parts.lease, parts.reader, parts.in_hand
+        self.calls, self.outbox, self.claims = parts.calls, parts.outbox, parts.claims
+        self.recovery, self.triage, self.outages = parts.recovery, parts.triage, parts.outages
+        self.retention, self.lag, self.heartbeat = parts.retention, parts.lag, parts.heartbeat
         self.stopping = Stopping(self)
-        self.watchdog = HangWatchdog(
-            self.in_hand, settings.hang_timeout_ms, self.stopping.give_up, self.log_fields
-        )
-        self.heartbeat = Heartbeat(
-            self.lease,
-            heartbeat_interval_s(settings.lease_ttl_ms, settings.lag_key_ttl_s),
-            self.watchdog.check,  # before each refresh: the hang watchdog, nothing else
-            self.log_fields,
-            on_taken=self._lose_name,
-            side_writes=self.lag.write,  # beside the refresh, never before it
-            on_unreachable=self.recovery.grace.outage,
-            failures=self.lag.failures,
-        )
         self.name_taken = False
         self.lease_taken = False  # by start(): what a start-up cut short gives back
         self._burst = False
@@ -435,17 +357,16 @@ class Consumer:
         return not mine
 
     def _busy(self, prepared: Prepared, retry_after_s: float) -> None:
-        """A call refused as busy: counted and logged (at most once per change of limit)."""
+        """A call refused as busy (its message parked): counted; logged at DEBUG only."""
         self.tally["busy"] += 1
         self.metrics.inc("busy")
-        log.debug(
-            "busy",
-            extra={
-                **self.log_fields,
-                "message_id": prepared.delivery.id,
-                "retry_after_s": round(retry_after_s, 3),
-            },
-        )
+        if log.isEnabledFor(logging.DEBUG):
+            details = {"message_id": prepared.delivery.id, "retry_after_s": retry_after_s}
+            log.debug("busy", extra={**self.log_fields, **details})
+
+    def _give_up(self) -> None:
+        """The hang watchdog gives the worker up: see ``Stopping.give_up``."""
+        self.stopping.give_up()
 
     # --- name, healing ---------------------------------------------------------------------
     def _lose_name(self) -> None:

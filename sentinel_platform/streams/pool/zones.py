@@ -174,24 +174,24 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool
     the lag as they are, so a pause limit at or below what the workers hold at their most
     pauses the producers whenever the pool is merely busy. What a worker holds at its most
     is known before it runs (:func:`~sentinel_platform.streams.pool.holdings.most_held`:
-    its whole read at a pinned concurrency of 1, the pinned number above, the maximum
-    ``SENTINEL_WORKER_CONCURRENCY_MAX`` with ``auto``); limits the operator set are never
-    changed: the combination is refused, naming the settings.
+    its whole read at a pinned concurrency of 1, the pinned number above, a read with
+    ``auto``, whose limit count limits cap at the read size: :func:`auto_maximum`); limits
+    the operator set are never changed: the combination is refused, naming the settings.
     """
     counts = count_limits(settings)
     if counts is None:
         return None
-    each = most_held(settings.read_count, settings.worker_concurrency)
+    each = most_held(settings.read_count, pinned_or_read(settings))
     held = each * max(1, workers)
     if counts[1] > held:
         return None
     source = "SENTINEL_LAG_PAUSE" if settings.lag_pause is not None else "SENTINEL_LAG_WARN x 4"
     if settings.worker_concurrency_pinned is None:
         per_worker = (
-            f"SENTINEL_WORKER_CONCURRENCY_MAX ({settings.worker_concurrency}) per worker "
-            "(SENTINEL_WORKER_CONCURRENCY is auto: a worker may hold up to that many)"
+            f"SENTINEL_READ_COUNT ({settings.read_count}) per worker (SENTINEL_WORKER_CONCURRENCY "
+            "is auto, which under count limits holds at most a read)"
         )
-        lower = "SENTINEL_WORKER_CONCURRENCY_MAX, pin SENTINEL_WORKER_CONCURRENCY"
+        lower = "SENTINEL_READ_COUNT"
     elif settings.worker_concurrency == 1:
         per_worker = (
             f"SENTINEL_READ_COUNT ({settings.read_count}) per worker (at "
@@ -210,3 +210,20 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool
         f"lower {lower}, or unset SENTINEL_LAG_WARN and SENTINEL_LAG_PAUSE for limits in "
         "seconds of work (docs/backpressure.md)"
     )
+
+
+def auto_maximum(settings: Settings) -> int:
+    """The most calls ``auto`` may have in flight: ``SENTINEL_WORKER_CONCURRENCY_MAX``, or
+    with Sentinel-L7's count limits at most a read (``SENTINEL_READ_COUNT``), so that a
+    worker on the default holds no more than one on the old default (a read) and a pause
+    limit that suited it still does."""
+    if count_limits(settings) is None:
+        return settings.worker_concurrency_max
+    return min(settings.worker_concurrency_max, settings.read_count)
+
+
+def pinned_or_read(settings: Settings) -> int:
+    """The concurrency that bounds what a worker holds under count limits: the pinned
+    number, or for ``auto`` its maximum there (:func:`auto_maximum`)."""
+    pinned = settings.worker_concurrency_pinned
+    return pinned if pinned is not None else auto_maximum(settings)
