@@ -8,7 +8,7 @@ the survivor writes for those M messages. Both arms use the default settings
 (``SENTINEL_LEASE_TTL_MS`` 5 s) and run interleaved:
 
 * ``connection``: the default, the survivor sees the victim's registered connection
-  closed (``streams/liveness.py``);
+  closed (``streams/consumer/liveness.py``);
 * ``lease only``: the victim runs with ``SENTINEL_CONNECTION_LIVENESS=false``, so only
   its lease running out frees its messages (the rule before).
 

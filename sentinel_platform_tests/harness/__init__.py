@@ -12,7 +12,10 @@ Plain functions and classes, no pytest, so a bench script imports them as the te
 * :mod:`.streams`: writing and reading the test streams;
 * :mod:`.relay`: a switchable TCP relay standing in front of a failover;
 * :mod:`.analyzer_stub`: a real HTTP analyzer of capacity K and latency L that refuses
-  (429 + ``Retry-After``) or queues beyond K, K changeable while it runs.
+  (429 + ``Retry-After``) or queues beyond K, K changeable while it runs;
+* :mod:`.spark_frames`: Spark DataFrames of valid transactions, as a publish asset has them;
+* :mod:`.frozen_server`, :mod:`.prometheus`: a Redis server a test can freeze, a real
+  Prometheus server.
 
 Importing the harness changes nothing in the environment (the test ``conftest.py`` does:
 it scrubs ``SENTINEL_*`` variables), so a bench can use it as it is.

@@ -4,7 +4,7 @@ Used to prove *who* writes to Redis during a Spark publish. The relay accepts a
 connection, and before forwarding a single byte it looks the peer up in ``/proc``: the
 client socket is still open at that moment (its first command is waiting on us), so the
 lookup cannot race with the connection closing. It then relays bytes unchanged in both
-directions (the generic relay of ``bench/_relay.py``) and counts the XADD commands each
+directions (the harness's generic ``Relay``) and counts the XADD commands each
 connection sends. Nothing about Redis is simulated; the relay only observes.
 """
 

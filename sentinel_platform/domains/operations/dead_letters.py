@@ -12,7 +12,7 @@ what happened rather than one identical line per tick.
 
 Past ``SENTINEL_DLQ_MAXLEN`` the workers' capped XADD trims the oldest dead letters, the
 only copies of their messages. The sensor warns when the fullest DLQ stream reaches 80%
-of the cap and raises an error at 95% (``streams/dlq_capacity.py``), saying what to do:
+of the cap and raises an error at 95% (``streams/operators/dlq_capacity.py``), saying what to do:
 ``sentinel dlq export`` (``--delete-exported`` makes room) or a larger cap. It alerts
 once per upward crossing: the level is kept in the cursor, and falling back below 80%
 re-arms it (the alert cool-down still silences a DLQ flapping around a threshold).

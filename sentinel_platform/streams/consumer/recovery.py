@@ -1,6 +1,6 @@
 """Recovering abandoned messages: every worker is also a reclaimer.
 
-Each loop iteration (at least once a second, see ``consumer.py``) runs :meth:`Recovery.step`:
+Each loop iteration (at least once a second, see ``Consumer.iteration``) runs :meth:`Recovery.step`:
 
 1. ``XPENDING stream group`` (summary: total and per-consumer counts). When nothing is
    pending, or only we hold messages that are not yet due, that is the whole cost: one

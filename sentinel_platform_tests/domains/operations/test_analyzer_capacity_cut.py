@@ -18,7 +18,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pyspark.sql import functions as F
 
 from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
@@ -32,6 +31,7 @@ from sentinel_platform.streams.producer.publish import PublishStats
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
+from sentinel_platform_tests.harness.spark_frames import transaction_frame
 from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
     start_worker,
     worker_env,
@@ -45,17 +45,7 @@ CUT_AFTER = 200
 
 def _partition(spark: Any) -> Any:
     """One partition of valid transactions, each sent to the analyzer (amount 497)."""
-    return spark.range(ROWS, numPartitions=2).select(
-        F.format_string("txn-cut-%08d", "id").alias("id"),
-        F.lit("Kim's Convenience").alias("merchant"),
-        F.lit("grocery").alias("category"),
-        F.lit("CAD").alias("currency"),
-        F.lit(497.0).alias("amount"),
-        F.lit("Milk and bread").alias("message"),
-        F.lit(False).alias("is_threat"),
-        F.lit("simulator").alias("source"),
-        F.lit("2026-11-21T08:15:30.123Z").alias("timestamp"),
-    )
+    return transaction_frame(spark, ROWS, "txn-cut-%08d", 497.0)
 
 
 def test_a_capacity_cut_mid_run_slows_the_producer_and_costs_no_ai_verdict(

@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pyspark.sql import functions as F
 
 from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
@@ -26,6 +25,7 @@ from sentinel_platform.streams.pool.lag import measure_lag
 from sentinel_platform.streams.producer.publish import PublishStats
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick
+from sentinel_platform_tests.harness.spark_frames import transaction_frame
 from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
     start_worker,
     worker_env,
@@ -37,17 +37,7 @@ ROWS = 20_000
 
 def _partition(spark: Any) -> Any:
     """One partition of valid transactions, built by Spark in two Spark partitions."""
-    return spark.range(ROWS, numPartitions=2).select(
-        F.format_string("txn-20261121-%08d", "id").alias("id"),
-        F.lit("Kim's Convenience").alias("merchant"),
-        F.lit("grocery").alias("category"),
-        F.lit("CAD").alias("currency"),
-        F.lit(12.5).alias("amount"),
-        F.lit("Milk and bread").alias("message"),
-        F.lit(False).alias("is_threat"),
-        F.lit("simulator").alias("source"),
-        F.lit("2026-11-21T08:15:30.123Z").alias("timestamp"),
-    )
+    return transaction_frame(spark, ROWS, "txn-20261121-%08d")
 
 
 def test_healthy_default_pool_publishing_a_partition_raises_no_alert(
