@@ -37,9 +37,11 @@ __all__ = [
     "StreamSpec",
     "UnknownStreamError",
     "WireModel",
+    "publish_pool",
     "register",
     "resolve_stream",
     "spec_for",
+    "stream_of_pool",
     "stream_specs",
 ]
 
@@ -133,6 +135,16 @@ class StreamSpec:
             raise ValueError(f"stream {self.name}: columns must not be empty")
 
     @property
+    def pool(self) -> str:
+        """The Dagster concurrency pool of this stream's publish step.
+
+        The publish asset declares it (``pool=``) and ``sentinel up`` limits it to one
+        slot in the instance's database, so two runs publishing the stream never run at
+        once, whoever launched them (the lag gate, a click on *Materialize*, a backfill).
+        """
+        return publish_pool(self.name)
+
+    @property
     def workers_flag(self) -> str:
         """``sentinel up``'s ``--<...>-workers`` option for this stream."""
         return f"--{self.workers_option or f'{self.name}-workers'}"
@@ -165,6 +177,23 @@ class StreamSpec:
         workers would reject the entry.
         """
         return self.wire_model.from_fields(fields).to_fields()
+
+
+#: Prefix of every publish pool: ``sentinel/publish/<stream name>``.
+POOL_PREFIX = "sentinel/publish/"
+
+
+def publish_pool(name: str) -> str:
+    """The concurrency pool of stream ``name``'s publish step (see :attr:`StreamSpec.pool`)."""
+    return f"{POOL_PREFIX}{name}"
+
+
+def stream_of_pool(pool: str, specs: tuple[StreamSpec, ...] | None = None) -> str | None:
+    """The declared stream whose publish pool is ``pool``, or ``None``."""
+    for spec in stream_specs() if specs is None else specs:
+        if spec.pool == pool:
+            return spec.name
+    return None
 
 
 class UnknownStreamError(LookupError):

@@ -161,9 +161,9 @@ def _wait(condition: Callable[[], T], timeout_s: float, what: str, log: Path) ->
 
 
 def _materialise(deployment: Deployment) -> subprocess.CompletedProcess[str]:
-    config = {"ops": {"payment_stream": {"config": {"rows": ROWS, "id_prefix": ID_PREFIX}}}}
+    config = {"ops": {"payments": {"config": {"rows": ROWS, "id_prefix": ID_PREFIX}}}}
     argv = [sys.executable, "-m", "dagster", "asset", "materialize"]
-    argv += ["--select", "payment_stream", "-m", LOCATION_MODULE]
+    argv += ["--select", "payments,payment_stream", "-m", LOCATION_MODULE]
     argv += ["--config-json", json.dumps(config)]
     return subprocess.run(
         argv,
@@ -246,6 +246,8 @@ def test_a_third_stream_declared_in_one_place_runs_end_to_end(
     assert check_keys == HEALTH_CHECKS
     job = defs.resolve_job_def("publish_payments")
     assert job.asset_layer.asset_graph.get_all_asset_keys() >= {ASSET}
+    # its publish step is in the stream's pool, which `sentinel up` limits to one slot
+    assert defs.resolve_assets_def(ASSET).op.pool == "sentinel/publish/payments"
     sensor = defs.resolve_sensor_def(SENSOR_NAME)
     location_resources = defs.resources or {}
     resources = {

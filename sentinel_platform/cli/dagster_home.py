@@ -8,14 +8,22 @@ instance always lives in ``$SENTINEL_HOME/dagster``, and its ``dagster.yaml`` sa
   state) when ``SENTINEL_DAGSTER_POSTGRES_URL`` is set; the file names the variable
   (``postgres_url: {env: ...}``), so the password is read from the environment by each
   Dagster process and never written anywhere. Without it, SQLite files in the home.
-- **the run queue**: :class:`~sentinel_platform.cli.run_queue.StreamRunCoordinator`, at
-  most ``max_concurrent_runs`` runs (each a Spark driver JVM) at once, and one publish run
-  per stream (tag concurrency).
+- **the run queue**: Dagster's ``QueuedRunCoordinator``, at most ``max_concurrent_runs``
+  runs (each a Spark driver JVM) at once; and Dagster's concurrency **pools** at run
+  granularity: each stream's publish asset declares its pool, a run waits in the queue
+  until every pool its plan uses has a free slot, and holds them until it ends. At the
+  default op granularity the queue would hold a run only while all its *root* steps'
+  pools are full, and the publish step is not a root step of a publish job: the run
+  would start (a JVM, a run slot) and block inside. The per-pool limits (one slot per
+  stream) live in the instance's database, not here: ``sentinel up`` sets them
+  (:mod:`sentinel_platform.cli.pools`).
 - **no prompts**: telemetry off, and ``nux`` off (no "Join the Dagster community" dialog).
 
 Who owns the file: one that starts with :data:`MANAGED_HEADER` (or is the unedited file
 of earlier versions) is rewritten from the settings at every start, so it follows them.
-Delete that first line to own the file: it is then never touched again, only checked.
+Delete that first line to own the file: it is then never touched again, only checked;
+an owned file that still names the run coordinator of earlier versions (removed: pools
+replace it) is refused with what to change, instead of failing in Dagster's import.
 
 Switching storage never happens silently. A home whose SQLite files hold history (runs,
 sensor cursors, schedule state) is not pointed at PostgreSQL until ``sentinel
@@ -32,7 +40,6 @@ from typing import Any, Literal
 
 import yaml
 
-from sentinel_platform.cli.run_queue import StreamRunCoordinator, tag_concurrency_limits
 from sentinel_platform.settings import Settings, load_settings
 
 POSTGRES_ENV = "SENTINEL_DAGSTER_POSTGRES_URL"
@@ -49,6 +56,14 @@ concurrency:
 """
 #: Seconds between two passes of the daemon's run queue (Dagster's default is 5).
 DEQUEUE_INTERVAL_S = 2
+#: Dagster's own queued run coordinator (no code of the platform in the webserver's or
+#: the daemon's instance).
+RUN_COORDINATOR = {"module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator"}
+#: The run coordinator earlier versions named (``module.Class``); an owned file naming it
+#: would fail in every Dagster process with an import error.
+OLD_RUN_COORDINATOR = "sentinel_platform.cli.run_queue"
+#: A run waits in the queue for every pool of its plan (not only its root steps').
+POOLS = {"granularity": "run", "op_granularity_run_buffer": 0}
 
 StorageKind = Literal["sqlite", "postgres", "other"]
 
@@ -69,15 +84,12 @@ def instance_config(settings: Settings) -> dict[str, Any]:
     if settings.dagster_postgres_url_value:
         config["storage"] = {"postgres": {"postgres_url": {"env": POSTGRES_ENV}}}
     config["run_coordinator"] = {
-        "module": StreamRunCoordinator.__module__,
-        "class": StreamRunCoordinator.__name__,
+        **RUN_COORDINATOR,
         "config": {"dequeue_interval_seconds": DEQUEUE_INTERVAL_S},
     }
     config["concurrency"] = {
-        "runs": {
-            "max_concurrent_runs": settings.max_concurrent_runs,
-            "tag_concurrency_limits": tag_concurrency_limits(),
-        }
+        "runs": {"max_concurrent_runs": settings.max_concurrent_runs},
+        "pools": dict(POOLS),
     }
     return config
 
@@ -89,7 +101,8 @@ def render_dagster_yaml(settings: Settings) -> str:
         "# Delete the line above to own this file (it is then only checked, never rewritten).\n"
         "# Storage: SENTINEL_DAGSTER_POSTGRES_URL (PostgreSQL, read from the environment), else\n"
         "# SQLite here. Run queue: SENTINEL_DAGSTER_MAX_CONCURRENT_RUNS runs at once (each a\n"
-        "# Spark JVM), one publish run per stream.\n"
+        "# Spark JVM); a run waits for its pools (granularity: run), one slot per publish pool\n"
+        "# (`sentinel/publish/<stream>`, set in the database by `sentinel up`).\n"
         f"{body}"
     )
 
@@ -155,8 +168,22 @@ def plan_dagster_yaml(
                 f"{{env: {POSTGRES_ENV}}}` to it, or delete it to have it written",
             )
     if not is_managed(existing):
+        if OLD_RUN_COORDINATOR in existing:
+            return HomePlan("refuse", _old_coordinator())
         return HomePlan("keep", "dagster.yaml is not managed by `sentinel up`: used as written")
     return HomePlan("keep") if existing == desired else HomePlan("write")
+
+
+def _old_coordinator() -> str:
+    return (
+        f"dagster.yaml (not managed by `sentinel up`) names the run coordinator "
+        f"{OLD_RUN_COORDINATOR}.StreamRunCoordinator, which Dagster's concurrency pools "
+        "replaced: set `run_coordinator:` to `module: dagster.core.run_coordinator`, "
+        "`class: QueuedRunCoordinator`, remove the `sentinel/publishes.<stream>` entries of "
+        "`tag_concurrency_limits`, and add `concurrency: pools: granularity: run` "
+        "(`sentinel up` sets each publish pool's limit in the database); or delete the "
+        "file to have it written"
+    )
 
 
 def _unmigrated() -> str:

@@ -22,10 +22,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import redis
 
@@ -34,6 +35,7 @@ from sentinel_platform import argtypes
 from sentinel_platform.cli import proctree, scrape_targets
 from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, CliError, settings_from_env
 from sentinel_platform.cli.dagster_home import POSTGRES_ENV, DagsterHomeError, ensure_dagster_home
+from sentinel_platform.cli.pools import ensure_pool_limits, publish_pool_limits
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
 from sentinel_platform.redaction import scrub
 from sentinel_platform.redis_server import (
@@ -328,11 +330,22 @@ def _prepare_dagster(settings: Settings, options: UpOptions) -> None:
         ensure_dagster_home(settings.dagster_home, settings)
     except DagsterHomeError as exc:
         raise CliError(str(exc)) from None
+    limits = publish_pool_limits(stream_specs(settings))
+    try:  # before the daemon starts: no run is dequeued without its pool's limit
+        changed = ensure_pool_limits(settings.dagster_home, settings, limits)
+    except Exception as exc:  # a database error: say what failed, never the password
+        raise CliError(
+            f"cannot set the publish pools' limits in the Dagster instance: "
+            f"{scrub(f'{type(exc).__name__}: {exc}')}"
+        ) from None
     where = "PostgreSQL" if settings.dagster_postgres_url_value else "SQLite"
     log.info(
-        "Dagster instance: %s storage, at most %d runs at once, one publish run per stream",
+        "Dagster instance: %s storage, at most %d runs at once, one publish run per stream "
+        "(pools %s%s)",
         where,
         settings.max_concurrent_runs,
+        ", ".join(sorted(limits)),
+        f"; set {', '.join(sorted(changed))}" if changed else "",
     )
 
 
@@ -462,6 +475,10 @@ def _already_running(state_path: Path) -> int | None:
     return None
 
 
+#: A signal handler as ``signal.signal`` returns it.
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
 class _StopFlag:
     """Set by SIGINT/SIGTERM; the main loop notices within ``POLL_S``."""
 
@@ -564,11 +581,18 @@ def run(args: argparse.Namespace) -> int:
     problem = limits_problem(settings, options)
     if problem:
         raise CliError(problem)
-    _prepare_dagster(settings, options)  # a bad instance config fails before anything starts
+    stop = _StopFlag()  # before the instance is prepared: a stop meanwhile is a clean one
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _prepare_dagster(settings, options)  # a bad instance config fails before anything starts
+    except BaseException:
+        _restore(previous)
+        raise
+    if stop.signal is not None:  # stopped while the instance was prepared: nothing started
+        _restore(previous)
+        return EXIT_OK
     embedded = not settings.redis_url_value
     demo = options.demo if options.demo is not None else embedded
-    stop = _StopFlag()
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     supervisor = Supervisor(state_path, Backoff())
     redis_started = False
     try:
@@ -578,8 +602,13 @@ def run(args: argparse.Namespace) -> int:
         return _supervise(supervisor, settings, options, env, stop)
     finally:
         _shutdown(supervisor, settings, options, redis_started)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore(previous)
+
+
+def _restore(previous: Mapping[signal.Signals, Handler]) -> None:
+    """Put back the signal handlers ``run`` replaced."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def _supervise(

@@ -1,6 +1,8 @@
 """The Dagster instance ``sentinel up`` configures: ``dagster.yaml`` rendered from the
-settings (storage, run queue), who may rewrite it and when a storage switch is refused
-(pure, from tables), the run queue's tags, and the settings that drive it."""
+settings (storage, run queue, pools at run granularity), who may rewrite it and when a
+storage switch is refused (pure, from tables), the publish pools (declared by every
+stream's publish asset, limited in the instance's database), and the settings that drive
+it."""
 
 from __future__ import annotations
 
@@ -21,12 +23,9 @@ from sentinel_platform.cli.dagster_home import (
     render_dagster_yaml,
     storage_kind,
 )
-from sentinel_platform.cli.run_queue import (
-    StreamRunCoordinator,
-    queue_tags,
-    streams_published,
-)
+from sentinel_platform.cli.pools import ensure_pool_limits, publish_pool_limits
 from sentinel_platform.cli.up import check_postgres
+from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform_tests.deploy.postgres import PASSWORD, PASSWORD_IN_URL
 
@@ -40,17 +39,15 @@ def _settings(tmp_path: Path, **values: object) -> Settings:
 def test_sqlite_config_has_the_run_queue_and_no_storage_section(tmp_path: Path) -> None:
     config = instance_config(_settings(tmp_path, dagster_max_concurrent_runs=3))
     assert "storage" not in config  # Dagster's default: SQLite files in DAGSTER_HOME
-    assert config["run_coordinator"] == {
-        "module": "sentinel_platform.cli.run_queue",
-        "class": "StreamRunCoordinator",
+    assert config["run_coordinator"] == {  # Dagster's own: no platform code in the daemon
+        "module": "dagster.core.run_coordinator",
+        "class": "QueuedRunCoordinator",
         "config": {"dequeue_interval_seconds": 2},
     }
-    assert config["concurrency"]["runs"] == {
-        "max_concurrent_runs": 3,
-        "tag_concurrency_limits": [
-            {"key": "sentinel/publishes.transactions", "limit": 1},
-            {"key": "sentinel/publishes.axioms", "limit": 1},
-        ],
+    assert config["concurrency"] == {
+        "runs": {"max_concurrent_runs": 3},
+        # a run waits queued for every pool of its plan, not started and blocked inside
+        "pools": {"granularity": "run", "op_granularity_run_buffer": 0},
     }
 
 
@@ -63,19 +60,97 @@ def test_postgres_config_names_the_variable_and_never_holds_the_url(tmp_path: Pa
 
 
 def test_dagster_loads_the_rendered_config(tmp_path: Path) -> None:
-    """Dagster 1.13 itself accepts the file: the coordinator, its limits, SQLite storage."""
+    """Dagster 1.13 itself accepts the file: its queued coordinator, the run limit, pools at
+    run granularity with no slot buffer, SQLite storage."""
     import dagster as dg
 
     home = ensure_dagster_home(tmp_path / "dagster", _settings(tmp_path))
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        assert isinstance(instance.run_coordinator, StreamRunCoordinator)
-        queue = instance.get_concurrency_config().run_queue_config
+        assert type(instance.run_coordinator) is dg.QueuedRunCoordinator
+        concurrency = instance.get_concurrency_config()
+        assert concurrency.pool_config.pool_granularity.value == "run"  # an enum
+        queue = concurrency.run_queue_config
         assert queue is not None
         assert queue.max_concurrent_runs == max(2, (os.cpu_count() or 2) // 2)
-        assert {limit["key"] for limit in queue.tag_concurrency_limits} == {
-            "sentinel/publishes.transactions",
-            "sentinel/publishes.axioms",
-        }
+        assert queue.should_block_op_concurrency_limited_runs
+        assert queue.op_concurrency_slot_buffer == 0 and not queue.tag_concurrency_limits
+
+
+def test_every_publish_asset_declares_its_streams_pool() -> None:
+    """The code location's publish assets (the factory's) are in their stream's pool, the
+    one ``sentinel up`` limits; the demo's asset holds both streams' pools."""
+    import dagster as dg
+
+    from sentinel_platform.definitions import build_definitions
+
+    graph = build_definitions().resolve_asset_graph()
+    specs = stream_specs()
+    assert [spec.pool for spec in specs] == [
+        "sentinel/publish/transactions",
+        "sentinel/publish/axioms",
+    ]
+    for spec in specs:
+        assets_def = graph.get(dg.AssetKey(spec.asset)).assets_def
+        assert assets_def.op.pool == spec.pool, spec.name
+    demo = graph.get(dg.AssetKey("demo_traffic")).assets_def
+    pools = {op.pool for op in demo.node_def.iterate_op_defs()}
+    assert pools == {spec.pool for spec in specs}
+
+
+def test_sentinel_up_sets_one_slot_per_publish_pool_idempotently(tmp_path: Path) -> None:
+    """The limits live in the instance's database: set once, unchanged when set again, and
+    an operator's other limit on a publish pool is put back to one slot."""
+    import dagster as dg
+
+    settings = _settings(tmp_path)
+    home = ensure_dagster_home(tmp_path / "dagster", settings)
+    limits = publish_pool_limits(stream_specs())
+    assert limits == {"sentinel/publish/transactions": 1, "sentinel/publish/axioms": 1}
+    assert ensure_pool_limits(home, settings, limits) == limits
+    assert ensure_pool_limits(home, settings, limits) == {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.event_log_storage.set_concurrency_slots("sentinel/publish/axioms", 3)
+    assert ensure_pool_limits(home, settings, limits) == {"sentinel/publish/axioms": 1}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        stored = {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()}
+    assert stored == limits
+
+
+#: ``dagster.yaml`` as earlier versions wrote it, with the header deleted (owned).
+OLD_OWNED = """\
+run_coordinator:
+  module: sentinel_platform.cli.run_queue
+  class: StreamRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: 2
+    tag_concurrency_limits:
+    - key: sentinel/publishes.transactions
+      limit: 1
+"""
+
+
+def test_an_owned_file_naming_the_old_coordinator_gets_what_to_change(tmp_path: Path) -> None:
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(OLD_OWNED)
+    with pytest.raises(DagsterHomeError) as raised:
+        ensure_dagster_home(home, _settings(tmp_path))
+    message = str(raised.value)
+    assert str(home) in message and "dagster.yaml" in message
+    assert "sentinel_platform.cli.run_queue.StreamRunCoordinator" in message
+    assert "QueuedRunCoordinator" in message and "granularity: run" in message
+    assert (home / "dagster.yaml").read_text() == OLD_OWNED  # never rewritten
+
+
+def test_a_managed_file_of_the_old_coordinator_is_rewritten(tmp_path: Path) -> None:
+    home = tmp_path / "dagster"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(f"{MANAGED_HEADER}\n{OLD_OWNED}")
+    settings = _settings(tmp_path)
+    ensure_dagster_home(home, settings)
+    text = (home / "dagster.yaml").read_text()
+    assert text == render_dagster_yaml(settings) and "run_queue" not in text
 
 
 def test_the_instance_turns_dagsters_new_user_prompts_off(tmp_path: Path) -> None:
@@ -133,6 +208,9 @@ PG_OWNED = f"storage:\n  postgres:\n    postgres_url: {{env: {POSTGRES_ENV}}}\n"
         (SQLITE_OWNED, SQLITE_MANAGED, False, True, "keep", "not managed"),
         (PG_OWNED, PG_MANAGED, True, False, "keep", "not managed"),
         (SQLITE_OWNED, PG_MANAGED, True, False, "refuse", "add `storage: postgres"),
+        # an owned file of earlier versions names a coordinator that no longer exists
+        (OLD_OWNED, SQLITE_MANAGED, False, True, "refuse", "QueuedRunCoordinator"),
+        (f"{MANAGED_HEADER}\n{OLD_OWNED}", SQLITE_MANAGED, False, True, "write", ""),
     ],
 )
 def test_plan_dagster_yaml(
@@ -152,46 +230,6 @@ def test_a_home_with_sqlite_history_is_not_switched_silently(tmp_path: Path) -> 
     with pytest.raises(DagsterHomeError, match="sentinel migrate-storage"):
         ensure_dagster_home(home, _settings(tmp_path, dagster_postgres_url=PG_URL))
     assert (home / "dagster.yaml").read_text() == before
-
-
-@pytest.mark.parametrize(
-    ("steps", "streams"),
-    [
-        (["raw_transactions", "enriched_transactions", "transaction_stream"], ["transactions"]),
-        (["axiom_stream"], ["axioms"]),
-        (["transaction_stream", "axiom_stream", "telemetry_readings"], ["transactions", "axioms"]),
-        (["raw_transactions", "compliance_report"], []),
-        (["transaction_stream_lag_check"], []),  # exact step keys only
-    ],
-)
-def test_streams_published(steps: list[str], streams: list[str]) -> None:
-    assert streams_published(steps) == streams
-
-
-@pytest.mark.parametrize(
-    ("existing", "streams", "added"),
-    [
-        (
-            {},
-            ["transactions"],
-            {"sentinel/publishes.transactions": "true", "sentinel/stream": "transactions"},
-        ),
-        (
-            {"sentinel/stream": "transactions"},
-            ["transactions"],
-            {"sentinel/publishes.transactions": "true"},
-        ),
-        (
-            {},
-            ["transactions", "axioms"],
-            {"sentinel/publishes.transactions": "true", "sentinel/publishes.axioms": "true"},
-        ),
-        ({"sentinel/publishes.axioms": "true", "sentinel/stream": "axioms"}, ["axioms"], {}),
-        ({"dagster/partition": "2026-03-01"}, [], {}),
-    ],
-)
-def test_queue_tags(existing: dict[str, str], streams: list[str], added: dict[str, str]) -> None:
-    assert queue_tags(existing, streams) == added
 
 
 @pytest.mark.parametrize(

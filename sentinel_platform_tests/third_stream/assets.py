@@ -1,5 +1,8 @@
-"""The ``payments`` stream's Dagster side: its Spark source asset and its publish job.
+"""The ``payments`` stream's Dagster side: its Spark source asset, publish asset and job.
 
+The source asset ``payments`` is the stream's own transformation; the publish asset comes
+from the platform's factory (:func:`~sentinel_platform.domains.shared.publish.publish_asset`)
+over the stream's spec, so it is in the stream's concurrency pool like the built-in ones.
 The stream's spec names this module's ``defs`` (``StreamSpec.definitions``), so the
 platform's own code location (``sentinel_platform.definitions``) merges them and gives
 the stream the operations domain's health checks, lag gate and delivery sensor like the
@@ -8,10 +11,11 @@ built-in streams, once ``SENTINEL_STREAM_MODULES`` names the payments module.
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from sentinel_platform.domains.shared.common import publish_metadata
-from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
+from sentinel_platform.domains.shared.publish import publish_asset
 from sentinel_platform_tests.third_stream.payments import PAYMENTS, REVIEW_ABOVE
 
 PAYMENT_SCHEMA = StructType(
@@ -45,26 +49,21 @@ def payment_rows(rows: int, id_prefix: str) -> list[tuple[str, str, float, str]]
     ]
 
 
-@dg.asset(name=PAYMENTS.asset, group_name="payments", kinds={"spark", "redis"})
-def payment_stream(
-    context: dg.AssetExecutionContext,
-    config: PaymentsConfig,
-    pyspark: PySparkResource,
-    redis_publisher: RedisPublisherResource,
-) -> dg.MaterializeResult:
-    """Payments built by Spark, published on stream `payments` by the executors."""
+@dg.asset(group_name="payments", io_manager_key=IO_MANAGER_KEY, kinds={"spark", "parquet"})
+def payments(config: PaymentsConfig, pyspark: PySparkResource) -> DataFrame:
+    """Payments built by Spark: the stream's own transformation, stored as Parquet."""
     spark = pyspark.spark_session
-    df = spark.createDataFrame(payment_rows(config.rows, config.id_prefix), PAYMENT_SCHEMA)
-    df = df.repartition(2)
-    stats = redis_publisher.publish_dataframe(df, PAYMENTS.name, context.run_id)
-    context.log.info(f"published {stats.rows} payments in {stats.wall_s:.1f}s")
-    return dg.MaterializeResult(
-        metadata=publish_metadata(
-            stats, redis_publisher.stream_keys(PAYMENTS.name), PAYMENTS.name, df
-        )
-    )
+    return spark.createDataFrame(payment_rows(config.rows, config.id_prefix), PAYMENT_SCHEMA)
 
 
-publish_payments = dg.define_asset_job(PAYMENTS.publish_job, selection=[payment_stream])
+#: The publish asset, in the stream's concurrency pool, from the platform's one factory.
+payment_stream = publish_asset(
+    PAYMENTS,
+    payments,
+    group_name="payments",
+    description="Payments on stream `payments`, published by the executors.",
+)
 
-defs = dg.Definitions(assets=[payment_stream], jobs=[publish_payments])
+publish_payments = dg.define_asset_job(PAYMENTS.publish_job, selection=[payments, payment_stream])
+
+defs = dg.Definitions(assets=[payments, payment_stream], jobs=[publish_payments])

@@ -14,15 +14,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from sentinel_platform.domains.shared.common import (
-    DAILY,
-    IO_MANAGER_KEY,
-    partition_day,
-    publish_metadata,
-)
+from sentinel_platform.domains.shared.common import DAILY, IO_MANAGER_KEY, partition_day
 from sentinel_platform.domains.shared.generation import generate_telemetry
 from sentinel_platform.domains.shared.landing import CORRUPT, landing_files, read_landing
-from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.domains.shared.publish import publish_asset
+from sentinel_platform.registry import AXIOMS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.storage_uri import join
 
@@ -134,15 +130,10 @@ def axioms(telemetry_readings: DataFrame) -> DataFrame:
     return to_axioms(telemetry_readings)
 
 
-@dg.asset(group_name="axioms", partitions_def=DAILY, kinds={"spark", "redis"})
-def axiom_stream(
-    context: dg.AssetExecutionContext,
-    axioms: DataFrame,
-    redis_publisher: RedisPublisherResource,
-) -> dg.MaterializeResult:
-    """The day's axioms on stream `synapse:axioms`, published by the executors."""
-    stats = redis_publisher.publish_dataframe(axioms, "axioms", context.run_id)
-    context.log.info(f"published {stats.rows} axioms in {stats.wall_s:.1f}s")
-    return dg.MaterializeResult(
-        metadata=publish_metadata(stats, redis_publisher.stream_keys("axioms"), "axioms", axioms)
-    )
+axiom_stream = publish_asset(
+    AXIOMS,
+    axioms,
+    group_name="axioms",
+    partitions_def=DAILY,
+    description="The day's axioms on stream `synapse:axioms`, published by the executors.",
+)

@@ -8,7 +8,9 @@ new seed each tick, so every tick brings new transaction ids (a day's telemetry 
 repeat, and the axiom workers, correctly, skip those already processed). It never
 materialises the partitioned data assets: their row counts and partitions are only ever
 what a user's own runs made. It respects the lag gate: while producers are paused or lag
-is not nominal it skips the tick instead of adding to the backlog.
+is not nominal it skips the tick instead of adding to the backlog. A demo run waits in the
+queue while another run publishes either stream: each step of ``demo_traffic`` is in its
+stream's publish pool.
 
 Switched on by default only when ``SENTINEL_DEMO`` is set (``sentinel up`` does so with
 the embedded Redis); in any other deployment it is off until turned on in the UI.
@@ -23,7 +25,12 @@ from typing import Any
 import dagster as dg
 import redis
 
-from sentinel_platform.domains.demo.traffic import ASSET_NAME, demo_traffic
+from sentinel_platform.domains.demo.traffic import (
+    ASSET_NAME,
+    AXIOMS_OP,
+    TRANSACTIONS_OP,
+    demo_traffic,
+)
 from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
@@ -42,16 +49,10 @@ SOURCES = 6
 READINGS_PER_SOURCE = 48
 ANOMALY_RATE = 0.1
 
-#: The run queue's publish tags (``sentinel/publishes.<stream>``, see the run coordinator
-#: in the CLI layer): a demo run counts as a publish of both streams, so it never runs
-#: next to a user's publish of the same stream.
-PUBLISH_TAGS = {"sentinel/publishes.transactions": "true", "sentinel/publishes.axioms": "true"}
-
 demo_publish = dg.define_asset_job(
     JOB_NAME,
     selection=dg.AssetSelection.assets(demo_traffic),
     partitions_def=DAILY,
-    tags=PUBLISH_TAGS,
     description="Demo only: synthetic transactions and axioms to the real streams "
     "(asset `demo_traffic`); no data asset is materialised.",
 )
@@ -59,22 +60,18 @@ demo_publish = dg.define_asset_job(
 
 def demo_run_config(seed: int) -> dict[str, Any]:
     """Small volumes, two Spark partitions, every step in one process (one Spark session):
-    a tick should take seconds, not minutes."""
-    return {
-        "execution": {"config": {"in_process": {}}},
-        "ops": {
-            ASSET_NAME: {
-                "config": {
-                    "transactions": TRANSACTIONS_PER_TICK,
-                    "sources": SOURCES,
-                    "readings_per_source": READINGS_PER_SOURCE,
-                    "anomaly_rate": ANOMALY_RATE,
-                    "seed": seed,
-                    "spark_partitions": 2,
-                }
-            }
-        },
+    a tick should take seconds, not minutes. Both steps of ``demo_traffic`` (one per
+    stream) get the same config."""
+    config = {
+        "transactions": TRANSACTIONS_PER_TICK,
+        "sources": SOURCES,
+        "readings_per_source": READINGS_PER_SOURCE,
+        "anomaly_rate": ANOMALY_RATE,
+        "seed": seed,
+        "spark_partitions": 2,
     }
+    steps = {name: {"config": dict(config)} for name in (TRANSACTIONS_OP, AXIOMS_OP)}
+    return {"execution": {"config": {"in_process": {}}}, "ops": {ASSET_NAME: {"ops": steps}}}
 
 
 def demo_partition(tick: datetime) -> tuple[str, int]:
@@ -136,7 +133,7 @@ def build_demo_schedule(running: bool) -> dg.ScheduleDefinition:
             run_key=f"demo:{tick:%Y%m%dT%H%M}",
             partition_key=partition,
             run_config=demo_run_config(seed),
-            tags={"sentinel/launched_by": SCHEDULE_NAME, **PUBLISH_TAGS},
+            tags={"sentinel/launched_by": SCHEDULE_NAME},
         )
 
     return demo_publish_schedule

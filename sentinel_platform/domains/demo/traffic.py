@@ -8,7 +8,15 @@ with a few hundred rows every few minutes made their row count flip between a re
 generators, enrichment and scoring as the real assets, with the tick's own seed (so their
 ids never collide with a real partition's), and published to the real streams through the
 same backpressure-aware publisher, so workers, lag plots and alerts see real traffic.
+
+It is held like every other publish: the asset is two steps, one per stream, each in
+that stream's concurrency pool (a step has one pool), so a demo run waits in the queue
+while a user's run publishes either stream, and holds both pools while it runs (the
+queue works at run granularity, see :mod:`sentinel_platform.cli.dagster_home`).
 """
+
+from datetime import date
+from typing import Any
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
@@ -16,15 +24,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sentinel_platform.domains.axioms.assets import to_axioms
-from sentinel_platform.domains.shared.common import DAILY, partition_day
+from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.generation import generate_telemetry, generate_transactions
 from sentinel_platform.domains.shared.landing import CORRUPT
 from sentinel_platform.domains.transactions.assets import enrich_transactions
+from sentinel_platform.registry import AXIOMS, TRANSACTIONS
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.streams.producer.publish import PublishStats
 
 ASSET_NAME = "demo_traffic"
+#: The asset's two steps: one per stream, each in that stream's publish pool.
+TRANSACTIONS_OP = "demo_transactions"
+AXIOMS_OP = "demo_axioms"
 DEMO_GROUP = "demo"
 
 
@@ -39,23 +51,27 @@ class DemoTrafficConfig(dg.Config):
     spark_partitions: int = 2
 
 
+def _day(context: dg.OpExecutionContext) -> date:
+    return date.fromisoformat(context.partition_key)
+
+
 def _transactions(
-    spark: SparkSession, config: DemoTrafficConfig, context: dg.AssetExecutionContext, high: float
+    spark: SparkSession, config: DemoTrafficConfig, context: dg.OpExecutionContext, high: float
 ) -> DataFrame:
     """Enriched transactions of the run's day, exactly as ``enriched_transactions`` builds them."""
     raw = generate_transactions(
-        spark, partition_day(context), config.transactions, config.seed, config.spark_partitions
+        spark, _day(context), config.transactions, config.seed, config.spark_partitions
     ).withColumn(CORRUPT, F.lit(None).cast("string"))
     return enrich_transactions(raw, high)
 
 
 def _axioms(
-    spark: SparkSession, config: DemoTrafficConfig, context: dg.AssetExecutionContext
+    spark: SparkSession, config: DemoTrafficConfig, context: dg.OpExecutionContext
 ) -> DataFrame:
     """Scored anomalies of the run's day, exactly as ``axioms`` builds them."""
     readings = generate_telemetry(
         spark,
-        partition_day(context),
+        _day(context),
         config.sources,
         config.readings_per_source,
         config.seed,
@@ -65,14 +81,58 @@ def _axioms(
     return to_axioms(readings)
 
 
-def _figures(kind: str, stats: PublishStats) -> dict[str, dg.MetadataValue]:
-    return {
-        f"{kind}_published": dg.MetadataValue.int(stats.rows),
-        f"{kind}_paused_s": dg.MetadataValue.float(round(stats.paused_s, 3)),
-    }
+def _figures(kind: str, stats: PublishStats) -> dict[str, float]:
+    """Figures as floats (Dagster type-checks the step output passed between the steps)."""
+    return {f"{kind}_published": float(stats.rows), f"{kind}_paused_s": round(stats.paused_s, 3)}
 
 
-@dg.asset(
+@dg.op(name=TRANSACTIONS_OP, pool=TRANSACTIONS.pool)
+def demo_transactions(
+    context: dg.OpExecutionContext,
+    config: DemoTrafficConfig,
+    pyspark: PySparkResource,
+    settings: SettingsResource,
+    redis_publisher: RedisPublisherResource,
+) -> dict[str, float]:
+    """Publish the demo's transactions (the transactions stream's pool); their figures."""
+    high = settings.load().high_risk_amount
+    frame = _transactions(pyspark.spark_session, config, context, high)
+    stats = redis_publisher.publish_dataframe(frame, TRANSACTIONS.name, context.run_id)
+    return _figures(TRANSACTIONS.name, stats)
+
+
+@dg.op(name=AXIOMS_OP, pool=AXIOMS.pool, out=dg.Out(dg.Nothing))
+def demo_axioms(
+    context: dg.OpExecutionContext,
+    config: DemoTrafficConfig,
+    pyspark: PySparkResource,
+    redis_publisher: RedisPublisherResource,
+    transactions: dict[str, float],
+) -> None:
+    """Publish the demo's axioms (the axioms stream's pool); the asset's metadata: both."""
+    frame = _axioms(pyspark.spark_session, config, context)
+    stats = redis_publisher.publish_dataframe(frame, AXIOMS.name, context.run_id)
+    figures = {**transactions, **_figures(AXIOMS.name, stats)}
+    rows = int(figures["transactions_published"] + figures["axioms_published"])
+    context.log.info(
+        f"demo: published {int(figures['transactions_published'])} transactions "
+        f"and {stats.rows} axioms"
+    )
+    context.add_output_metadata(
+        {
+            "dagster/row_count": dg.MetadataValue.int(rows),
+            "seed": dg.MetadataValue.int(config.seed),
+            **{
+                name: dg.MetadataValue.int(int(value))
+                if name.endswith("_published")
+                else dg.MetadataValue.float(value)
+                for name, value in figures.items()
+            },
+        }
+    )
+
+
+@dg.graph_asset(
     name=ASSET_NAME,
     group_name=DEMO_GROUP,
     partitions_def=DAILY,
@@ -82,28 +142,6 @@ def _figures(kind: str, stats: PublishStats) -> dict[str, dg.MetadataValue]:
     "`demo_publish_schedule`. It materialises none of the data assets, so their row counts "
     "and partitions are only ever what your own runs made.",
 )
-def demo_traffic(
-    context: dg.AssetExecutionContext,
-    config: DemoTrafficConfig,
-    pyspark: PySparkResource,
-    settings: SettingsResource,
-    redis_publisher: RedisPublisherResource,
-) -> dg.MaterializeResult:
-    """Publish the demo batch to both streams; the metadata says how much went where."""
-    spark = pyspark.spark_session
-    high = settings.load().high_risk_amount
-    transactions = redis_publisher.publish_dataframe(
-        _transactions(spark, config, context, high), "transactions", context.run_id
-    )
-    axioms = redis_publisher.publish_dataframe(
-        _axioms(spark, config, context), "axioms", context.run_id
-    )
-    context.log.info(f"demo: published {transactions.rows} transactions and {axioms.rows} axioms")
-    return dg.MaterializeResult(
-        metadata={
-            "dagster/row_count": dg.MetadataValue.int(transactions.rows + axioms.rows),
-            "seed": dg.MetadataValue.int(config.seed),
-            **_figures("transactions", transactions),
-            **_figures("axioms", axioms),
-        }
-    )
+def demo_traffic() -> Any:
+    """Publish the demo batch to both streams, each step in its stream's publish pool."""
+    return demo_axioms(demo_transactions())

@@ -23,6 +23,7 @@ from typing import Protocol
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
+from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.resources.alerts import AlertSink
 
 SENSOR_NAME = "run_failure_sensor"
@@ -108,6 +109,34 @@ def step_failures(events: Sequence[dg.DagsterEvent]) -> list[StepFailure]:
     return out
 
 
+def streams_published(run: dg.DagsterRun, specs: Sequence[StreamSpec] | None = None) -> list[str]:
+    """The declared streams a run publishes, in declaration order: from the pools of its
+    plan (each publish step is in its stream's pool), else from its asset selection or the
+    steps it was asked to execute (a run recorded without its plan's pools).
+
+    Whoever launched the run, a click on *Materialize* and an asset backfill included (the
+    implicit asset job, no job tags), the run says which streams it publishes.
+    """
+    specs = stream_specs() if specs is None else specs
+    concurrency = run.run_op_concurrency
+    if concurrency is not None and concurrency.all_pools:
+        return [spec.name for spec in specs if spec.pool in concurrency.all_pools]
+    names = {key.to_user_string() for key in run.asset_selection or ()}
+    names |= set(run.step_keys_to_execute or ())
+    return [spec.name for spec in specs if spec.asset in names]
+
+
+def run_stream(run: dg.DagsterRun, specs: Sequence[StreamSpec] | None = None) -> str | None:
+    """The stream a run's alert is about: its ``sentinel/stream`` tag (the lag gate's runs
+    carry it), else the one stream it publishes; ``None`` for a run publishing none or
+    several (the demo's)."""
+    tagged = run.tags.get("sentinel/stream")
+    if tagged:
+        return tagged
+    streams = streams_published(run, specs)
+    return streams[0] if len(streams) == 1 else None
+
+
 def run_failure_alert(
     run: dg.DagsterRun, run_message: str | None, failures: Sequence[StepFailure]
 ) -> Alert:
@@ -124,7 +153,7 @@ def run_failure_alert(
     return Alert(
         severity="error",
         source=SENSOR_NAME,
-        stream=run.tags.get("sentinel/stream"),
+        stream=run_stream(run),
         condition=f"run:{run.run_id}",
         summary=f"run {run.run_id[:8]} of {run.job_name}{where} failed: {why}",
         details={

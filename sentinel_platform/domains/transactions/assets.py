@@ -23,15 +23,11 @@ from sentinel_platform.aml_rules import (
     STRUCTURING_LOW,
     THREAT_KEYWORDS_PATTERN,
 )
-from sentinel_platform.domains.shared.common import (
-    DAILY,
-    IO_MANAGER_KEY,
-    partition_day,
-    publish_metadata,
-)
+from sentinel_platform.domains.shared.common import DAILY, IO_MANAGER_KEY, partition_day
 from sentinel_platform.domains.shared.generation import generate_transactions
 from sentinel_platform.domains.shared.landing import CORRUPT, landing_files, read_landing
-from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.domains.shared.publish import publish_asset
+from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.storage_uri import join
 
@@ -131,23 +127,10 @@ def enriched_transactions(raw_transactions: DataFrame, settings: SettingsResourc
     return enrich_transactions(raw_transactions, settings.load().high_risk_amount)
 
 
-@dg.asset(group_name="transactions", partitions_def=DAILY, kinds={"spark", "redis"})
-def transaction_stream(
-    context: dg.AssetExecutionContext,
-    enriched_transactions: DataFrame,
-    redis_publisher: RedisPublisherResource,
-) -> dg.MaterializeResult:
-    """The day's transactions on stream `transactions`, published by the executors."""
-    stats = redis_publisher.publish_dataframe(enriched_transactions, "transactions", context.run_id)
-    context.log.info(
-        f"published {stats.rows} transactions in {stats.wall_s:.1f}s "
-        f"({stats.rows_per_s:.0f} rows/s, paused {stats.paused_s:.1f}s)"
-    )
-    return dg.MaterializeResult(
-        metadata=publish_metadata(
-            stats,
-            redis_publisher.stream_keys("transactions"),
-            "transactions",
-            enriched_transactions,
-        )
-    )
+transaction_stream = publish_asset(
+    TRANSACTIONS,
+    enriched_transactions,
+    group_name="transactions",
+    partitions_def=DAILY,
+    description="The day's transactions on stream `transactions`, published by the executors.",
+)

@@ -37,7 +37,9 @@ def test_demo_tick_requests_a_small_run_whose_config_the_job_accepts(
     request = _evaluate(TICK)
     assert isinstance(request, dg.RunRequest)
     assert request.partition_key in DAILY.get_partition_keys(current_time=TICK)
-    assert request.run_config["ops"][ASSET_NAME]["config"]["transactions"] <= 1000
+    steps = request.run_config["ops"][ASSET_NAME]["ops"]
+    assert set(steps) == {"demo_transactions", "demo_axioms"}
+    assert all(step["config"]["transactions"] <= 1000 for step in steps.values())
     job = dg.Definitions(
         assets=[demo_traffic],
         jobs=[demo.demo_publish],

@@ -76,6 +76,10 @@ def test_demo_run_publishes_to_the_streams_and_materialises_no_data_asset(
         (run,) = instance.get_runs(limit=1)
     assert materialised == {ASSET_NAME}, materialised
     assert not DATA_ASSETS & materialised
-    # a publish of both streams for the run queue: never beside a user's publish of either
-    assert run.tags["sentinel/publishes.transactions"] == "true"
-    assert run.tags["sentinel/publishes.axioms"] == "true"
+    # a publish of both streams for the run queue (their pools, from the run's plan): it
+    # never runs beside a user's publish of either
+    assert run.run_op_concurrency is not None
+    assert run.run_op_concurrency.all_pools == {
+        "sentinel/publish/transactions",
+        "sentinel/publish/axioms",
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
@@ -15,6 +16,8 @@ from sentinel_platform.domains.operations.run_failures import (
     clip,
     error_sentence,
     root_error,
+    run_stream,
+    streams_published,
 )
 from sentinel_platform.resources.io_manager import MissingUpstreamPartitionError
 from sentinel_platform.settings import Settings
@@ -101,6 +104,73 @@ def test_failed_ui_materialisation_alerts_with_failing_step_and_first_error_line
     ]
     assert f"step broken_stream failed: RuntimeError: {SPARK_LIKE_ERROR}" in alert.summary
     assert "py4j" not in alert.summary
+
+
+@dg.asset(name="transaction_stream", partitions_def=DAILY, pool="sentinel/publish/transactions")
+def broken_transaction_publish() -> None:
+    raise RuntimeError("publisher down")
+
+
+def test_failed_ui_publish_names_its_stream_from_the_runs_plan(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A click on Materialize (the implicit asset job, no job tags, no run queue in between)
+    of a stream's publish asset: the alert names the stream, read from the run's pools."""
+    sensor = build_run_failure_sensor()
+    resources = {"alerts": make_resources()["alerts"]}
+    cursor = _failure_tick(sensor, dagster_instance, resources, None).cursor
+    defs = dg.Definitions(assets=[broken_transaction_publish])
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+        instance=dagster_instance, partition_key="2026-01-05", raise_on_error=False
+    )
+    assert not result.success and "sentinel/stream" not in result.dagster_run.tags
+    _failure_tick(sensor, dagster_instance, resources, cursor)
+
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.stream == "transactions", alert
+
+
+def _run(
+    pools: set[str] | None = None,
+    assets: list[str] | None = None,
+    steps: list[str] | None = None,
+    tags: dict[str, str] | None = None,
+) -> Any:
+    """What ``streams_published`` reads of a ``DagsterRun``, with the attributes' names:
+    the run's plan's pools (Dagster builds that record in a private module), its asset
+    selection, its steps and its tags."""
+    concurrency = SimpleNamespace(all_pools=pools) if pools is not None else None
+    return SimpleNamespace(
+        asset_selection=frozenset(dg.AssetKey(a) for a in assets) if assets else None,
+        step_keys_to_execute=steps,
+        tags=tags or {},
+        run_op_concurrency=concurrency,
+    )
+
+
+TX_POOL, AX_POOL = "sentinel/publish/transactions", "sentinel/publish/axioms"
+
+
+@pytest.mark.parametrize(
+    ("run", "streams", "stream"),
+    [
+        (_run(pools={TX_POOL}), ["transactions"], "transactions"),
+        (_run(pools={AX_POOL, TX_POOL}), ["transactions", "axioms"], None),  # the demo
+        (_run(pools={"other/pool"}), [], None),
+        (_run(assets=["raw_transactions", "enriched_transactions", "transaction_stream"]),
+         ["transactions"], "transactions"),
+        (_run(assets=["axioms", "compliance_report"]), [], None),  # not the publish asset
+        (_run(steps=["axiom_stream"]), ["axioms"], "axioms"),
+        (_run(steps=["transaction_stream_lag_check"]), [], None),  # exact names only
+        (_run(pools={AX_POOL}, tags={"sentinel/stream": "axioms"}), ["axioms"], "axioms"),
+        (_run(tags={"sentinel/stream": "transactions"}), [], "transactions"),  # the lag gate's
+    ],
+)  # fmt: skip
+def test_the_stream_of_a_run_comes_from_its_plan_or_selection(
+    run: Any, streams: list[str], stream: str | None
+) -> None:
+    assert streams_published(run) == streams
+    assert run_stream(run) == stream
 
 
 @dataclass(frozen=True)

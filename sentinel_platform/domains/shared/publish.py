@@ -1,0 +1,67 @@
+"""Every stream's publish asset, built from its registry spec by one factory.
+
+A stream's publish asset takes the DataFrame its domain built (the asset named
+``source``: enriched transactions, scored axioms, a deployment's own frame) and hands it
+to the publisher resource, which writes it to the stream from the executors under
+backpressure. Everything else about the asset comes from the stream's
+:class:`~sentinel_platform.registry.StreamSpec`: its name (``spec.asset``), the stream it
+writes (``spec.name``), and the Dagster concurrency **pool** of its step (``spec.pool``).
+
+The pool is why there is one factory. ``sentinel up`` limits each publish pool to one
+slot in the instance's database and runs the queue at run granularity, so a run that
+publishes a stream waits in the queue while another run publishing the same stream is in
+progress, whoever launched either (the lag gate, a click on *Materialize*, an asset
+backfill, the GraphQL API): Dagster reads the pool from the run's plan. An asset built
+here cannot forget it, and the pool's name is derived in one place (the registry).
+"""
+
+import dagster as dg
+from pyspark.sql import DataFrame
+
+from sentinel_platform.domains.shared.common import publish_metadata
+from sentinel_platform.registry import StreamSpec
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+
+#: The input under which the publish step receives the DataFrame it publishes.
+FRAME_INPUT = "frame"
+
+
+def publish_asset(
+    spec: StreamSpec,
+    source: str | dg.AssetsDefinition,
+    *,
+    group_name: str,
+    description: str,
+    partitions_def: dg.PartitionsDefinition | None = None,
+) -> dg.AssetsDefinition:
+    """The asset ``spec.asset``: the DataFrame of asset ``source`` published on the stream
+    ``spec`` names, in the concurrency pool ``spec.pool``; its metadata are the publish
+    figures (:func:`~sentinel_platform.domains.shared.common.publish_metadata`)."""
+    source_key = source.key if isinstance(source, dg.AssetsDefinition) else dg.AssetKey(source)
+
+    @dg.asset(
+        name=spec.asset,
+        ins={FRAME_INPUT: dg.AssetIn(key=source_key)},
+        group_name=group_name,
+        partitions_def=partitions_def,
+        kinds={"spark", "redis"},
+        pool=spec.pool,
+        description=description,
+    )
+    def _publish(
+        context: dg.AssetExecutionContext,
+        frame: DataFrame,
+        redis_publisher: RedisPublisherResource,
+    ) -> dg.MaterializeResult:
+        stats = redis_publisher.publish_dataframe(frame, spec.name, context.run_id)
+        context.log.info(
+            f"published {stats.rows} {spec.name} in {stats.wall_s:.1f}s "
+            f"({stats.rows_per_s:.0f} rows/s, paused {stats.paused_s:.1f}s)"
+        )
+        return dg.MaterializeResult(
+            metadata=publish_metadata(
+                stats, redis_publisher.stream_keys(spec.name), spec.name, frame
+            )
+        )
+
+    return _publish
