@@ -245,6 +245,15 @@ def _popen(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subpr
         )
 
 
+def _fresh_log(log_dir: Path, name: str) -> Path:
+    """A log file of this process alone: two processes given one consumer name (a
+    restarted worker, a name taken over) never share one, so each one's events are its."""
+    path, n = log_dir / f"{name}.log", 2
+    while path.exists():
+        path, n = log_dir / f"{name}.{n}.log", n + 1
+    return path
+
+
 def launch_worker(
     env: Mapping[str, str],
     log_dir: Path,
@@ -258,7 +267,7 @@ def launch_worker(
     ``processor=None`` keeps the stream's own processor (the domain processor).
     """
     name = consumer or f"w{next(_names)}-{os.getpid()}"
-    log_path = log_dir / f"{name}.log"
+    log_path = _fresh_log(log_dir, name)
     proc = _popen(worker_command(stream, name, processor, args), env, log_path)
     return WorkerProcess(proc, name, None, log_path, env, stream)
 
