@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import redis
 
 from sentinel_platform.redaction import scrub
-from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
@@ -111,6 +111,13 @@ class FleetBusy(Busy):
     """Not sent: the fleet is held, or its rate limit has no slot for this call yet."""
 
     sent = False
+
+
+class FleetHeld(FleetBusy):
+    """Not sent: the analyzer refused a call of the fleet (this worker's or another's) and
+    its ``Retry-After`` holds every worker; the consumer's limit stops growing."""
+
+    shared_refusal = True
 
 
 def analyzer_key_id(url: str, explicit: str | None = None) -> str:
@@ -181,11 +188,11 @@ class FleetLimits:
         self._client = client
 
     def check_hold(self) -> None:
-        """Raise :class:`FleetBusy` with the time left while the fleet is held."""
+        """Raise :class:`FleetHeld` with the time left while the fleet is held."""
         left = self.held_for()
         if left > 0:
             why = f"analyzer {self.analyzer_id} held for {left:.2f}s (Retry-After)"
-            raise FleetBusy(left, why)
+            raise FleetHeld(left, why)
 
     def reserve(self, stop: threading.Event) -> None:
         """Take the next rate-limit slot and wait for it, then return: the call may go.
@@ -193,7 +200,10 @@ class FleetLimits:
         wait); a wait that ``stop`` interrupts is :class:`FleetBusy` too (the call was
         not made). Without a rate limit, returns at once."""
         wait = self._reserve()
-        if wait > 0 and stop.wait(wait):
+        if wait <= 0:
+            return
+        waited_for_turn(wait)  # not the analyzer's latency: the limit must not cut for it
+        if stop.wait(wait):
             raise FleetBusy(
                 None, f"analyzer {self.analyzer_id}: stopping before a rate-limited call"
             )

@@ -41,15 +41,27 @@ windows as Netflix's ``WindowedLimit`` does, with an explicit cut on drops:
   5 ms), and 20 us against 40 us is no queue. A processor that always answers below the
   floor therefore never sees a gradient below 1: the limit is never cut for it.
 * **Drops** (HTTP 429, 503 with ``Retry-After``, a timeout): :meth:`AdaptiveLimit.on_drop`
-  cuts at once to ``in_flight - 1`` (the call was refused with that many of ours in
-  flight, so one fewer is what the service held) and at most to ``DROP_FACTOR`` (0.9,
-  Netflix's ``AIMDLimit``) of the limit, the factor applied once per window however many
-  calls of one burst are refused. The level is remembered as a **ceiling**: for
-  ``CEILING_HOLD_S`` the limit grows no higher, then it probes one above; a window that
-  completes there without a drop forgets the ceiling. A service that refuses rather than
-  queues gives no latency signal, and every refusal costs the worker its ``Retry-After``:
-  without the ceiling, the gradient's growth would find the refusal again every few round
-  trips.
+  cuts at once. The drops until the next window closes are one *burst* (a ``Retry-After``
+  stops every call, so no window closes during the hold): the limit loses one per call
+  refused in it, at least ``DROP_FACTOR`` (0.9, Netflix's ``AIMDLimit``) of itself and at
+  most half. A burst's size is what this worker sent beyond what the service held, so a
+  sudden fall of capacity is followed within a few bursts (32 to 4: 16, 8, 4), and
+  workers sharing a service are cut in proportion to their shares: multiplicative
+  decrease, which is what makes shares converge (Chiu and Jain). An earlier rule, "cut to
+  the calls in flight less one", is exact for a worker alone but takes the same one call
+  from a share of 2 as from one of 6; three workers sharing a refusing K = 8 then ended
+  4.3x apart.
+* **Ceilings.** The level a drop leaves is remembered as a **ceiling**: for
+  ``CEILING_HOLD_S`` (20 s) the limit grows no higher, then it probes one above; a window
+  that completes there without a drop forgets the ceiling. A service that refuses rather
+  than queues gives no latency signal, and every refusal costs the whole fleet its
+  ``Retry-After``: without the ceiling, growth would find the refusal again every few
+  round trips. :meth:`AdaptiveLimit.on_hold` (a call not sent because *another* worker was
+  refused) sets the same ceiling at the level in force, without a cut: the workers of a
+  fleet then stop growing together and probe again together, one refusal (one hold) per
+  ceiling period for the whole fleet, instead of the ones never refused growing into the
+  others' shares. 20 s rather than 10: a probe costs the fleet one ``Retry-After`` (1 s of
+  nothing at K = 8, L = 100 ms), so one probe per 20 s keeps the loss near 5%.
 
 The limit is bounded by ``minimum`` (at least 1) and ``maximum`` (the settings'
 ``worker_concurrency_max``) and starts at ``initial`` (``DEFAULT_INITIAL``, 8, for
@@ -96,8 +108,10 @@ PROBE_INTERVAL_S = 30.0
 PROBE_INTERVAL_RTTS = 100
 #: On a drop the limit is cut to at most this fraction (Netflix's AIMD back-off ratio).
 DROP_FACTOR = 0.9
+#: One burst of drops cuts the limit by the calls refused, to at most this fraction of it.
+BURST_FLOOR = 0.5
 #: After a drop, how long the limit stays at or below the level the drop left.
-CEILING_HOLD_S = 10.0
+CEILING_HOLD_S = 20.0
 #: ``limit`` of a worker on ``auto`` before the first measurement (capped by ``maximum``).
 DEFAULT_INITIAL = 8
 
@@ -125,6 +139,8 @@ class ConcurrencyLimit(Protocol):
 
     def on_drop(self, in_flight: int) -> None: ...
 
+    def on_hold(self) -> None: ...
+
     def change(self) -> LimitChange | None: ...
 
 
@@ -149,6 +165,9 @@ class FixedLimit:
 
     def on_drop(self, in_flight: int) -> None:
         """Nothing to cut: the number is pinned."""
+
+    def on_hold(self) -> None:
+        """Nothing to hold: the number is pinned."""
 
     def change(self) -> LimitChange | None:
         return None
@@ -200,7 +219,9 @@ class AdaptiveLimit:
         self._window_peak = 0
         self._window_start = clock()
         self._window_min_s = WINDOW_MIN_S
-        self._cut_in_window = False
+        # Drops since the last window closed: one burst, cut once by its size.
+        self._burst_base: float | None = None
+        self._burst_drops = 0
         # Probe: the limit saved while pinned low, the clean samples so far.
         self._saved: float | None = initial
         self._probe: list[float] = []
@@ -261,24 +282,47 @@ class AdaptiveLimit:
 
     def on_drop(self, in_flight: int) -> None:
         """A call that started with ``in_flight`` calls in flight was refused (429, 503
-        with ``Retry-After``) or timed out: cut now, and hold the level for a while."""
-        now = self._clock()
-        current = self._saved if self._saved is not None else self._limit
-        target = float(max(in_flight - 1, self.minimum))
-        if not self._cut_in_window:
-            target = min(target, current * DROP_FACTOR)
-            self._cut_in_window = True
+        with ``Retry-After``) or timed out: cut now (by the burst, see the module
+        docstring), and hold the level for a while."""
+        current = self._in_force()
+        if self._burst_base is None:
+            self._burst_base, self._burst_drops = current, 0
+        self._burst_drops += 1
+        base = self._burst_base
+        target = min(base * DROP_FACTOR, max(base - self._burst_drops, base * BURST_FLOOR))
         self._step = 1.0
         if target >= current:
             return
-        target = max(float(self.minimum), target)
-        if self._saved is not None:
-            self._saved = target
-        else:
-            self._limit = target
-        self._ceiling = max(int(target), self.minimum)
-        self._ceiling_until = now + CEILING_HOLD_S
+        self._lower_to(max(float(self.minimum), target))
+        self._hold_at(target)
         self._reason = "drop"
+
+    def on_hold(self) -> None:
+        """Another caller of the service was refused (the fleet is held by its
+        ``Retry-After``): no cut, but grow no higher than the level in force for
+        ``CEILING_HOLD_S``. During a probe the level in force is the probe's: the fleet
+        was refused with this worker at it, so the probe does not end with a return to a
+        higher level."""
+        level = self._in_force()
+        self._lower_to(level)
+        self._hold_at(level)
+        self._step = 1.0
+
+    def _in_force(self) -> float:
+        """The level calls are started at now: the probe's pin while probing."""
+        if self._saved is not None:
+            return min(self._saved, float(self.limit))
+        return self._limit
+
+    def _lower_to(self, level: float) -> None:
+        if self._saved is not None:
+            self._saved = min(self._saved, level)
+        else:
+            self._limit = min(self._limit, level)
+
+    def _hold_at(self, level: float) -> None:
+        self._ceiling = max(int(level), self.minimum)
+        self._ceiling_until = self._clock() + CEILING_HOLD_S
 
     def change(self) -> LimitChange | None:
         """The change of :attr:`steady_limit` since the last one returned, if it moved
@@ -301,7 +345,7 @@ class AdaptiveLimit:
         self._window_peak = 0
         self._window_start = now
         self._window_min_s = max(WINDOW_MIN_S, sample)
-        self._cut_in_window = False
+        self._burst_base = None
         if now >= self._next_probe:
             self._start_probe()
             return

@@ -18,8 +18,9 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
   is *parked*: kept in hand and pending on this worker, with no outcome, no delivery
   counted and no error recorded; it is called again once its delay has passed
   (``Retry-After`` when the downstream said, else a doubling backoff), and the limit is
-  told (``on_drop``) so fewer calls go out. A parked message is in no call, so the hang
-  watchdog does not count its wait.
+  told: ``on_drop`` when the downstream refused this call (fewer calls go out),
+  ``on_hold`` when the fleet is held because it refused another worker's (no more go
+  out). A parked message is in no call, so the hang watchdog does not count its wait.
 * **Stop.** A run stops between two calls once the worker is asked to stop;
   :meth:`Calls.take_back` returns everything not in a call, :meth:`Calls.settle_running`
   lets the calls in progress finish until a deadline.
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 
 from sentinel_platform.streams.consumer.adaptive_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared
-from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.consumer.processor import Busy, take_turn_wait
 
 #: A run hands back what it has not started after this long, and new runs are cut to
 #: about this long: a stop or a flush never waits much longer for a run.
@@ -85,6 +86,8 @@ class Finished:
     retry_after_s: float | None = None
     #: a busy answer from the downstream itself (not a hold or a local wait)
     sent: bool = True
+    #: not sent because another caller was refused (the fleet's hold)
+    shared_refusal: bool = False
 
 
 @dataclass(slots=True)
@@ -226,6 +229,8 @@ class Calls:
         if finished.outcome is None:
             if finished.sent:  # the downstream's own answer: its capacity is below ours
                 self.limit.on_drop(in_flight)
+            elif finished.shared_refusal:  # another worker was refused: grow no further
+                self.limit.on_hold()
             self._park(prepared, finished.retry_after_s)
             return
         self._learn(finished.seconds, in_flight)
@@ -300,15 +305,19 @@ class Calls:
         return result
 
     def _one(self, prepared: Prepared) -> Finished:
+        """One call, timed without the time it waited for its turn (``waited_for_turn``)."""
         started = time.perf_counter()
+        take_turn_wait()
         try:
             outcome = self._call(prepared)
         except Busy as busy:
-            seconds = time.perf_counter() - started
-            return Finished(prepared, None, seconds, busy.retry_after_s, sent=busy.sent)
+            seconds = time.perf_counter() - started - take_turn_wait()
+            return Finished(
+                prepared, None, seconds, busy.retry_after_s, busy.sent, busy.shared_refusal
+            )
         except BaseException as exc:  # SystemExit, KeyboardInterrupt: never a silent death
             outcome = self._aborted(prepared, exc)
-        return Finished(prepared, outcome, time.perf_counter() - started)
+        return Finished(prepared, outcome, time.perf_counter() - started - take_turn_wait())
 
     # --- stopping -------------------------------------------------------------------------
     def take_back(self) -> list[Prepared]:

@@ -13,9 +13,31 @@ is backpressure, not an error, and the loop treats it apart from every other exc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+_turns = threading.local()
+
+
+def waited_for_turn(seconds: float) -> None:
+    """Tell the consumer that the call in progress on this thread spent ``seconds``
+    waiting for its turn (a fleet rate-limit slot), not at the downstream.
+
+    The consumer leaves that time out of the call's latency sample: the in-flight limit
+    reads latency growth as a queue at the service and cuts, and a wait for a slot is no
+    such queue (cutting for it would leave too few calls in flight to use the slots).
+    """
+    _turns.seconds = getattr(_turns, "seconds", 0.0) + max(0.0, seconds)
+
+
+def take_turn_wait() -> float:
+    """The seconds reported by :func:`waited_for_turn` on this thread since the last
+    call, and reset to zero (the consumer calls it after each processor call)."""
+    seconds = getattr(_turns, "seconds", 0.0)
+    _turns.seconds = 0.0
+    return float(seconds)
 
 
 class Busy(Exception):
@@ -38,11 +60,17 @@ class Busy(Exception):
     ``reason`` says who is busy and why, for logs; it never carries a credential.
     ``sent`` is False for a subclass raised before anything reached the downstream (a
     fleet-wide hold, no local connection free): that says nothing new about the
-    downstream's capacity, so the limit is not cut for it.
+    downstream's capacity, so the limit is not cut for it. ``shared_refusal`` is True for
+    one raised because *another* caller was refused (the fleet's ``Retry-After`` hold):
+    the limit then stops growing for a while (``on_hold``) without a cut, so that the
+    workers sharing a service converge to fair shares of it instead of the ones never
+    refused growing into the others' shares.
     """
 
     #: the call reached the downstream, which answered "busy" (a capacity signal)
     sent = True
+    #: not sent because another caller of the downstream was refused just now
+    shared_refusal = False
 
     def __init__(self, retry_after_s: float | None, reason: str) -> None:
         super().__init__(reason)

@@ -1,0 +1,112 @@
+"""What :class:`Calls` tells the in-flight limit when a call comes back "busy".
+
+A refusal of this worker's own call is a drop (the downstream's capacity is below what it
+sends); a call held back because the fleet is held after *another* worker's refusal is a
+hold (grow no further); a call held back for a local reason (a rate-limit slot, no free
+connection) tells the limit nothing. In every case the message is parked, never failed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.outcomes import Failure, Outcome, Prepared
+from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
+from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform_tests.harness.waits import wait_until
+from workers.fleet_limits import FleetBusy, FleetHeld
+
+
+class RecordingLimit(FixedLimit):
+    def __init__(self) -> None:
+        super().__init__(4)
+        self.told: list[str] = []
+        self.samples: list[float] = []
+
+    def on_sample(self, rtt_s: float, in_flight: int) -> None:
+        self.samples.append(rtt_s)
+
+    def on_drop(self, in_flight: int) -> None:
+        self.told.append("drop")
+
+    def on_hold(self) -> None:
+        self.told.append("hold")
+
+
+@pytest.mark.parametrize(
+    ("busy", "told"),
+    [
+        (Busy(0.01, "429 from the analyzer"), ["drop"]),
+        (FleetHeld(0.01, "held: another worker was refused"), ["hold"]),
+        (FleetBusy(0.01, "rate limit: next slot in 1.5s"), []),
+    ],
+)
+def test_a_busy_call_is_parked_and_tells_the_limit_what_it_means(
+    busy: Busy, told: list[str]
+) -> None:
+    answers = [busy]  # the first call is busy, the next one answers
+
+    def call(prepared: Prepared) -> Outcome:
+        if answers:
+            raise answers.pop()
+        return Failure(prepared.delivery, "answered")
+
+    limit = RecordingLimit()
+    parked: list[float] = []
+    calls = Calls(
+        call,
+        lambda p, e: Failure(p.delivery, repr(e)),
+        limit,
+        4,
+        threading.Event(),
+        lambda _p, after: parked.append(after),
+    )
+    calls.submit([Prepared(Delivery("1-0", {}, 1), None, "k1")])
+    results: list[Outcome] = []
+
+    def answered() -> bool:
+        calls.resubmit_due(time.monotonic())
+        results.extend(calls.collect(0.02))
+        return bool(results)
+
+    wait_until(answered, 5, what="the call after the busy one")
+    assert [r.error for r in results if isinstance(r, Failure)] == ["answered"]
+    assert parked == [pytest.approx(0.01)]
+    assert limit.told == told
+    calls.settle_running(time.monotonic())
+
+
+def test_a_wait_for_a_rate_limit_slot_is_not_the_calls_latency() -> None:
+    """A call that waits 0.3 s for its fleet rate-limit slot, then 0.05 s at the service:
+    the limit's sample is the 0.05 s (a wait for a slot is no queue at the service; with
+    it counted, the limit cut itself below what the rate needs in flight)."""
+
+    def call(prepared: Prepared) -> Outcome:
+        waited_for_turn(0.3)
+        time.sleep(0.35)
+        return Failure(prepared.delivery, "answered")
+
+    limit = RecordingLimit()
+    calls = Calls(
+        call,
+        lambda p, e: Failure(p.delivery, repr(e)),
+        limit,
+        4,
+        threading.Event(),
+        lambda *_: None,
+    )
+    calls.submit([Prepared(Delivery("1-0", {}, 1), None, "k1")])
+    results: list[Outcome] = []
+
+    def answered() -> bool:
+        results.extend(calls.collect(0.05))
+        return bool(results)
+
+    wait_until(answered, 5, what="the answer")
+    assert len(limit.samples) == 1 and 0.04 <= limit.samples[0] < 0.2, limit.samples
+    calls.settle_running(time.monotonic())
