@@ -12,10 +12,11 @@ so: ``Processor.paid_calls``) has its keys *claimed* before the call:
   this worker, until the key's marker appears (the claimant committed: the copy is
   acknowledged as a duplicate, no call) or the claim lapses (the claimant died with its
   lease: the survivor claims the key and calls).
-* The claimant refreshes the claims of the keys it holds with every lag write
-  (:meth:`Claims.queue_refresh`, the heartbeat's side write too), so a claim lives exactly
-  as long as its holder: it lapses within one lease TTL of the holder's death, like the
-  lease. A settled key's claim is simply left to lapse: its marker answers from then on.
+* The claimant refreshes the claims of the keys it holds with every lag write once they
+  are older than a third of their TTL (:meth:`Claims.queue_refresh`, the heartbeat's
+  side write too), so a claim lives exactly as long as its holder: it lapses within one
+  lease TTL of the holder's death, like the lease. A settled key's claim is simply left
+  to lapse: its marker answers from then on.
 
 Processors that make no paid call (the rules, a no-op) skip all of this: no claim key is
 ever written and the batch costs no extra round trip.
@@ -23,6 +24,7 @@ ever written and the batch costs no extra round trip.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +35,15 @@ from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 #: How often messages waiting on another worker's claim look again.
 RECHECK_S = 0.1
+#: A claim is refreshed once it is older than this part of its TTL: a call of a second
+#: never needs it, and every message would otherwise cost the server two more commands
+#: per lag write (the claim script's ``SET ... NX GET`` already set the TTL).
+REFRESH_AFTER = 1 / 3
 
 #: KEYS: per key, its marker then its claim; ARGV: consumer, ttl_ms. Per key: 2 committed
-#: (marker found), 1 ours (taken now, or ours already: refreshed), 0 another's.
+#: (marker found), 1 ours (taken now, or ours already: refreshed), 0 another's. Two
+#: commands per key (``SET NX GET``, Redis 7.0): the per-command cost inside a script is
+#: what the server's time per message is made of.
 CLAIM = LuaScript(
     "claim_keys",
     """
@@ -44,9 +52,11 @@ for i = 1, #KEYS, 2 do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     result[#result + 1] = 2
   else
-    local holder = redis.call('GET', KEYS[i + 1])
-    if not holder or holder == ARGV[1] then
-      redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
+    local holder = redis.call('SET', KEYS[i + 1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+    if not holder then
+      result[#result + 1] = 1
+    elseif holder == ARGV[1] then
+      redis.call('PEXPIRE', KEYS[i + 1], ARGV[2])
       result[#result + 1] = 1
     else
       result[#result + 1] = 0
@@ -107,8 +117,10 @@ class Claims:
         self.consumer = consumer
         self.ttl_ms = ttl_ms
         self.waiting: dict[str, Prepared] = {}  # by message id
-        #: the natural keys this consumer holds claims for (refreshed with the lag)
-        self.held: frozenset[str] = frozenset()
+        #: the natural keys this consumer holds claims for, with when each was taken
+        #: (monotonic): replaced whole, read by the side-write thread
+        self.held: dict[str, float] = {}
+        self._taken: dict[str, float] = {}
         self._next_check = 0.0
 
     def take(self, due: Sequence[Prepared]) -> tuple[list[Prepared], list[Outcome]]:
@@ -132,7 +144,9 @@ class Claims:
 
     def keep(self, natural_keys: set[str]) -> None:
         """The keys this consumer still works on (their claims are refreshed)."""
-        self.held = frozenset(natural_keys)
+        now = time.monotonic()
+        self._taken = {key: self._taken.get(key, now) for key in natural_keys}
+        self.held = dict(self._taken)
 
     def take_back(self) -> list[Prepared]:
         """The waiting messages, to hand back (a stop)."""
@@ -141,16 +155,38 @@ class Claims:
         return back
 
     def queue_refresh(self, pipe: Any) -> None:
-        """Queue the refresh of our claims on ``pipe`` (nothing when we hold none)."""
-        held = self.held
-        if held:
-            claims = [claim_key(self.keys, key) for key in sorted(held)]
+        """Queue the refresh of our claims older than :data:`REFRESH_AFTER` of their TTL
+        on ``pipe`` (nothing when there are none)."""
+        before = time.monotonic() - REFRESH_AFTER * self.ttl_ms / 1000
+        old = sorted(key for key, taken in self.held.items() if taken <= before)
+        if old:
+            claims = [claim_key(self.keys, key) for key in old]
             REFRESH.queue(pipe, claims, [self.consumer, self.ttl_ms])
+
+    def queue_claim(self, pipe: Any, names: Sequence[str]) -> None:
+        """Queue the claim of ``names`` (distinct) on ``pipe``: triage sends it in its own
+        round trip, where the claim's marker check replaces the markers' ``MGET``. Its
+        reply goes to :meth:`split`."""
+        pairs = [k for n in names for k in (self.keys.marker(n), claim_key(self.keys, n))]
+        CLAIM.queue(pipe, pairs, [self.consumer, self.ttl_ms])
+
+    def split(
+        self, due: Sequence[Prepared], flags: dict[str, int]
+    ) -> tuple[list[Prepared], list[Outcome]]:
+        """``due`` by the claim's ``flags`` (by natural key): the messages to call now
+        and the outcomes decided; messages on another's claim wait here."""
+        mine, waiting, done = sort_claimed(due, [flags[n] for n in _names(due)])
+        self.waiting.update((p.delivery.id, p) for p in waiting)
+        return mine, done
 
     def _claim(
         self, due: Sequence[Prepared]
     ) -> tuple[list[Prepared], list[Prepared], list[Outcome]]:
-        names = list(dict.fromkeys(p.natural_key for p in due))
+        names = _names(due)
         pairs = [k for n in names for k in (self.keys.marker(n), claim_key(self.keys, n))]
         flags = CLAIM.run(self.client, pairs, [self.consumer, self.ttl_ms])
         return sort_claimed(due, flags)
+
+
+def _names(due: Sequence[Prepared]) -> list[str]:
+    return list(dict.fromkeys(p.natural_key for p in due))

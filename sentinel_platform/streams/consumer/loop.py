@@ -262,13 +262,9 @@ class Consumer:
             self.outbox.extend(decided)
             if len(self.outbox):
                 due = self._share_decided(due)
+            self.calls.submit(due)  # claimed by the triage when the calls are paid
             if self.claims is not None:
-                due, done = self.claims.take(due)
-                self.outbox.extend(done)
-                self.calls.submit(due)
                 self.claims.keep(self.calls.keys_in_hand())
-            else:
-                self.calls.submit(due)
 
     def _flush_due(self) -> None:
         """Settle the outbox once no call runs, or every :data:`FLUSH_INTERVAL_S` while

@@ -101,7 +101,7 @@ def build_parts(
         on_death=reader.wake,  # a death cuts our blocked read short
     )
     triage = Triage(
-        client, keys, processor, settings, consumer, calling.failed, calling.observe, fields
+        client, keys, processor, settings, consumer, calling.failed, calling.observe, fields, claims
     )
     outages = Outages(
         client,

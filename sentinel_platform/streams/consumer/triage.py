@@ -9,9 +9,14 @@ for its call. The decisions are pure functions (:func:`before_parse`, :func:`sor
 table-tested; :class:`Triage` does the look-ups around them:
 
 * a batch of first deliveries (the hot path) is parsed first and looked up in one round
-  trip (dead-lettered ids and markers);
+  trip (dead-lettered ids and markers; for a processor with paid calls the keys are
+  claimed in the same round trip, the claim's marker check standing for the markers);
 * a batch with redeliveries reads their attempt records first, because a redelivery's
-  call is counted (and its delivery limit checked) before it is parsed, then the markers.
+  call is counted (and its delivery limit checked) before it is parsed, then the markers
+  (then the claims).
+
+What is due for a call comes back claimed (``claims.py``); a copy of a key another worker
+claimed waits in :class:`~sentinel_platform.streams.consumer.claims.Claims`.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from sentinel_platform.streams.consumer.attempts import (
     record_call,
 )
 from sentinel_platform.streams.consumer.calling import operator_interrupt
+from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.dead_letter import (
     NO_ERROR_RECORDED,
     already_dead_lettered,
@@ -112,7 +118,9 @@ class Triage:
         failed: Callable[[Delivery, BaseException], Outcome],
         observe: Callable[[float], None],
         log_fields: dict[str, str],
+        claims: Claims | None = None,
     ) -> None:
+        self.claims = claims
         self.client = client
         self.keys = keys
         self.processor = processor
@@ -134,15 +142,23 @@ class Triage:
         names = _names(parsed)
         pipe = self.client.pipeline(transaction=False)
         queue_dead_check(pipe, self.keys, ids)
-        if names:
+        if names and self.claims is not None:
+            self.claims.queue_claim(pipe, names)  # its marker check is the MGET's
+        elif names:
             # MGET by name: a cluster pipeline refuses its mget(), yet routes this call by
             # its keys, which share the stream's hash slot.
             pipe.execute_command("MGET", *(self.keys.marker(name) for name in names))
         replies = pipe.execute()
         dead = already_dead_lettered(ids, replies[0])
-        committed = marked(names, replies[1]) if names else set()
         kept = [_unless_dead(p, delivery, dead) for delivery, p in zip(batch, parsed, strict=True)]
-        return sort(kept, committed)
+        if not names:
+            return sort(kept, set())
+        if self.claims is None:
+            return sort(kept, marked(names, replies[1]))
+        flags = dict(zip(names, (int(f) for f in replies[1]), strict=True))
+        decided, due = sort(kept, {name for name, flag in flags.items() if flag == 2})
+        mine, done = self.claims.split(due, flags)
+        return decided + done, mine
 
     def _redelivered(self, batch: Sequence[Delivery]) -> tuple[list[Outcome], list[Prepared]]:
         """A batch with redeliveries: their records first, then parse, then the markers."""
@@ -162,7 +178,11 @@ class Triage:
         ]
         names = _names(parsed)
         markers = self.client.mget([self.keys.marker(n) for n in names]) if names else []
-        return sort(parsed, marked(names, markers))
+        decided, due = sort(parsed, marked(names, markers))
+        if self.claims is None:
+            return decided, due
+        mine, done = self.claims.take(due)
+        return decided + done, mine
 
     def _prepare(self, delivery: Delivery, record: AttemptRecord | None) -> Prepared | Outcome:
         """The decision before parsing, then the parsed message and its natural key."""
