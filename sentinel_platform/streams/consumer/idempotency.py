@@ -4,25 +4,28 @@ A redelivered message (crash, recovery, lost reply) must never apply its effect 
 so the effect, the idempotency marker of the message's natural key and the XACK commit
 together inside one Lua call. For each message, in order:
 
-* marker present: the natural key already had its effect (a redelivery, or a producer
-  that published the same record twice) -> XACK only (``duplicate``);
 * the message is no longer pending: this delivery was already settled elsewhere (for
   example dead-lettered by another worker) -> nothing (``stale``);
-* otherwise XADD to the result stream (capped), push the recent-feed list (capped),
-  SET the marker with a TTL, XACK -> ``applied``.
+* the marker cannot be set (``SET NX``: it is there): the natural key already had its
+  effect (a redelivery, or a producer that published the same record twice) -> XACK
+  only (``duplicate``);
+* otherwise, the marker now set with its TTL, XADD to the result stream (capped), push
+  the recent-feed list (capped), XACK -> ``applied``.
 
-Redis does not roll back a script that fails half-way, so the order is chosen for that:
-the key types the writes depend on are checked before the first write, and the writes
-that can still fail (the first one to grow memory meets ``maxmemory``) come before the
-marker and the XACK. A failing call therefore changes nothing, and its retry applies the
-effect instead of reporting a ``duplicate`` of an effect that was never written.
+Redis does not roll back a script that fails half-way, so the order is chosen for that.
+The key types the writes depend on are checked before the first write. Memory is the
+other failure, and Redis checks it only until a script's first write: once a script has
+written, its later writes are let through. The first write of a call is therefore a
+message's marker (``SET NX``): a call that fails on memory fails there and changes
+nothing, and its retry applies the effect instead of reporting a ``duplicate`` of an
+effect that was never written.
 
 Each message would cost five commands inside the script; the per-command overhead of a
 script, not the commands' own work, dominated the server's time. So the pending check of
 the whole call is one ranged XPENDING when its ids lie close together (a batch read at
-once; per-id checks otherwise), and its acknowledgements are one XACK at the end: after
-the first write nothing in a call can fail on memory, so they still land with their
-markers.
+once; per-id checks otherwise), the marker's check is its ``SET NX``, and the call's
+acknowledgements are one XACK and its recent entries one LPUSH at the end. Two commands
+per message remain: SET and XADD.
 
 Effects are checked before they are queued (:func:`check_effect`): a value the client
 cannot send (``None``, a bool, a nested mapping) is the processor's bug, reported like
@@ -79,36 +82,32 @@ if #ids > 1 then
     for _, entry in ipairs(entries) do pending[entry[1]] = true end
   end
 end
-local statuses, acks, pushed = {}, {}, false
+local statuses, acks, pushes = {}, {}, {}
 local k = 4
 a = 5
 while a <= #ARGV do
   local id, clear, recent_value, nfields = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   local marker = KEYS[k]
   local status, is_pending
-  if redis.call('EXISTS', marker) == 1 then
+  if pending then
+    is_pending = pending[id]
+  else
+    is_pending = #redis.call('XPENDING', stream, group, id, id, 1) > 0
+  end
+  if not is_pending then
+    status = -1
+  elseif not redis.call('SET', marker, id, 'NX', 'EX', ttl) then
     acks[#acks + 1] = id
     status = 0
   else
-    if pending then
-      is_pending = pending[id]
-    else
-      is_pending = #redis.call('XPENDING', stream, group, id, id, 1) > 0
+    -- The marker first: the call's first write is the only one that can fail on memory.
+    local last = a + 3 + 2 * nfields
+    redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
+    if recent_value ~= '' and recent ~= stream then
+      pushes[#pushes + 1] = recent_value
     end
-    if not is_pending then
-      status = -1
-    else
-      -- First the writes that can fail (memory), then the irreversible ones.
-      local last = a + 3 + 2 * nfields
-      redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
-      if recent_value ~= '' and recent ~= stream then
-        redis.call('LPUSH', recent, recent_value)
-        pushed = true
-      end
-      redis.call('SET', marker, id, 'EX', ttl)
-      acks[#acks + 1] = id
-      status = 1
-    end
+    acks[#acks + 1] = id
+    status = 1
   end
   if clear == '1' then
     redis.call('DEL', KEYS[k + 1])
@@ -121,7 +120,11 @@ end
 -- One XACK for the call: after the first write nothing in it can fail on memory, so
 -- the acknowledgements land with their markers all the same.
 if #acks > 0 then redis.call('XACK', stream, group, unpack(acks)) end
-if pushed then redis.call('LTRIM', recent, 0, recent_size - 1) end
+-- One LPUSH for the call, in commit order (the newest first, as one push each would).
+if #pushes > 0 then
+  redis.call('LPUSH', recent, unpack(pushes))
+  redis.call('LTRIM', recent, 0, recent_size - 1)
+end
 return statuses
 """,
 )

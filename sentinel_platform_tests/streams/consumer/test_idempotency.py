@@ -31,7 +31,7 @@ def _commit_batch(
     client: RedisClient, keys: StreamKeys, settings: Settings, ids: list[str]
 ) -> list[str]:
     limits = CommitLimits(settings.results_maxlen, 60, settings.recent_transactions_size)
-    items = [CommitItem(i, f"key-{n}", {"n": str(n)}) for n, i in enumerate(ids)]
+    items = [CommitItem(i, f"key-{n}", {"n": str(n)}, f"recent-{n}") for n, i in enumerate(ids)]
     COMMIT_EFFECTS.load(client)
     pipe = client.pipeline(transaction=False)
     assert queue_commits(pipe, keys, items, limits) == 1
@@ -73,3 +73,7 @@ def test_a_batch_commit_gives_each_message_its_own_status(
     others = redis_client.xpending(tx_keys.stream, tx_keys.group)["pending"]
     assert others == others_between  # nobody else's entries touched
     assert redis_client.get(tx_keys.marker(f"key-{STALE}")) is None
+    # The applied ones' recent entries, pushed once for the call: the newest first.
+    assert redis_client.lrange(tx_keys.recent, 0, -1) == [
+        f"recent-{n}" for n in reversed(range(BATCH)) if expected[n] == "applied"
+    ]
