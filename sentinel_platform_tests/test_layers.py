@@ -197,13 +197,13 @@ def settings_loaders(root: Path) -> list[str]:
 
 STREAMS = "sentinel_platform.streams"
 #: What each group of the streams core may import from the others: the plumbing nothing,
-#: the pool's state the plumbing, and each side (workers, producer, operators) those two.
+#: the backlog's state the plumbing, and each side (workers, producer, operators) those two.
 STREAMS_GROUPS: dict[str, set[str]] = {
     "plumbing": set(),
-    "pool": {"plumbing"},
-    "consumer": {"plumbing", "pool"},
-    "producer": {"plumbing", "pool"},
-    "operators": {"plumbing", "pool"},
+    "backlog": {"plumbing"},
+    "consumer": {"plumbing", "backlog"},
+    "producer": {"plumbing", "backlog"},
+    "operators": {"plumbing", "backlog"},
 }
 CONSUMER = f"{STREAMS}.consumer"
 

@@ -36,11 +36,11 @@ from sentinel_platform.cli.status import ZONE_ORDER, StreamState, stream_state
 from sentinel_platform.redaction import scrub
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.entry_ages import oldest_pending_age_s, server_now_s
+from sentinel_platform.streams.backlog.zones import limits_from_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError
 from sentinel_platform.streams.plumbing.eviction_policy import RANK, server_verdict
 from sentinel_platform.streams.plumbing.keys import dlq_streams, keys_for
-from sentinel_platform.streams.pool.entry_ages import oldest_pending_age_s, server_now_s
-from sentinel_platform.streams.pool.zones import limits_from_settings
 
 log = logging.getLogger("sentinel.exporter")
 

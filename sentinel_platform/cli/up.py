@@ -46,13 +46,13 @@ from sentinel_platform.redis_server import (
 )
 from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings, load_settings, redact_url
+from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.plumbing.connection import (
     RedisClient,
     RedisConnectError,
     connect,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
-from sentinel_platform.streams.pool.zones import in_flight_problem
 
 log = logging.getLogger("sentinel.up")
 

@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, cast, get_args
 
-from sentinel_platform.streams.pool.lag import Zone
+from sentinel_platform.streams.backlog.lag import Zone
 
 CURSOR_FORMAT = 2
 #: The pause flag outlives many ticks but not a dead sensor by long.

@@ -29,6 +29,14 @@ from sentinel_platform.domains.operations.targets import StreamTarget, stream_ta
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.peaks import Peaks
+from sentinel_platform.streams.backlog.zones import (
+    ZoneLimits,
+    limits_from_settings,
+    thresholds,
+    work_seconds,
+    zone,
+)
 from sentinel_platform.streams.operators.group_view import (
     LagSnapshot,
     dlq_depth,
@@ -36,14 +44,6 @@ from sentinel_platform.streams.operators.group_view import (
     recent_dead_letters,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import EvictionVerdict, server_verdict
-from sentinel_platform.streams.pool.peaks import Peaks
-from sentinel_platform.streams.pool.zones import (
-    ZoneLimits,
-    limits_from_settings,
-    thresholds,
-    work_seconds,
-    zone,
-)
 
 LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
@@ -143,7 +143,7 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     the highest lag and the backpressure episodes in between, so a short spike is recorded
     even when the current lag is back to normal. The verdict itself is about the present.
 
-    Zones as everywhere (:mod:`sentinel_platform.streams.pool.zones`): seconds of work at the
+    Zones as everywhere (:mod:`sentinel_platform.streams.backlog.zones`): seconds of work at the
     pool's drain rate past what the live workers published they hold in flight, or
     Sentinel-L7's counts when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
     limits = limits_from_settings(settings, allowance=snapshot.allowance)

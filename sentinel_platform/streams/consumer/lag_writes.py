@@ -5,10 +5,11 @@ One pipeline, one round trip (:meth:`LagWriter.write`), written from the loop at
 is up says so even while a long call holds its loop:
 
 * the lag key: Sentinel-L7's plain integer, with a TTL, that the producer paces by;
-* the peaks record the lag sensor reports between its ticks (``pool/peaks.py``);
+* the peaks record the lag sensor reports between its ticks
+  (:mod:`~sentinel_platform.streams.backlog.peaks`);
 * this worker's holding: the most messages it may hold at the limit in force
-  (``Calls.capacity``), which the pool adds up into its in-flight allowance
-  (``pool/holdings.py``), never into the lag key.
+  (``Calls.capacity``), which the fleet adds up into its in-flight allowance
+  (:mod:`~sentinel_platform.streams.backlog.holdings`), never into the lag key.
 
 These are side writes: a refusal (a peaks key of the wrong type, a full server) is logged
 (``side_write_failed``, rate-limited) and never holds up the loop or the lease. The limit
@@ -24,15 +25,15 @@ import time
 import redis
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.holdings import queue_holding
+from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
+from sentinel_platform.streams.backlog.peaks import queue_record_lag
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.lease import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.holdings import queue_holding
-from sentinel_platform.streams.pool.lag import measure_lag, queue_lag_key
-from sentinel_platform.streams.pool.peaks import queue_record_lag
 
 log = logging.getLogger(__name__)
 

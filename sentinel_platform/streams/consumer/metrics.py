@@ -30,7 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from sentinel_platform.streams.pool.entry_ages import age_s
+from sentinel_platform.streams.backlog.entry_ages import age_s
 
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()

@@ -44,13 +44,13 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentinel_platform.streams.backlog.entry_ages import age_s
 from sentinel_platform.streams.consumer.liveness import Watch, registration_key
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import LuaScript
-from sentinel_platform.streams.pool.entry_ages import age_s
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from typing import Any
 
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
+from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
 from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
@@ -57,7 +58,6 @@ from sentinel_platform.streams.plumbing.connection import (
 )
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.zones import in_flight_problem
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,11 @@ log = logging.getLogger(__name__)
 class InHand:
     """The messages being processed right now, one per thread, and since when.
 
-    Written by the thread processing each message (the loop, or the pool's threads with
-    ``SENTINEL_WORKER_CONCURRENCY`` > 1), read by the heartbeat thread. Each thread owns
-    one slot of a dict keyed by its thread id, replaced or removed in single operations
-    that CPython makes atomic, so no lock is taken; the watchdog looks at the oldest.
+    Written by the thread processing each message (the loop, or the call threads of
+    :class:`~.calls.Calls` with ``SENTINEL_WORKER_CONCURRENCY`` > 1), read by the heartbeat
+    thread. Each thread owns one slot of a dict keyed by its thread id, replaced or removed
+    in single operations that CPython makes atomic, so no lock is taken; the watchdog
+    looks at the oldest.
     """
 
     __slots__ = ("_held",)

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import redis
 
+from sentinel_platform.streams.backlog.drain import read_drain_rate
+from sentinel_platform.streams.backlog.holdings import read_allowance
+from sentinel_platform.streams.backlog.lag import LagReading, measure_lag, read_lag_key
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import entries, pending_rows
-from sentinel_platform.streams.pool.drain import read_drain_rate
-from sentinel_platform.streams.pool.holdings import read_allowance
-from sentinel_platform.streams.pool.lag import LagReading, measure_lag, read_lag_key
 
 #: Most pending entries examined per stream per call.
 PENDING_SCAN_CAP = 1000
@@ -44,7 +44,7 @@ class LagSnapshot:
     consumers_alive: int
     #: The pool's drain rate the producers measured (rows/s); None = none recently.
     drain_rate: float | None = None
-    #: What the live workers published they hold in flight (streams.pool.holdings).
+    #: What the live workers published they hold in flight (streams.backlog.holdings).
     allowance: int = 0
 
     @property

@@ -164,7 +164,7 @@ def work_seconds_key(keys: StreamKeys) -> str:
 
 def holdings_key(keys: StreamKeys) -> str:
     """The consumers that published what they may hold in flight (a sorted set)
-    (:mod:`~sentinel_platform.streams.pool.holdings`); beside the lag key, in its slot."""
+    (:mod:`~sentinel_platform.streams.backlog.holdings`); beside the lag key, in its slot."""
     return _beside_lag(keys, "holdings")
 
 

@@ -8,12 +8,12 @@ A count of messages means nothing on its own: 200 messages are minutes of work f
 processor that takes seconds each and 11 ms for one that takes 50 µs. So by default the
 limits are *time to drain*: the lag divided by the pool's measured drain rate
 (``sentinel:drain_rate:<stream>``, written by the producers, see
-:mod:`~sentinel_platform.streams.pool.drain`). The zones, for a lag ``L`` and a drain rate
+:mod:`~sentinel_platform.streams.backlog.drain`). The zones, for a lag ``L`` and a drain rate
 ``r`` rows/s:
 
 * ``L <= in_flight`` is always nominal. ``in_flight`` is the pool's *in-flight
   allowance*: what the live workers hold by design, as each of them publishes it
-  (:mod:`~sentinel_platform.streams.pool.holdings`; its whole read at a concurrency of 1,
+  (:mod:`~sentinel_platform.streams.backlog.holdings`; its whole read at a concurrency of 1,
   at most its threads above, the limit in force when it changes at run time). Measured,
   never computed from the settings; 0 when no worker published (everything pending is
   pressure then).
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.pool.holdings import most_held
-from sentinel_platform.streams.pool.lag import Zone
+from sentinel_platform.streams.backlog.holdings import most_held
+from sentinel_platform.streams.backlog.lag import Zone
 
 #: Defaults of ``SENTINEL_LAG_WARN_S`` / ``SENTINEL_LAG_PAUSE_S`` (seconds of queued work).
 DEFAULT_WARN_S = 2.0
@@ -119,7 +119,7 @@ def count_limits(settings: Settings) -> tuple[int, int] | None:
 def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
     """The zone limits of ``settings`` for a pool whose live workers published that they
     hold ``allowance`` messages in flight
-    (:func:`~sentinel_platform.streams.pool.holdings.read_allowance`)."""
+    (:func:`~sentinel_platform.streams.backlog.holdings.read_allowance`)."""
     counts = count_limits(settings)
     return ZoneLimits(
         warn_s=settings.lag_warn_s,
@@ -173,7 +173,7 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool
     (``SENTINEL_LAG_PAUSE``, set or derived from ``SENTINEL_LAG_WARN``) are compared with
     the lag as they are, so a pause limit at or below what the workers hold at their most
     pauses the producers whenever the pool is merely busy. What a worker holds at its most
-    is known before it runs (:func:`~sentinel_platform.streams.pool.holdings.most_held`:
+    is known before it runs (:func:`~sentinel_platform.streams.backlog.holdings.most_held`:
     its whole read at a pinned concurrency of 1, the pinned number above, a read with
     ``auto``, whose limit count limits cap at the read size: :func:`auto_maximum`); limits
     the operator set are never changed: the combination is refused, naming the settings.

@@ -7,7 +7,7 @@ worker has threads, because it reads only as many messages as it has free thread
 limit that changes at run time holds what it is now. No formula over the settings can
 know the last case, so each worker *publishes* the most it may hold now (its limit in
 force) and readers add up what the live workers published. That sum is the in-flight
-allowance of :mod:`~sentinel_platform.streams.pool.zones`: lag up to it is work in hand,
+allowance of :mod:`~sentinel_platform.streams.backlog.zones`: lag up to it is work in hand,
 never pressure.
 
 Storage, cluster-safe and for Redis 7.0+ (a hash with per-field expiry needs 7.4):

@@ -1,6 +1,6 @@
 """The pool's drain rate: how many rows/s the consumers complete while work waits.
 
-The lag zones are in seconds of work (:mod:`~sentinel_platform.streams.pool.zones`), so every
+The lag zones are in seconds of work (:mod:`~sentinel_platform.streams.backlog.zones`), so every
 reader needs the rate the pool drains at. The producers measure it, since they watch the
 group before every batch anyway: the group's *completed* count, ``entries-read`` minus
 ``pending`` (``XINFO GROUPS``), grows by one for each message acknowledged or dead
@@ -28,9 +28,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentinel_platform.streams.backlog.zones import work_seconds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key, work_seconds_key
-from sentinel_platform.streams.pool.zones import work_seconds
 
 #: The drain rate is measured over at most this long (and 0 only after this long).
 WINDOW_S = 10.0
@@ -94,7 +94,7 @@ def write_drain_rate(client: RedisClient, keys: StreamKeys, rate: float, lag: in
 def card_rate(published: float | None, read_lately: float | None) -> float | None:
     """The drain rate a reader judges the zone at: the producers' figure; without one, 0
     when the group read nothing over the last minute (``read_lately``, from
-    :func:`~sentinel_platform.streams.pool.progress.progress`: the consumers stopped), else
+    :func:`~sentinel_platform.streams.backlog.progress.progress`: the consumers stopped), else
     unknown."""
     if published is not None:
         return published
