@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform.cli.common import (
+from sentinel_platform.exit_codes import (
     EXIT_BACKPRESSURE,
     EXIT_ELEVATED,
     EXIT_ERROR,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_BACKPRESSURE
+from sentinel_platform.exit_codes import EXIT_BACKPRESSURE
 from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.backlog.holdings import publish_holding
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -15,8 +15,9 @@ holds when it is asked to stop (SIGTERM/SIGINT, its name taken) or its burst run
 Every Redis call here goes through a client of its own, never retried, whose waits end
 by the stop's deadline (``stop_path.py``); a backstop thread ends the process if the stop
 still runs at ``SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S``. The exit status says what
-was left undone (``exit_codes.py``): those messages stay pending on this consumer and the
-survivors recover them, at once or once its lease has run out; commits are idempotent.
+was left undone (:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED`): those messages
+stay pending on this consumer and the survivors recover them, at once or once its lease
+has run out; commits are idempotent.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from sentinel_platform.streams.consumer.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
+from sentinel_platform.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
 from sentinel_platform.streams.consumer.stop_path import (
     MIN_CALL_S,
     STOP_MARGIN_S,

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from sentinel_platform.streams.consumer.exit_codes import EXIT_HUNG
+from sentinel_platform.exit_codes import EXIT_HUNG
 
 log = logging.getLogger(__name__)
 

@@ -1,25 +1,29 @@
 """Wiring one worker process: settings, logging, processor, Redis, metrics, signals.
 
-Everything here is about the *process*; the consumer loop itself knows nothing about
-signals or command lines. Bad settings, an unknown processor or a server whose
-``maxmemory-policy`` may evict any key (:mod:`~sentinel_platform.streams.plumbing.eviction_policy`)
-fail at start-up with a message naming the problem (exit status 2), and so does a
-``--metrics-port`` that cannot be served (in use, an address this host lacks): the
-endpoint is bound before the worker touches Redis. Redis being unreachable at start-up is
-retried with backoff rather than crash-looping under a supervisor, and so is a server that
-refuses what joining the group needs for now (full: OOM; a key of the wrong type). A
-consumer name whose lease another process holds (a restarted worker's killed predecessor)
-is waited for, up to two lease TTLs (:meth:`~.lease.Lease.acquire`).
-SIGTERM/SIGINT cuts every one of these waits short: the worker logs ``stopped`` and exits 0,
-having taken nothing. A server that refuses a needed command outright (an ACL) fails
-start-up with exit status 2.
+Everything here is about the *process*, which is why it lives with the worker's entry
+point and not in the streams core: the consumer loop
+(:class:`~sentinel_platform.streams.consumer.loop.Consumer`) knows nothing about signals,
+command lines, log set-up or a metrics endpoint. Bad settings, an unknown processor or a
+server whose ``maxmemory-policy`` may evict any key
+(:mod:`~sentinel_platform.streams.plumbing.eviction_policy`) fail at start-up with a
+message naming the problem, and so does a ``--metrics-port`` that cannot be served (in
+use, an address this host lacks): the endpoint is bound before the worker touches Redis.
+Redis being unreachable at start-up is retried with backoff rather than crash-looping
+under a supervisor, and so is a server that refuses what joining the group needs for now
+(full: OOM; a key of the wrong type). A consumer name whose lease another process holds
+(a restarted worker's killed predecessor) is waited for, up to two lease TTLs
+(:meth:`~sentinel_platform.streams.consumer.lease.Lease.acquire`). SIGTERM/SIGINT cuts
+every one of these waits short: the worker logs ``stopped`` and exits 0, having taken
+nothing. A server that refuses a needed command outright (an ACL) fails start-up.
 
-Exit status of a worker process: 0 stopped (also during a start-up wait); 2 start-up
-refused (settings, ``--metrics-port``, processor, credentials, ACL, consumer name still
-in use after the wait, also when the name is taken later); 3
-``EXIT_UNCOMMITTED``, stopped with outcomes Redis would not take within
-``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others); 70 ``EXIT_HUNG``
-(``watchdog.py``).
+The exit status of the process is :func:`run`'s, one of :mod:`sentinel_platform.exit_codes`:
+:data:`~sentinel_platform.exit_codes.EXIT_OK` stopped (also during a start-up wait);
+:data:`~sentinel_platform.exit_codes.EXIT_USAGE` start-up refused (settings,
+``--metrics-port``, processor, credentials, ACL, consumer name still in use after the
+wait, also when the name is taken later);
+:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED` stopped with outcomes Redis would
+not take within ``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others);
+:data:`~sentinel_platform.exit_codes.EXIT_HUNG` given up by the hang watchdog.
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backlog.zones import in_flight_problem
-from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
 from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -174,9 +178,9 @@ def connect_with_retry(
 ) -> RedisClient | None:
     """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
     None once ``stop`` is set. Each attempt runs on a thread of its own
-    (:func:`~.stoppable.until_stopped`), so SIGTERM ends the wait at once even while an
-    attempt is stuck on a server that never answers."""
-    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
+    (:func:`~sentinel_platform.streams.consumer.stoppable.until_stopped`), so SIGTERM
+    ends the wait at once even while an attempt is stuck on a server that never answers."""
+    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see Backoff
     while not stop.is_set():
         outcome = until_stopped(lambda: connect_once(settings, log_fields), stop, "connect")
         if outcome is None:
