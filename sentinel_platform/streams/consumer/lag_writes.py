@@ -24,6 +24,7 @@ import time
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.holdings import queue_holding
 from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
@@ -63,7 +64,7 @@ class LagWriter:
         self.metrics = metrics
         self.calls = calls
         self.count = count  # the read size
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.failures = SideWriteFailures(log_fields)
         #: the consumer's claims, refreshed with every write (None: no paid calls)
         self.claims = claims
@@ -81,9 +82,9 @@ class LagWriter:
             self.claims.queue_refresh(pipe)  # a claim lives as long as its holder writes
         pipe.execute()
         self.metrics.set_gauge("lag", reading.lag)
-        log.debug(
+        self.log.debug(
             "lag_written",
-            extra={**self.log_fields, "lag": reading.lag, "backlog": reading.backlog},
+            extra={"lag": reading.lag, "backlog": reading.backlog},
         )
         return reading.lag
 
@@ -113,10 +114,9 @@ class LagWriter:
         self.metrics.set_gauge("in_flight_limit", limit.steady_limit)
         change = limit.change()
         if change is not None:
-            log.info(
+            self.log.info(
                 "limit_changed",
                 extra={
-                    **self.log_fields,
                     "limit": change.limit,
                     "previous": change.previous,
                     "reason": change.reason,

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from sentinel_platform.exit_codes import EXIT_HUNG
+from sentinel_platform.logs import BoundLogger
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class HangWatchdog:
         self.in_hand = in_hand
         self.hang_timeout_s = hang_timeout_ms / 1000
         self.give_up = give_up
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.exit_process = exit_process
 
     def check(self) -> None:
@@ -82,10 +83,9 @@ class HangWatchdog:
         if held is None or held[1] <= self.hang_timeout_s:
             return
         message_id, seconds = held
-        log.error(
+        self.log.error(
             "worker_hung",
             extra={
-                **self.log_fields,
                 "message_id": message_id,
                 "in_hand_s": round(seconds, 3),
                 "hang_timeout_s": self.hang_timeout_s,
