@@ -114,7 +114,7 @@ def worker_settings(options: WorkerOptions) -> Settings:
     except SettingsError as exc:
         raise StartupError(str(exc)) from None
     problem = in_flight_problem(settings, workers=1, who="one worker")
-    if problem is not None:  # its own share of the pool's in-flight messages
+    if problem is not None:  # its own share of the fleet's in-flight messages
         raise StartupError(problem)
     return settings
 

@@ -3,7 +3,7 @@
 Per stream it reports the lag the producers act on (backlog + pending, measured from the
 group itself, because the pending count alone misses the backlog), its zone,
 each consumer with its lease (alive or dead: a dead consumer with pending entries is what
-the pool will recover), the DLQ depth and the last alerts. It also answers "did my run get
+the fleet will recover), the DLQ depth and the last alerts. It also answers "did my run get
 processed?": entries the group has read so far (``entries-read``), the rate over the last
 minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
 the worst zone, so the command doubles as a health probe.

@@ -137,11 +137,11 @@ def stream_families(reading: Reading, settings: Settings) -> list[Metric]:
         ),
         "work": _gauge(
             "sentinel_stream_work_seconds",
-            "Seconds of queued work at the pool's drain rate; absent when no rate is known.",
+            "Seconds of queued work at the fleet's drain rate; absent when no rate is known.",
         ),
         "rate": _gauge(
             "sentinel_stream_drain_rate_messages_per_second",
-            "The pool's drain rate as the producers measured it; absent when unknown.",
+            "The fleet's drain rate as the producers measured it; absent when unknown.",
         ),
         "allowance": _gauge(
             "sentinel_stream_in_flight_allowance_messages",

@@ -1,4 +1,4 @@
-"""What the workers hold in flight, as each one publishes it: the pool's in-flight allowance.
+"""What the workers hold in flight, as each one publishes it: the fleet's in-flight allowance.
 
 A worker holds messages it has read and not yet acknowledged (its part of the group's
 pending count). How many depends on how it runs: calls made inline (a concurrency of 1)
@@ -110,7 +110,7 @@ class Holdings:
 
     @property
     def allowance(self) -> int:
-        """The pool's in-flight allowance: the sum over the live workers (0: none)."""
+        """The fleet's in-flight allowance: the sum over the live workers (0: none)."""
         return sum(self.by_consumer.values())
 
 
@@ -137,7 +137,7 @@ def read_holdings(client: RedisClient, keys: StreamKeys) -> Holdings:
 
 
 def read_allowance(client: RedisClient, keys: StreamKeys) -> int:
-    """The pool's in-flight allowance now: what the live workers published, summed."""
+    """The fleet's in-flight allowance now: what the live workers published, summed."""
     return read_holdings(client, keys).allowance
 
 

@@ -1,4 +1,4 @@
-"""Liveness leases: how the pool tells a dead consumer from a slow one.
+"""Liveness leases: how the fleet tells a dead consumer from a slow one.
 
 Idle time alone cannot tell them apart: a message being processed slowly is as idle as
 one held by a dead process. Each worker therefore holds ``keys.lease(consumer)``, a key
@@ -15,7 +15,7 @@ socket at once, and survivors that see the registered connection gone claim at o
 The lease TTL stays the rule for vanished hosts and for holders without a registration.
 
 Workers also register in the hash ``keys.consumers`` (pid, host, start time) so the
-pool can tell a registered worker whose lease is gone (claimable after one lease TTL of
+fleet can tell a registered worker whose lease is gone (claimable after one lease TTL of
 idleness) from a consumer that never spoke the lease protocol, such as a legacy
 Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS`` of idleness: nothing
 better is known about it).

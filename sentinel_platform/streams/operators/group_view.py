@@ -42,7 +42,7 @@ class LagSnapshot:
     worker_lag: int | None  # the worker-written key; None = no recent report
     reading: LagReading  # the group's own backlog + pending
     consumers_alive: int
-    #: The pool's drain rate the producers measured (rows/s); None = none recently.
+    #: The fleet's drain rate the producers measured (rows/s); None = none recently.
     drain_rate: float | None = None
     #: What the live workers published they hold in flight (streams.backlog.holdings).
     allowance: int = 0
@@ -56,7 +56,7 @@ class LagSnapshot:
         """The lag the zone is judged on; None only when no worker is alive at all.
 
         A lag key that expired while a lease is still held means a worker busy with a
-        slow message, not a dead pool (nor a lag of 0): judge the group's own figure then
+        slow message, not a dead fleet (nor a lag of 0): judge the group's own figure then
         instead of flapping into worker off.
         """
         if self.worker_lag is not None:
