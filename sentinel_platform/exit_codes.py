@@ -43,5 +43,5 @@ EXIT_UNCOMMITTED = 3
 #: than ``SENTINEL_HANG_TIMEOUT_MS``.
 EXIT_HUNG = 70
 
-#: Worker statuses a supervisor must not restart on: the configuration has to change first.
-WORKER_FATAL = (EXIT_USAGE,)
+#: Statuses a supervisor must not restart a process on: the configuration has to change first.
+NO_RESTART = (EXIT_USAGE,)
