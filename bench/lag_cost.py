@@ -44,8 +44,8 @@ from bench._common import (
     redis_server,
 )
 from sentinel_platform.settings import load_settings
+from sentinel_platform.streams.backlog.lag import baseline_key, measure_lag
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.pool.lag import baseline_key, measure_lag
 from sentinel_platform_tests.harness.streams import fill_stream
 
 NAME = "lag_cost"

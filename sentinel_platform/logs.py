@@ -2,9 +2,12 @@
 
 Workers log events (recovered, dead-lettered, retried, lag written, stopping) with the
 stream, group, consumer and message id as fields, so a log query can follow one message
-through the pool. Every text of an entry (message, fields, exception) is scrubbed of URL
-passwords and ``password=...`` pairs before it is written, whoever produced it; scrubbing
-the values rather than the encoded line keeps every line valid JSON.
+through the fleet. A part of a worker logs through a :class:`BoundLogger`, bound once to
+its stream, group and consumer, rather than repeating those fields in every call.
+
+Every text of an entry (message, fields, exception) is scrubbed of URL passwords and
+``password=...`` pairs before it is written, whoever produced it; scrubbing the values
+rather than the encoded line keeps every line valid JSON.
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Mapping, MutableMapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentinel_platform.redaction import scrub
 
-__all__ = ["LOG_LEVELS", "JsonFormatter", "configure_json_logging", "scrub", "scrubbed"]
+__all__ = [
+    "LOG_LEVELS",
+    "BoundLogger",
+    "JsonFormatter",
+    "configure_json_logging",
+    "scrub",
+    "scrubbed",
+]
 _STD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()) | {
     "message",
     "asctime",
@@ -59,6 +70,43 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(scrubbed(entry), ensure_ascii=False)
+
+
+if TYPE_CHECKING:
+    _Adapter = logging.LoggerAdapter[logging.Logger]
+else:  # subscriptable at run time only from Python 3.11
+    _Adapter = logging.LoggerAdapter
+
+
+class BoundLogger(_Adapter):
+    """A logger whose every line carries the same fields: a worker part's stream, group
+    and consumer, bound once where the part is made.
+
+    A call's own ``extra`` is merged over the bound fields (``log.warning("lease_lost",
+    extra={"lease": key})`` writes ``stream``, ``group``, ``consumer`` then ``lease``), so
+    the lines are exactly those ``extra={**fields, ...}`` wrote: same field names, same
+    order, a call's field winning over a bound one of the same name. The record keeps the
+    name of the logger it is bound to (each module's own), which :class:`JsonFormatter`
+    writes as ``logger``.
+    """
+
+    def __init__(self, logger: logging.Logger, fields: Mapping[str, Any]) -> None:
+        super().__init__(logger, dict(fields))
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The bound fields (a copy)."""
+        return dict(self.extra or {})
+
+    def bind(self, **fields: Any) -> BoundLogger:
+        """The same logger with ``fields`` bound as well (a message's id, say)."""
+        return BoundLogger(self.logger, {**self.fields, **fields})
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**self.fields, **(kwargs.get("extra") or {})}
+        return msg, kwargs
 
 
 def _log_uncaught(

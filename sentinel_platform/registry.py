@@ -12,8 +12,21 @@ the registry; none of them names a stream.
 The module sits at the bottom of the import graph (it needs only the settings and the
 wire models), so the streams core can read it. What lives higher up is named here by
 string and resolved where it is used: the processor factory (``module:factory``, built by
-the worker), the Spark frame builder (built by the publisher resource) and the Dagster
-definitions of the stream's publish asset and job (merged by the code location).
+the worker process, :func:`workers.runtime.load_processor`), the Spark frame builder
+(built by the publisher resource) and the Dagster definitions of the stream's publish
+asset and job (merged by the code location).
+
+Those names are edges of the import graph all the same, and the layer test reads them as
+such (a string literal naming a module of the project); the ones made here are declared
+there as run-time references (``RUN_TIME_REFERENCES`` of
+:mod:`sentinel_platform_tests.test_layers`), each with the layer that resolves it, so a
+new upward name fails until someone says who loads it. Registering the processors from
+the worker package instead would keep the name out of this module, but every other reader
+of a spec (``sentinel up``, ``sentinel status``, the publisher) would then see a stream
+without its processor unless it imported the worker's code, and a stream a deployment
+declares would name its processor differently from the built-in ones. A name, checked for
+its ``module:attribute`` form at declaration and imported only by the worker, keeps one
+spelling for every stream and the bottom layer free of imports from above.
 
 A deployment adds a stream by putting its :func:`register` call in a module and naming
 that module in ``SENTINEL_STREAM_MODULES``; every process imports those modules when it

@@ -312,7 +312,7 @@ class Settings(BaseSettings):
         2.0,
         gt=0,
         le=3600,
-        description="soft backpressure limit in seconds of queued work (lag / the pool's "
+        description="soft backpressure limit in seconds of queued work (lag / the fleet's "
         "measured drain rate, beyond what the workers hold in flight); zone elevated "
         "(docs/backpressure.md)",
     )

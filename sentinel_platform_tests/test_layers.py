@@ -6,12 +6,20 @@ The rule is read off the source, not trusted to review: every module of
 same or a lower layer. ``workers`` sits beside ``cli``: both are entry points, and the
 workers need nothing above the streams. On top of the layers, no two packages may import
 each other, even indirectly, and no code imports Dagster's private modules.
+
+A module can also reach another by name, without an import: a string literal that is a
+module of the code packages (``"sentinel_platform.definitions"``) or a ``module:attribute``
+reference (``"workers.processors.transactions:from_settings"``, loaded later with
+:mod:`importlib`). Such a string is an edge like an import, so an upward one fails too,
+unless :data:`RUN_TIME_REFERENCES` declares it: a name handed to code of a higher layer,
+which resolves it at run time.
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,14 +54,44 @@ WORKER_LAYERS = {0, 1}
 WORKER_CODE = ("workers", "sentinel_platform.workers")
 
 
+#: Upward references by name that the layers allow, each with who resolves it and when.
+#: The registry (the bottom layer) names what each stream needs from higher up; it never
+#: imports it, and the layer that uses the name imports it at run time.
+RUN_TIME_REFERENCES: dict[tuple[str, str], str] = {
+    ("sentinel_platform.registry", "workers.processors.transactions"): (
+        "StreamSpec.processor: built by the worker process (workers.runtime.load_processor)"
+    ),
+    ("sentinel_platform.registry", "workers.processors.axioms"): (
+        "StreamSpec.processor: built by the worker process (workers.runtime.load_processor)"
+    ),
+    ("sentinel_platform.registry", "sentinel_platform.resources.wire_columns"): (
+        "StreamSpec.spark_frame: built by the publisher resource"
+    ),
+    ("sentinel_platform.resources.io_manager", "sentinel_platform.definitions"): (
+        "the code location named in an operator's command (dagster asset materialize -m)"
+    ),
+}
+#: A string literal naming a module (``a.b``) or an attribute of one (``a.b:c``).
+DOTTED_NAME = re.compile(
+    r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?$"
+)
+
+
 @dataclass(frozen=True)
 class Edge:
     source: str
     target: str
     line: int
+    #: named in a string literal rather than imported
+    by_name: bool = False
 
     def __str__(self) -> str:
-        return f"{self.source}:{self.line} imports {self.target}"
+        verb = "names" if self.by_name else "imports"
+        return f"{self.source}:{self.line} {verb} {self.target}"
+
+    @property
+    def declared_run_time_reference(self) -> bool:
+        return self.by_name and (self.source, self.target) in RUN_TIME_REFERENCES
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -94,8 +132,21 @@ def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tup
                 yield f"{base}.{alias.name}", node.lineno
 
 
+def named_modules(tree: ast.AST) -> Iterator[tuple[str, int]]:
+    """Every module a string literal names (``"a.b"`` or ``"a.b:attr"``), with its line.
+
+    Only whole strings count, so prose (a docstring, a message) never does; whether the
+    name is a module of the project is for the caller to judge."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = DOTTED_NAME.match(node.value)
+            if match:
+                yield match["module"], node.lineno
+
+
 def internal_edges(root: Path) -> list[Edge]:
-    """Imports from one module of the code packages to another (itself excluded)."""
+    """Imports and references by name from one module of the code packages to another
+    (itself excluded)."""
     known = modules(root)
     edges = []
     for module, path in known.items():
@@ -104,7 +155,15 @@ def internal_edges(root: Path) -> list[Edge]:
         for name, line in imported_names(tree, module, is_package):
             if name in known and name != module:
                 edges.append(Edge(module, name, line))
+        for name, line in named_modules(tree):
+            if name in known and name != module:
+                edges.append(Edge(module, name, line, by_name=True))
     return edges
+
+
+def import_time_edges(root: Path) -> list[Edge]:
+    """:func:`internal_edges` but the declared :data:`RUN_TIME_REFERENCES`."""
+    return [edge for edge in internal_edges(root) if not edge.declared_run_time_reference]
 
 
 def layer_of(module: str) -> int:
@@ -125,7 +184,7 @@ def package_of(module: str, root: Path) -> str:
 
 def upward_edges(root: Path) -> list[str]:
     bad = []
-    for edge in internal_edges(root):
+    for edge in import_time_edges(root):
         source, target = layer_of(edge.source), layer_of(edge.target)
         is_worker = edge.source.startswith(WORKER_CODE)
         if is_worker and not edge.target.startswith(WORKER_CODE):
@@ -139,7 +198,7 @@ def upward_edges(root: Path) -> list[str]:
 def package_cycle(root: Path) -> list[str]:
     """A cycle of packages importing each other, or an empty list."""
     graph: dict[str, set[str]] = {}
-    for edge in internal_edges(root):
+    for edge in import_time_edges(root):
         source, target = package_of(edge.source, root), package_of(edge.target, root)
         if source != target:
             graph.setdefault(source, set()).add(target)
@@ -197,13 +256,13 @@ def settings_loaders(root: Path) -> list[str]:
 
 STREAMS = "sentinel_platform.streams"
 #: What each group of the streams core may import from the others: the plumbing nothing,
-#: the pool's state the plumbing, and each side (workers, producer, operators) those two.
+#: the backlog's state the plumbing, and each side (workers, producer, operators) those two.
 STREAMS_GROUPS: dict[str, set[str]] = {
     "plumbing": set(),
-    "pool": {"plumbing"},
-    "consumer": {"plumbing", "pool"},
-    "producer": {"plumbing", "pool"},
-    "operators": {"plumbing", "pool"},
+    "backlog": {"plumbing"},
+    "consumer": {"plumbing", "backlog"},
+    "producer": {"plumbing", "backlog"},
+    "operators": {"plumbing", "backlog"},
 }
 CONSUMER = f"{STREAMS}.consumer"
 
@@ -263,6 +322,31 @@ def test_every_module_has_a_layer() -> None:
 def test_no_module_imports_a_higher_layer() -> None:
     assert internal_edges(ROOT), "no imports found: the parser is looking at the wrong tree"
     assert upward_edges(ROOT) == []
+
+
+def test_references_by_name_are_edges_too() -> None:
+    named = {(e.source, e.target) for e in internal_edges(ROOT) if e.by_name}
+    assert ("sentinel_platform.registry", "workers.processors.transactions") in named
+
+
+def test_every_declared_run_time_reference_is_still_made() -> None:
+    named = {(e.source, e.target) for e in internal_edges(ROOT) if e.by_name}
+    assert set(RUN_TIME_REFERENCES) <= named
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('X = "pkg.mod:factory"', {"pkg.mod"}),
+        ('X = "pkg.mod"', {"pkg.mod"}),
+        ('X = "pkg.mod:Class.method"', {"pkg.mod"}),
+        ('X = "see pkg.mod for details"', set()),
+        ('X = "plain"', set()),
+        ('X = "sentinel/publish/pkg"', set()),
+    ],
+)
+def test_module_names_are_read_off_whole_string_literals(source: str, expected: set[str]) -> None:
+    assert {name for name, _ in named_modules(ast.parse(source))} == expected
 
 
 def test_no_two_packages_import_each_other() -> None:

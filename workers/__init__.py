@@ -1,5 +1,23 @@
-"""Worker entry points: ``python -m workers.watch_transactions`` / ``workers.watch_axioms``.
+"""The worker process, whole: entry point, command line, process set-up and processors.
 
-Each entry point is a thin shell over ``sentinel_platform.streams`` plus its domain
-processor; the consumer machinery itself lives once, in the streams core.
+Everything that makes one worker *process* lives in this one package, so the streams core
+(:mod:`sentinel_platform.streams`) stays a library: it knows nothing of signals, command
+lines, log set-up or a metrics endpoint.
+
+* :mod:`workers.cli`: the command line (:func:`workers.cli.main`, :func:`workers.cli.run_worker`),
+  every stream's options read off its :class:`~sentinel_platform.registry.StreamSpec`.
+* :mod:`workers.runtime`: wiring one process (:func:`workers.runtime.run`): settings, JSON
+  logs, signals, the processor, the metrics endpoint, Redis, then the consumer loop.
+* :mod:`workers.processors`: what a message means (one processor per built-in stream),
+  with the analyzer client (:mod:`workers.analyzer`), its circuit breaker and the limits
+  shared by the fleet (:mod:`workers.fleet_limits`).
+* :mod:`workers.watch_transactions`, :mod:`workers.watch_axioms`: the historical commands,
+  each the same worker as ``python -m sentinel_platform.workers <stream>``.
+
+Why here rather than under :mod:`sentinel_platform`: the design names this package as the
+workers' home, and it sits beside the ``sentinel`` command as an entry point that imports
+only the streams core and the foundation (the layer test enforces it), never Dagster.
+``python -m sentinel_platform.workers <stream>`` stays the documented spelling (``sentinel
+up``, supervisors and alerts launch it); that package is an alias of :func:`workers.cli.main`
+with no code of its own.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from sentinel_platform.workers.cli import run_worker
+from workers.cli import run_worker
 
 
 def main(argv: list[str] | None = None) -> int:

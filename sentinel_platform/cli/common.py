@@ -1,7 +1,7 @@
-"""What every ``sentinel`` subcommand shares: exit codes, settings, the Redis connection.
+"""What every ``sentinel`` subcommand shares: settings, the Redis connection, errors.
 
-Exit codes are part of the interface (``sentinel status`` is meant as a health probe), so
-they live in one place and the README documents this table.
+The exit codes are :mod:`sentinel_platform.exit_codes`' (one module for every process);
+:data:`ZONE_EXIT` maps a lag zone to ``sentinel status``' exit code.
 """
 
 from __future__ import annotations
@@ -10,20 +10,18 @@ import json
 import sys
 from typing import Any, TextIO
 
+from sentinel_platform.exit_codes import (
+    EXIT_BACKPRESSURE,
+    EXIT_ELEVATED,
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_WORKER_OFF,
+)
 from sentinel_platform.redis_server import RedisServerError, running_embedded_url
 from sentinel_platform.registry import UnknownStreamError, resolve_stream
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError, connect
-
-EXIT_OK = 0
-#: Could not do the job: bad settings, Redis unreachable, unknown DLQ id, failed replay.
-EXIT_ERROR = 1
-#: The command line is wrong or a confirmation (``--yes``) is missing.
-EXIT_USAGE = 2
-#: ``sentinel status``: the worst zone over all streams.
-EXIT_ELEVATED = 3
-EXIT_BACKPRESSURE = 4
-EXIT_WORKER_OFF = 5
 
 ZONE_EXIT = {
     "nominal": EXIT_OK,

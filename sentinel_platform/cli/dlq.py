@@ -17,9 +17,6 @@ from typing import Any, get_args
 from sentinel_platform import argtypes
 from sentinel_platform.cli import output
 from sentinel_platform.cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
     CliError,
     open_client,
     print_json,
@@ -27,6 +24,7 @@ from sentinel_platform.cli.common import (
     stream_option,
 )
 from sentinel_platform.cli.progress import Progress
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_admin, dlq_export, dlq_import

@@ -23,8 +23,9 @@ from types import FrameType
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from sentinel_platform import argtypes
-from sentinel_platform.cli.common import EXIT_OK, CliError, settings_from_env
+from sentinel_platform.cli.common import CliError, settings_from_env
 from sentinel_platform.cli.stream_signals import DEFAULT_TIMEOUT_S, StreamCollector
+from sentinel_platform.exit_codes import EXIT_OK, EXIT_USAGE
 from sentinel_platform.logs import configure_json_logging
 from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.settings import Settings
@@ -38,8 +39,6 @@ log = logging.getLogger("sentinel.exporter")
 
 #: The exporter's default port when run on its own (``sentinel up`` picks a free one).
 DEFAULT_PORT = 9478
-#: Exit status of a refused start (a port or address that cannot be bound).
-EXIT_USAGE = 2
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -11,7 +11,8 @@ import argparse
 import sys
 
 from sentinel_platform.cli import dlq, exporter, migrate, status, up
-from sentinel_platform.cli.common import EXIT_ERROR, CliError
+from sentinel_platform.cli.common import CliError
+from sentinel_platform.exit_codes import EXIT_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from sentinel_platform.cli.common import EXIT_OK, CliError, settings_from_env
+from sentinel_platform.cli.common import CliError, settings_from_env
 from sentinel_platform.cli.dagster_home import (
     POSTGRES_ENV,
     is_managed,
@@ -36,6 +36,7 @@ from sentinel_platform.cli.dagster_home import (
     sqlite_history,
     storage_kind,
 )
+from sentinel_platform.exit_codes import EXIT_OK
 from sentinel_platform.redaction import scrub
 from sentinel_platform.settings import Settings
 

@@ -96,7 +96,7 @@ class StreamStatus(Document):
     producer_paused: bool = Field(description="whether producers are paused")
     live_workers: int = Field(description="consumers holding a lease")
     work_s: float | None = Field(description="seconds of work queued at the drain rate")
-    drain_rate_per_s: float | None = Field(description="the pool's measured rows/s")
+    drain_rate_per_s: float | None = Field(description="the fleet's measured rows/s")
     consumers: list[Consumer] = Field(description="one per consumer")
     dlq: str = Field(description="the DLQ stream its dead letters go to")
     dlq_depth: int | None = Field(description="its dead letters; null: DLQ too big to count")

@@ -3,7 +3,7 @@
 Per stream it reports the lag the producers act on (backlog + pending, measured from the
 group itself, because the pending count alone misses the backlog), its zone,
 each consumer with its lease (alive or dead: a dead consumer with pending entries is what
-the pool will recover), the DLQ depth and the last alerts. It also answers "did my run get
+the fleet will recover), the DLQ depth and the last alerts. It also answers "did my run get
 processed?": entries the group has read so far (``entries-read``), the rate over the last
 minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
 the worst zone, so the command doubles as a health probe.
@@ -37,24 +37,24 @@ from sentinel_platform.cli.common import (
 from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings, redact_url
+from sentinel_platform.streams.backlog.drain import card_rate, read_drain_rate
+from sentinel_platform.streams.backlog.holdings import most_held, read_holdings
+from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key
+from sentinel_platform.streams.backlog.progress import last_publish, progress
+from sentinel_platform.streams.backlog.retention import describe as describe_retention
+from sentinel_platform.streams.backlog.retention import retention_summary
+from sentinel_platform.streams.backlog.zones import (
+    limits_from_settings,
+    pinned_or_read,
+    work_seconds,
+    zone,
+)
 from sentinel_platform.streams.operators import dlq_admin
 from sentinel_platform.streams.operators.dlq_capacity import fill_level, percent
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text, text_dict
-from sentinel_platform.streams.pool.drain import card_rate, read_drain_rate
-from sentinel_platform.streams.pool.holdings import most_held, read_holdings
-from sentinel_platform.streams.pool.lag import measure_lag, read_lag_key
-from sentinel_platform.streams.pool.progress import last_publish, progress
-from sentinel_platform.streams.pool.retention import describe as describe_retention
-from sentinel_platform.streams.pool.retention import retention_summary
-from sentinel_platform.streams.pool.zones import (
-    limits_from_settings,
-    pinned_or_read,
-    work_seconds,
-    zone,
-)
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.
@@ -99,7 +99,7 @@ class StreamState:
     rate_per_s: float | None = None
     last_publish: dict[str, Any] | None = None
     retained: dict[str, Any] | None = None
-    #: what the live workers published they hold in flight, summed (streams.pool.holdings)
+    #: what the live workers published they hold in flight, summed (streams.backlog.holdings)
     in_flight_allowance: int = 0
 
 

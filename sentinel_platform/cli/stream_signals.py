@@ -36,11 +36,11 @@ from sentinel_platform.cli.status import ZONE_ORDER, StreamState, stream_state
 from sentinel_platform.redaction import scrub
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.entry_ages import oldest_pending_age_s, server_now_s
+from sentinel_platform.streams.backlog.zones import limits_from_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError
 from sentinel_platform.streams.plumbing.eviction_policy import RANK, server_verdict
 from sentinel_platform.streams.plumbing.keys import dlq_streams, keys_for
-from sentinel_platform.streams.pool.entry_ages import oldest_pending_age_s, server_now_s
-from sentinel_platform.streams.pool.zones import limits_from_settings
 
 log = logging.getLogger("sentinel.exporter")
 
@@ -137,11 +137,11 @@ def stream_families(reading: Reading, settings: Settings) -> list[Metric]:
         ),
         "work": _gauge(
             "sentinel_stream_work_seconds",
-            "Seconds of queued work at the pool's drain rate; absent when no rate is known.",
+            "Seconds of queued work at the fleet's drain rate; absent when no rate is known.",
         ),
         "rate": _gauge(
             "sentinel_stream_drain_rate_messages_per_second",
-            "The pool's drain rate as the producers measured it; absent when unknown.",
+            "The fleet's drain rate as the producers measured it; absent when unknown.",
         ),
         "allowance": _gauge(
             "sentinel_stream_in_flight_allowance_messages",

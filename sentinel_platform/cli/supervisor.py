@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sentinel_platform.cli import proctree
+from sentinel_platform.exit_codes import NO_RESTART
 
 log = logging.getLogger("sentinel.up")
 
@@ -34,7 +35,7 @@ class ChildSpec:
     cwd: Path | None = None
     restart: bool = True
     #: Exit codes that mean "misconfigured": restarting cannot help, so none is attempted.
-    fatal_exit_codes: tuple[int, ...] = (2,)
+    fatal_exit_codes: tuple[int, ...] = NO_RESTART
 
 
 @dataclass

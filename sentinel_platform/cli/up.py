@@ -33,10 +33,11 @@ import redis
 import sentinel_platform
 from sentinel_platform import argtypes
 from sentinel_platform.cli import proctree, scrape_targets
-from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, CliError, settings_from_env
+from sentinel_platform.cli.common import CliError, settings_from_env
 from sentinel_platform.cli.dagster_home import POSTGRES_ENV, DagsterHomeError, ensure_dagster_home
 from sentinel_platform.cli.pools import ensure_pool_limits, publish_pool_limits
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
 from sentinel_platform.redaction import scrub
 from sentinel_platform.redis_server import (
     RedisServerError,
@@ -46,13 +47,13 @@ from sentinel_platform.redis_server import (
 )
 from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings, load_settings, redact_url
+from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.plumbing.connection import (
     RedisClient,
     RedisConnectError,
     connect,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
-from sentinel_platform.streams.pool.zones import in_flight_problem
 
 log = logging.getLogger("sentinel.up")
 

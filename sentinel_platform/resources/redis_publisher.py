@@ -38,10 +38,10 @@ from sentinel_platform.resources.config_secrets import refuse_password
 from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.resources.wire_columns import wire_frame
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect, resolve_url
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
-from sentinel_platform.streams.pool.progress import record_publish
 from sentinel_platform.streams.producer.backpressure import BackpressureConfig
 from sentinel_platform.streams.producer.publish import (
     STATS_SCHEMA,

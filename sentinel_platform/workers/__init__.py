@@ -1,5 +1,5 @@
-"""The worker processes' entry point: ``python -m sentinel_platform.workers <stream>``.
+"""``python -m sentinel_platform.workers <stream>``: an alias of :func:`workers.cli.main`.
 
-One entry point for every declared stream (see :mod:`sentinel_platform.registry`); the
-domain processors live in the top-level ``workers`` package and are loaded by name.
+The spelling ``sentinel up``, supervisors and alert texts launch a worker with; the worker
+itself (command line, process set-up, processors) lives in the :mod:`workers` package.
 """

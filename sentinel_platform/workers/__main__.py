@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from sentinel_platform.workers.cli import main
+from workers.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

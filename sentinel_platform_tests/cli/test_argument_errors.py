@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_USAGE
+from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform_tests.cli.conftest import run_sentinel
 
 SENTINEL_CASES = [

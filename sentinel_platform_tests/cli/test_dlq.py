@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from sentinel_platform.cli.progress import Progress
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_admin

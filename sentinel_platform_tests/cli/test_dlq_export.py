@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_export
 from sentinel_platform.streams.plumbing.connection import RedisClient

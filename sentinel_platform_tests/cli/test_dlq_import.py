@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from sentinel_platform.cli.common import EXIT_OK, EXIT_USAGE
+from sentinel_platform.exit_codes import EXIT_OK, EXIT_USAGE
 from sentinel_platform.streams.operators import dlq_import
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sentinel_platform.cli.common import EXIT_ERROR, EXIT_OK
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.dlq_admin import replayed_key
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_OK, EXIT_USAGE
+from sentinel_platform.exit_codes import EXIT_OK, EXIT_USAGE
 from sentinel_platform.registry import UnknownStreamError, resolve_stream
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.cli import output
-from sentinel_platform.cli.common import EXIT_OK
+from sentinel_platform.exit_codes import EXIT_OK
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.progress import record_publish
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 
 Sentinel = Callable[..., CliResult]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform.cli.common import (
+from sentinel_platform.exit_codes import (
     EXIT_BACKPRESSURE,
     EXIT_ELEVATED,
     EXIT_ERROR,
@@ -20,9 +20,9 @@ from sentinel_platform.cli.common import (
 )
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.progress import MIN_SPAN_S, entries_read, record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.progress import MIN_SPAN_S, entries_read, record_publish
 from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.streams import publish

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_BACKPRESSURE
+from sentinel_platform.exit_codes import EXIT_BACKPRESSURE
+from sentinel_platform.streams.backlog.drain import write_drain_rate
+from sentinel_platform.streams.backlog.holdings import publish_holding
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.drain import write_drain_rate
-from sentinel_platform.streams.pool.holdings import publish_holding
 from sentinel_platform_tests.cli.conftest import CliResult, transaction_fields
 
 

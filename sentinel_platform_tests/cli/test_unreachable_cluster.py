@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_ERROR
+from sentinel_platform.exit_codes import EXIT_ERROR
 from sentinel_platform.redis_server import free_port
 
 SECRET = "cluster-pw-41"

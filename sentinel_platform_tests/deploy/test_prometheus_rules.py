@@ -19,10 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sentinel_platform.cli.stream_signals import StreamCollector
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import keys_for
-from sentinel_platform.streams.pool.drain import write_drain_rate
 from sentinel_platform_tests.harness import prometheus as prometheus_harness
 from sentinel_platform_tests.harness.prometheus import promtool
 

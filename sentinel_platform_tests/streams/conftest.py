@@ -20,10 +20,10 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.runtime import load_processor
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key_prefix, transaction_keys
 from sentinel_platform_tests.harness.processes import FAST_TIMINGS, TEST_PROCESSOR
+from workers.runtime import load_processor
 
 #: ``FAST_TIMINGS`` of the worker-process tests, as settings field names.
 FAST_SETTINGS: dict[str, Any] = {

@@ -32,9 +32,9 @@ from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME as LAG_SEN
 from sentinel_platform.domains.operations.run_failures import SENSOR_NAME as FAILURE_SENSOR
 from sentinel_platform.domains.operations.stream_health import EVICTION_CHECK, LAG_CHECK
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.pool.lag import measure_lag
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import read_alerts
 from sentinel_platform_tests.ui.conftest import LOCATION, Platform, launch, run_status

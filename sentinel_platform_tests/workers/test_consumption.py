@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
+from sentinel_platform.streams.backlog.lag import read_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.lag import read_lag_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
 

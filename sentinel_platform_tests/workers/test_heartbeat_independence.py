@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 
+from sentinel_platform.streams.backlog.peaks import peaks_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.peaks import peaks_key
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import FAST_TIMINGS, StartWorker, publish
 

@@ -7,10 +7,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.lag import (
+from sentinel_platform.streams.backlog.lag import (
     COUNT_PAGE,
     RECOUNT_INTERVAL_S,
     REFRESH_S,
@@ -24,6 +21,9 @@ from sentinel_platform.streams.pool.lag import (
     plan_count,
     read_lag_key,
 )
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.workers.conftest import StartWorker, publish
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.retention import (
+from sentinel_platform.streams.backlog.retention import (
     GroupPosition,
     retention_state,
     safe_trim_id,
     trim,
 )
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.streams import publish, read_and_ack
 from sentinel_platform_tests.workers.conftest import StartWorker

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel_platform.streams.consumer.exit_codes import EXIT_UNCOMMITTED
+from sentinel_platform.exit_codes import EXIT_UNCOMMITTED
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.stop_path import STOP_MARGIN_S
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from sentinel_platform.exit_codes import EXIT_UNCOMMITTED, EXIT_USAGE
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.consumer.exit_codes import EXIT_UNCOMMITTED, EXIT_USAGE
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.conftest import wait_until

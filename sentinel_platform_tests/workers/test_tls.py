@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.cli.common import EXIT_ERROR, EXIT_WORKER_OFF
 from sentinel_platform.domains.shared.generation import generate_transactions
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_WORKER_OFF
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import Transaction

@@ -34,12 +34,12 @@ from sentinel_platform.domains.demo.traffic import (
 from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
+from sentinel_platform.streams.backlog.drain import read_drain_rate
+from sentinel_platform.streams.backlog.holdings import read_allowance
+from sentinel_platform.streams.backlog.lag import measure_lag
+from sentinel_platform.streams.backlog.zones import limits_from_settings, zone
 from sentinel_platform.streams.plumbing.connection import RedisConnectError, connect
 from sentinel_platform.streams.plumbing.keys import all_stream_keys
-from sentinel_platform.streams.pool.drain import read_drain_rate
-from sentinel_platform.streams.pool.holdings import read_allowance
-from sentinel_platform.streams.pool.lag import measure_lag
-from sentinel_platform.streams.pool.zones import limits_from_settings, zone
 
 SCHEDULE_NAME = "demo_publish_schedule"
 JOB_NAME = "demo_publish"

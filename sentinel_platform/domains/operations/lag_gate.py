@@ -6,7 +6,7 @@ alert) and documents the cursor. Every tick, per stream, the shell:
 
 1. reads: the lag card (worker key, else the group's own backlog) and the lag check's
    verdict, the lag peaks and backpressure episodes since the last tick (taken, i.e. read
-   and reset, see :mod:`sentinel_platform.streams.pool.peaks`), the pause flag, the due and
+   and reset, see :mod:`sentinel_platform.streams.backlog.peaks`), the pause flag, the due and
    materialised partitions, and the publish runs that failed during a pause ending now;
 2. steps the policy with the state kept in the cursor;
 3. applies the actions: the ``AssetObservation`` on the stream asset with the
@@ -60,15 +60,15 @@ from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import card_rate
+from sentinel_platform.streams.backlog.peaks import take_peaks
+from sentinel_platform.streams.backlog.progress import progress
+from sentinel_platform.streams.backlog.retention import retained_entries
+from sentinel_platform.streams.backlog.zones import limits_from_settings, work_seconds
 from sentinel_platform.streams.operators.group_view import LagSnapshot, lag_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import optional_text
-from sentinel_platform.streams.pool.drain import card_rate
-from sentinel_platform.streams.pool.peaks import take_peaks
-from sentinel_platform.streams.pool.progress import progress
-from sentinel_platform.streams.pool.retention import retained_entries
-from sentinel_platform.streams.pool.zones import limits_from_settings, work_seconds
 
 SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15

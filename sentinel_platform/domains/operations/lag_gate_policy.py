@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, cast, get_args
 
-from sentinel_platform.streams.pool.lag import Zone
+from sentinel_platform.streams.backlog.lag import Zone
 
 CURSOR_FORMAT = 2
 #: The pause flag outlives many ticks but not a dead sensor by long.
@@ -55,8 +55,8 @@ PAUSE_FLAG_TTL_S = 3600
 #: What marks a pause flag as this sensor's (an operator's flag is left alone).
 FLAG_PREFIX = "sensor:"
 PAUSE_ZONES: frozenset[Zone] = frozenset({"backpressure", "worker_off"})
-#: Elevated is the pacing zone: producers are slowed to the pool's pace, which is the
-#: controller doing its job, so entering it is recorded (info), never a warning; a pool that
+#: Elevated is the pacing zone: producers are slowed to the fleet's pace, which is the
+#: controller doing its job, so entering it is recorded (info), never a warning; a fleet that
 #: falls behind reaches backpressure, an error with a pause.
 ZONE_SEVERITY: Mapping[Zone, Literal["info", "warning", "error"]] = {
     "nominal": "info",

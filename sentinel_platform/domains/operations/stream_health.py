@@ -29,6 +29,14 @@ from sentinel_platform.domains.operations.targets import StreamTarget, stream_ta
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.peaks import Peaks
+from sentinel_platform.streams.backlog.zones import (
+    ZoneLimits,
+    limits_from_settings,
+    thresholds,
+    work_seconds,
+    zone,
+)
 from sentinel_platform.streams.operators.group_view import (
     LagSnapshot,
     dlq_depth,
@@ -36,14 +44,6 @@ from sentinel_platform.streams.operators.group_view import (
     recent_dead_letters,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import EvictionVerdict, server_verdict
-from sentinel_platform.streams.pool.peaks import Peaks
-from sentinel_platform.streams.pool.zones import (
-    ZoneLimits,
-    limits_from_settings,
-    thresholds,
-    work_seconds,
-    zone,
-)
 
 LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
@@ -143,8 +143,8 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     the highest lag and the backpressure episodes in between, so a short spike is recorded
     even when the current lag is back to normal. The verdict itself is about the present.
 
-    Zones as everywhere (:mod:`sentinel_platform.streams.pool.zones`): seconds of work at the
-    pool's drain rate past what the live workers published they hold in flight, or
+    Zones as everywhere (:mod:`sentinel_platform.streams.backlog.zones`): seconds of work at the
+    fleet's drain rate past what the live workers published they hold in flight, or
     Sentinel-L7's counts when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
     limits = limits_from_settings(settings, allowance=snapshot.allowance)
     rate = snapshot.drain_rate
@@ -201,7 +201,7 @@ RATE_FIGURES = ("drain_rate_per_s", "work_s", "peak_work_s")
 def idle_metadata(metadata: dict[str, Any], limits: ZoneLimits) -> dict[str, Any]:
     """The figures of an idle stream (nothing published, nothing pending): ``state`` says
     ``idle``; the drain rate and, for limits in seconds of work, the message counts it
-    turns them into are left out (the rate of an idle pool is not a measurement)."""
+    turns them into are left out (the rate of an idle fleet is not a measurement)."""
     dropped = set(RATE_FIGURES)
     if limits.unit != "messages":
         dropped |= {"lag_warn", "lag_pause"}
@@ -262,7 +262,7 @@ def lag_advice(current: str, limits: ZoneLimits) -> str:
         )
     counts = (
         " Or, with Sentinel-L7's count limits set, check SENTINEL_LAG_WARN / "
-        "SENTINEL_LAG_PAUSE against the pool's speed (docs/backpressure.md)."
+        "SENTINEL_LAG_PAUSE against the fleet's speed (docs/backpressure.md)."
         if limits.unit == "messages"
         else ""
     )
@@ -357,7 +357,7 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=LAG_CHECK,
         blocking=True,
-        description="Consumer lag (backlog + pending) in seconds of work at the pool's "
+        description="Consumer lag (backlog + pending) in seconds of work at the fleet's "
         "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S`, "
         "ERROR from `SENTINEL_LAG_PAUSE_S` or with no live worker (Sentinel-L7's counts "
         "`SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; docs/backpressure.md). "

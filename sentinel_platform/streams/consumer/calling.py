@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.idempotency import InvalidEffectError, check_effect
@@ -63,7 +64,7 @@ class ProcessorCall:
         self.settings = settings
         self.metrics = metrics
         self.in_hand = in_hand
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.observe = metrics.observer("processing_seconds")
 
     def __call__(self, prepared: Prepared) -> Outcome:
@@ -101,14 +102,13 @@ class ProcessorCall:
         error = describe_error(exc)
         self.metrics.inc("retried")
         fields: dict[str, Any] = {
-            **self.log_fields,
             "message_id": delivery.id,
             "deliveries": delivery.deliveries,
             "error": error,
             "retry_after_ms": self.settings.retry_backoff_ms,
         }
         if isinstance(exc, Exception):
-            log.warning("processing_failed", extra=fields)
+            self.log.warning("processing_failed", extra=fields)
         else:
-            log.error("processing_aborted", exc_info=exc, extra=fields)
+            self.log.error("processing_aborted", exc_info=exc, extra=fields)
         return Failure(delivery, error)

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.liveness import dedicated_client, node_client
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -34,7 +35,7 @@ class GroupReader:
         self.client = client
         self.keys = keys
         self.consumer = consumer
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.wake_enabled = True
         self._connection: redis.Redis | None = None
         self._client_id: int | None = None
@@ -69,7 +70,7 @@ class GroupReader:
                 raise
             self._disable(exc)
         except redis.RedisError as exc:  # the read ends at its block time anyway
-            log.debug("wake_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.debug("wake_failed", extra={"error": str(exc)})
 
     def reset(self) -> None:
         """Drop the connection (after an error, a failover); the next read reconnects."""
@@ -91,10 +92,9 @@ class GroupReader:
 
     def _disable(self, exc: Exception) -> None:
         self.wake_enabled = False
-        log.warning(
+        self.log.warning(
             "read_wake_unavailable",
             extra={
-                **self.log_fields,
                 "error": str(exc),
                 "fallback": "recovery waits for the read's block time "
                 "(grant +client|unblock to wake it at a death)",

@@ -5,10 +5,11 @@ One pipeline, one round trip (:meth:`LagWriter.write`), written from the loop at
 is up says so even while a long call holds its loop:
 
 * the lag key: Sentinel-L7's plain integer, with a TTL, that the producer paces by;
-* the peaks record the lag sensor reports between its ticks (``pool/peaks.py``);
+* the peaks record the lag sensor reports between its ticks
+  (:mod:`~sentinel_platform.streams.backlog.peaks`);
 * this worker's holding: the most messages it may hold at the limit in force
-  (``Calls.capacity``), which the pool adds up into its in-flight allowance
-  (``pool/holdings.py``), never into the lag key.
+  (``Calls.capacity``), which the fleet adds up into its in-flight allowance
+  (:mod:`~sentinel_platform.streams.backlog.holdings`), never into the lag key.
 
 These are side writes: a refusal (a peaks key of the wrong type, a full server) is logged
 (``side_write_failed``, rate-limited) and never holds up the loop or the lease. The limit
@@ -23,16 +24,17 @@ import time
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.holdings import queue_holding
+from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
+from sentinel_platform.streams.backlog.peaks import queue_record_lag
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.lease import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.holdings import queue_holding
-from sentinel_platform.streams.pool.lag import measure_lag, queue_lag_key
-from sentinel_platform.streams.pool.peaks import queue_record_lag
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ class LagWriter:
         self.metrics = metrics
         self.calls = calls
         self.count = count  # the read size
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.failures = SideWriteFailures(log_fields)
         #: the consumer's claims, refreshed with every write (None: no paid calls)
         self.claims = claims
@@ -80,9 +82,9 @@ class LagWriter:
             self.claims.queue_refresh(pipe)  # a claim lives as long as its holder writes
         pipe.execute()
         self.metrics.set_gauge("lag", reading.lag)
-        log.debug(
+        self.log.debug(
             "lag_written",
-            extra={**self.log_fields, "lag": reading.lag, "backlog": reading.backlog},
+            extra={"lag": reading.lag, "backlog": reading.backlog},
         )
         return reading.lag
 
@@ -112,10 +114,9 @@ class LagWriter:
         self.metrics.set_gauge("in_flight_limit", limit.steady_limit)
         change = limit.change()
         if change is not None:
-            log.info(
+            self.log.info(
                 "limit_changed",
                 extra={
-                    **self.log_fields,
                     "limit": change.limit,
                     "previous": change.previous,
                     "reason": change.reason,

@@ -1,4 +1,4 @@
-"""Liveness leases: how the pool tells a dead consumer from a slow one.
+"""Liveness leases: how the fleet tells a dead consumer from a slow one.
 
 Idle time alone cannot tell them apart: a message being processed slowly is as idle as
 one held by a dead process. Each worker therefore holds ``keys.lease(consumer)``, a key
@@ -15,7 +15,7 @@ socket at once, and survivors that see the registered connection gone claim at o
 The lease TTL stays the rule for vanished hosts and for holders without a registration.
 
 Workers also register in the hash ``keys.consumers`` (pid, host, start time) so the
-pool can tell a registered worker whose lease is gone (claimable after one lease TTL of
+fleet can tell a registered worker whose lease is gone (claimable after one lease TTL of
 idleness) from a consumer that never spoke the lease protocol, such as a legacy
 Sentinel-L7 worker (claimable after ``SENTINEL_RECLAIM_IDLE_MS`` of idleness: nothing
 better is known about it).
@@ -49,6 +49,7 @@ from typing import Literal
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.liveness import Link
 from sentinel_platform.streams.plumbing.connection import (
     FAILOVER_ERRORS,
@@ -151,8 +152,10 @@ class Lease:
         )
         #: the dedicated connection survivors check (``liveness.py``)
         self.with_link = with_link
-        log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
-        self.link = Link(client, keys, consumer, self.value, log_fields)
+        self.log = BoundLogger(
+            log, {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        )
+        self.link = Link(client, keys, consumer, self.value, self.log.fields)
         self._link_started = False
         #: cuts :meth:`acquire`'s wait short when set (the worker's stop event)
         self.stop = stop if stop is not None else threading.Event()
@@ -200,12 +203,9 @@ class Lease:
         return min(self.ttl_ms / 4000, LEASE_POLL_MAX_S, until_bound)
 
     def _log_wait(self, holder: object, bound_s: float) -> None:
-        log.info(
+        self.log.info(
             "lease_waiting",
             extra={
-                "stream": self.keys.stream,
-                "group": self.keys.group,
-                "consumer": self.consumer,
                 "lease": self.key,
                 "holder": str(holder),
                 "wait_s": round(bound_s, 3),
@@ -274,7 +274,7 @@ class Heartbeat(threading.Thread):
         self.lease = lease
         self.interval_s = interval_s
         self.on_beat = on_beat
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.on_taken = on_taken
         self.on_unreachable = on_unreachable
         self._halt = threading.Event()
@@ -300,7 +300,7 @@ class Heartbeat(threading.Thread):
         try:
             self.on_beat()  # first: the watchdog may decide the worker is hung
         except Exception:  # the refresh must outlive any bad check
-            log.exception("heartbeat_error", extra=self.log_fields)
+            self.log.exception("heartbeat_error")
         if self._halt.is_set():
             return
         try:
@@ -308,24 +308,23 @@ class Heartbeat(threading.Thread):
         except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as exc:
             if self.on_unreachable is not None:
                 self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
-            log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("heartbeat_failed", extra={"error": str(exc)})
         except redis.ResponseError as exc:  # e.g. OOM: the lease may lapse, nothing to fix here
-            log.warning("heartbeat_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("heartbeat_failed", extra={"error": str(exc)})
         except Exception:  # the heartbeat must outlive any single bad beat
-            log.exception("heartbeat_error", extra=self.log_fields)
+            self.log.exception("heartbeat_error")
         elapsed = time.monotonic() - started
         if elapsed > self.interval_s:
-            log.warning("heartbeat_slow", extra={**self.log_fields, "elapsed_s": round(elapsed, 3)})
+            self.log.warning("heartbeat_slow", extra={"elapsed_s": round(elapsed, 3)})
 
     def _refresh(self) -> None:
         refreshed = self.lease.refresh()
         if refreshed == "retaken":
-            log.warning("lease_lost", extra={**self.log_fields, "lease": self.lease.key})
+            self.log.warning("lease_lost", extra={"lease": self.lease.key})
         elif refreshed == "taken":
-            log.error(
+            self.log.error(
                 "lease_taken",
                 extra={
-                    **self.log_fields,
                     "lease": self.lease.key,
                     "error": "another process took this consumer name while this one "
                     "stalled; stopping so the two never act as one consumer",
@@ -358,7 +357,7 @@ class SideWriteFailures:
     REPEAT_S = 60.0
 
     def __init__(self, log_fields: dict[str, str]) -> None:
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self._lock = threading.Lock()
         self._last: dict[str, tuple[str, float, int]] = {}  # write -> (error, logged at, since)
 
@@ -370,16 +369,16 @@ class SideWriteFailures:
             quiet = last_error == error and now - logged_at < self.REPEAT_S
             self._last[write] = (last_error, logged_at, repeats) if quiet else (error, now, 0)
         if not quiet:
-            log.warning(
+            self.log.warning(
                 "side_write_failed",
-                extra={**self.log_fields, "write": write, "error": error, "repeats": repeats},
+                extra={"write": write, "error": error, "repeats": repeats},
             )
 
     def succeeded(self, write: str) -> None:
         with self._lock:
             streak = self._last.pop(write, None)
         if streak is not None:
-            log.info("side_write_recovered", extra={**self.log_fields, "write": write})
+            self.log.info("side_write_recovered", extra={"write": write})
 
 
 class SideWrites(threading.Thread):

@@ -49,6 +49,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.plumbing.connection import TRANSIENT_ERRORS, RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.scripts import LuaScript
@@ -217,7 +218,7 @@ class Watch(threading.Thread):
         self.keys = keys
         self.holders = holders
         self.read = read
-        self.log_fields = dict(log_fields)
+        self.log = BoundLogger(log, log_fields)
         self.enabled = True
         self._sightings: dict[str, Sighting] = {}
         self._dead: dict[str, Registration] = {}
@@ -234,7 +235,7 @@ class Watch(threading.Thread):
 
     def renewed(self) -> Watch:
         """A fresh watch (a thread runs once) with the same duties."""
-        watch = Watch(self.client, self.keys, self.holders, self.read, self.log_fields)
+        watch = Watch(self.client, self.keys, self.holders, self.read, self.log.fields)
         watch.on_death = self.on_death
         return watch
 
@@ -245,9 +246,9 @@ class Watch(threading.Thread):
             try:
                 self.look()
             except (*TRANSIENT_ERRORS, redis.RedisError) as exc:
-                log.debug("liveness_watch_failed", extra={**self.log_fields, "error": str(exc)})
+                self.log.debug("liveness_watch_failed", extra={"error": str(exc)})
             except Exception:  # the watch must outlive any single bad look
-                log.exception("liveness_watch_error", extra=self.log_fields)
+                self.log.exception("liveness_watch_error")
 
     def look(self) -> None:
         """Observe the current holders once and judge them."""
@@ -312,10 +313,9 @@ class Watch(threading.Thread):
 
     def _disable(self, exc: Exception) -> None:
         self.enabled = False
-        log.warning(
+        self.log.warning(
             "liveness_probe_unavailable",
             extra={
-                **self.log_fields,
                 "error": str(exc),
                 "fallback": "lease TTL (grant +client|list for recovery at connection close)",
             },
@@ -378,7 +378,7 @@ class Link(threading.Thread):
         self.key = registration_key(keys, consumer)
         self.wake_key = f"{self.key}|wake"
         self.lease_value = lease_value
-        self.log_fields = dict(log_fields)
+        self.log = BoundLogger(log, log_fields)
         self._client_name = f"sentinel-liveness-{consumer}"[:60].replace(" ", "_")
         self._halt = threading.Event()
         self._conn: redis.Redis | None = None
@@ -390,7 +390,7 @@ class Link(threading.Thread):
             try:
                 self._serve()
                 if failures > 1:
-                    log.info("liveness_link_restored", extra=self.log_fields)
+                    self.log.info("liveness_link_restored")
                 failures = 0
             except redis.exceptions.NoPermissionError as exc:
                 self._unavailable(exc)
@@ -402,11 +402,11 @@ class Link(threading.Thread):
                 failures += 1
                 self._drop()
                 if failures == 2:  # the immediate reconnection failed too: once per outage
-                    log.warning("liveness_link_lost", extra={**self.log_fields, "error": str(exc)})
+                    self.log.warning("liveness_link_lost", extra={"error": str(exc)})
                 if failures > 1:
                     self._halt.wait(min(LINK_RETRY_S * 2 ** (failures - 2), LINK_RETRY_MAX_S))
             except Exception:  # the link must outlive any single bad turn
-                log.exception("liveness_link_error", extra=self.log_fields)
+                self.log.exception("liveness_link_error")
                 self._drop()
                 self._halt.wait(LINK_BLOCK_S)
 
@@ -435,10 +435,9 @@ class Link(threading.Thread):
             self._conn = None
 
     def _unavailable(self, exc: Exception) -> None:
-        log.warning(
+        self.log.warning(
             "liveness_link_unavailable",
             extra={
-                **self.log_fields,
                 "error": str(exc),
                 "fallback": "lease TTL (grant +client|id for recovery at connection close)",
             },

@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.lease import LeaseHeldError
@@ -97,7 +98,9 @@ class Consumer:
         self.stop = stop or threading.Event()
         self.count = count or settings.read_count
         self.block_ms = settings.block_ms if block_ms is None else block_ms
-        self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        self.log = BoundLogger(
+            log, {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        )
         hooks = Hooks(self._busy, self._lose_name, self._in_hand_ids, self._give_up)
         parts = build_parts(
             client, keys, processor, settings, consumer, metrics, self.stop, self.count, hooks
@@ -134,10 +137,9 @@ class Consumer:
         self.lag.write_quietly()  # a worker that is up says so at once, before its first read
         self.heartbeat.start()
         self._started = True
-        log.info(
+        self.log.info(
             "started",
             extra={
-                **self.log_fields,
                 "count": self.count,
                 "block_ms": self.block_ms,
                 "concurrency": self.settings.worker_concurrency_pinned or "auto",
@@ -323,7 +325,7 @@ class Consumer:
         scan = LOST_READ_SCAN * self.count
         bodies = lost_read(self.client, self.keys, self.consumer, scan, self._in_hand_ids())
         self._uncertain_read = False
-        log.warning("uncertain_read", extra={**self.log_fields, "taken_back": len(bodies)})
+        self.log.warning("uncertain_read", extra={"taken_back": len(bodies)})
         self._take(bodies, "read")
 
     def report(self) -> IterationReport:
@@ -358,7 +360,7 @@ class Consumer:
         self.metrics.inc("busy")
         if log.isEnabledFor(logging.DEBUG):
             details = {"message_id": prepared.delivery.id, "retry_after_s": retry_after_s}
-            log.debug("busy", extra={**self.log_fields, **details})
+            self.log.debug("busy", extra=details)
 
     def _give_up(self) -> None:
         """The hang watchdog gives the worker up: see ``Stopping.give_up``."""
@@ -377,13 +379,13 @@ class Consumer:
         gone again) is waited out like any outage, and the next pass, meeting NOGROUP
         again, heals once more. It never raises a Redis error.
         """
-        log.warning("group_missing", extra={**self.log_fields, "error": str(exc)})
+        self.log.warning("group_missing", extra={"error": str(exc)})
         self.outbox.clear()  # their deliveries vanished with the group
         try:
             ensure_group(self.client, self.keys)
             self.lease.acquire()
         except LeaseHeldError as held:  # our lease lapsed meanwhile and the name was taken
-            log.error("lease_taken", extra={**self.log_fields, "error": str(held)})
+            self.log.error("lease_taken", extra={"error": str(held)})
             self._lose_name()
         except Exception as heal_exc:
             if self.outages.met(heal_exc) == "bug":

@@ -30,7 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from sentinel_platform.streams.pool.entry_ages import age_s
+from sentinel_platform.streams.backlog.entry_ages import age_s
 
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()
@@ -99,7 +99,7 @@ HISTOGRAMS: dict[str, str] = {
 PROCESSOR_HISTOGRAMS = frozenset({"processing_seconds"})
 #: Sub-millisecond no-op processors up to slow analyzers and commits under load.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-#: A message's age spans a fast pool's milliseconds up to a backlog left by an outage.
+#: A message's age spans a fast fleet's milliseconds up to a backlog left by an outage.
 AGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600, 21600)
 #: Histograms whose buckets are not :data:`BUCKETS`.
 HISTOGRAM_BUCKETS: dict[str, tuple[float, ...]] = {"commit_age_seconds": AGE_BUCKETS}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import describe_error
 from sentinel_platform.streams.consumer.redis_errors import Action, classify
 from sentinel_platform.streams.plumbing.backoff import Backoff
@@ -53,7 +54,7 @@ class Outages:
     ) -> None:
         self.client = client
         self.stop = stop
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self._on_outage = on_outage  # leases may expire meanwhile: recovery_grace.py
         self._on_reset = on_reset  # connections bound to a node (the group reader)
         self._uncommitted = uncommitted
@@ -99,10 +100,9 @@ class Outages:
         if isinstance(exc, (*TRANSIENT_ERRORS, *FAILOVER_ERRORS)):
             self._on_outage()
         delay = self.backoff.next_delay()
-        log.warning(
+        self.log.warning(
             "redis_error" if isinstance(exc, redis.ResponseError) else "redis_unavailable",
             extra={
-                **self.log_fields,
                 "error": str(exc),
                 "retry_in_s": delay,
                 "attempt": self.backoff.attempt,
@@ -116,11 +116,10 @@ class Outages:
         traceback and back off. The caller drops the pass's buffered outcomes: one of them
         may be what fails, and their messages, still pending, are decided again."""
         delay = self.backoff.next_delay()
-        log.error(
+        self.log.error(
             "iteration_failed",
             exc_info=exc,
             extra={
-                **self.log_fields,
                 "error": describe_error(exc),
                 "retry_in_s": delay,
                 "uncommitted": self._uncommitted(),
@@ -134,13 +133,13 @@ class Outages:
         try:
             reset_connections(self.client)
         except (*TRANSIENT_ERRORS, *FAILOVER_ERRORS) as reset_exc:
-            log.warning("reconnect_failed", extra={**self.log_fields, "error": str(reset_exc)})
+            self.log.warning("reconnect_failed", extra={"error": str(reset_exc)})
 
     def reached(self) -> None:
         """Redis answered: log the end of an outage once."""
         if self.backoff.attempt:
-            log.info(
+            self.log.info(
                 "redis_reachable",
-                extra={**self.log_fields, "after_attempts": self.backoff.attempt},
+                extra={"after_attempts": self.backoff.attempt},
             )
         self.backoff.reset()

@@ -13,6 +13,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.retention import Retention
+from sentinel_platform.streams.backlog.zones import auto_maximum
 from sentinel_platform.streams.consumer.adaptive_limit import limit_for
 from sentinel_platform.streams.consumer.calling import ProcessorCall
 from sentinel_platform.streams.consumer.calls import Calls
@@ -30,8 +32,6 @@ from sentinel_platform.streams.consumer.triage import Triage
 from sentinel_platform.streams.consumer.watchdog import HangWatchdog, InHand
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.retention import Retention
-from sentinel_platform.streams.pool.zones import auto_maximum
 
 
 @dataclass(frozen=True)

@@ -44,13 +44,14 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentinel_platform.logs import BoundLogger
+from sentinel_platform.streams.backlog.entry_ages import age_s
 from sentinel_platform.streams.consumer.liveness import Watch, registration_key
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import LuaScript
-from sentinel_platform.streams.pool.entry_ages import age_s
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,9 @@ class Recovery:
         #: ids we hold that are being handled right now (in a call, waiting for one, or
         #: decided and not yet settled): never our own retries, however idle they are
         self.in_hand = in_hand
-        self.log_fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        self.log = BoundLogger(
+            log, {"stream": keys.stream, "group": keys.group, "consumer": consumer}
+        )
         self._cursors: dict[str, str] = {}
         self._next_alive_check = 0.0
         self._next_prune = time.monotonic() + PRUNE_INTERVAL_S
@@ -173,7 +176,7 @@ class Recovery:
         #: after an outage, others' messages wait one lease TTL (``recovery_grace.py``)
         self.grace = RecoveryGrace(lease_ttl_ms / 1000)
         #: a holder whose registered connection is gone is dead at once (``liveness.py``)
-        self.watch = Watch(client, keys, self._watched, self._read_holders, self.log_fields)
+        self.watch = Watch(client, keys, self._watched, self._read_holders, self.log.fields)
         if on_death is not None:  # a death cuts the owner's blocked read short
             self.watch.on_death = on_death
         self._reported: set[str | None] = set()
@@ -268,9 +271,9 @@ class Recovery:
         if len(self._reported) > 1000:
             self._reported.clear()
         self._reported.add(registration)
-        log.info(
+        self.log.info(
             "holder_disconnected",
-            extra={**self.log_fields, "holder": holder, "registration": registration},
+            extra={"holder": holder, "registration": registration},
         )
 
     def _claim_from(self, holder: str, min_idle: int, budget: int) -> list[Delivery]:
@@ -314,18 +317,17 @@ class Recovery:
     def _report(self, holder: str, deliveries: list[Delivery], trimmed: list[str]) -> None:
         for message_id in trimmed:
             self.metrics.inc("trimmed")
-            log.warning(
+            self.log.warning(
                 "trimmed",
-                extra={**self.log_fields, "message_id": message_id, "claimed_from": holder},
+                extra={"message_id": message_id, "claimed_from": holder},
             )
         if holder == self.consumer:
             return  # our own retries are logged by the loop
         self.metrics.inc("recovered", len(deliveries))
         for delivery in deliveries:
-            log.info(
+            self.log.info(
                 "recovered",
                 extra={
-                    **self.log_fields,
                     "message_id": delivery.id,
                     "claimed_from": holder,
                     "deliveries": delivery.deliveries,
@@ -352,10 +354,9 @@ class Recovery:
         for name, entries in zip(alive, pipe.execute(), strict=True):
             if entries:
                 self.metrics.inc("skipped_alive", len(entries))
-                log.info(
+                self.log.info(
                     "skipped_alive",
                     extra={
-                        **self.log_fields,
                         "holder": name,
                         "messages": len(entries),
                         "message_id": entries[0]["message_id"],
@@ -374,4 +375,4 @@ class Recovery:
                 continue
             keys = [self.keys.stream, self.keys.lease(name), self.keys.consumers]
             if PRUNE.run(self.client, keys, [self.keys.group, name]) == 1:
-                log.info("consumer_pruned", extra={**self.log_fields, "pruned": name})
+                self.log.info("consumer_pruned", extra={"pruned": name})

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.attempts import RECORD_CALL, queue_error
 from sentinel_platform.streams.consumer.claims import CLAIM as CLAIM_KEYS
@@ -78,7 +79,7 @@ class Outbox:
         self.settings = settings
         self.consumer = consumer
         self.metrics = metrics
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.limits = CommitLimits(
             settings.results_maxlen, settings.idempotency_ttl_s, settings.recent_transactions_size
         )
@@ -143,7 +144,7 @@ class Outbox:
         if log.isEnabledFor(logging.DEBUG):
             for commit in commits:
                 details = {"message_id": commit.delivery.id, **commit.effect.log_fields}
-                log.debug("processed", extra={**self.log_fields, **details})
+                self.log.debug("processed", extra=details)
 
     def _send(self, outbox: Sequence[Outcome], client: RedisClient) -> list[tuple[Outcome, Any]]:
         """One pipeline: the batch's commits in few script calls, dead letters, errors."""
@@ -188,32 +189,31 @@ class Outbox:
 
     def _settled(self, outcome: Outcome, reply: Any) -> str:
         """Count and log an outcome other than an applied commit; its report field."""
-        log_fields = {**self.log_fields, "message_id": outcome.delivery.id}
+        message_log = self.log.bind(message_id=outcome.delivery.id)
         if isinstance(outcome, Failure):
             return "failed"
         duplicate = isinstance(outcome, Commit) and reply == "duplicate"
         if duplicate or (isinstance(outcome, Acknowledge) and outcome.why == "duplicate"):
             self.metrics.inc("duplicate_acks")
             natural_key = outcome.natural_key  # type: ignore[union-attr]
-            log.info("duplicate_ack", extra={**log_fields, "natural_key": natural_key})
+            message_log.info("duplicate_ack", extra={"natural_key": natural_key})
             return "duplicates"
         if isinstance(outcome, Acknowledge) or reply == ALREADY_DEAD_LETTERED:
-            log.info("already_dead_lettered", extra=log_fields)
+            message_log.info("already_dead_lettered")
             return "duplicates"
         if isinstance(outcome, Commit):
-            log.warning("stale_commit", extra=log_fields)
+            message_log.warning("stale_commit")
             return "stale"
         if was_dead_lettered(reply):
-            return self._dead_lettered(outcome, log_fields)
-        log.warning("stale_dead_letter", extra={**log_fields, "reason": outcome.reason})
+            return self._dead_lettered(outcome, message_log)
+        message_log.warning("stale_dead_letter", extra={"reason": outcome.reason})
         return "stale"
 
-    def _dead_lettered(self, outcome: DeadLetterOp, log_fields: dict[str, str]) -> str:
+    def _dead_lettered(self, outcome: DeadLetterOp, message_log: BoundLogger) -> str:
         self.metrics.inc("dead_lettered")
-        log.error(
+        message_log.error(
             "dead_lettered",
             extra={
-                **log_fields,
                 "reason": outcome.reason,
                 "error": outcome.error,
                 "deliveries": outcome.delivery.deliveries,
@@ -243,9 +243,9 @@ class Outbox:
                 justid=True,
             )
         pipe.execute()
-        log.info(
+        self.log.info(
             "handed_back",
-            extra={**self.log_fields, "messages": len(rest), "holder": HANDBACK_CONSUMER},
+            extra={"messages": len(rest), "holder": HANDBACK_CONSUMER},
         )
 
 

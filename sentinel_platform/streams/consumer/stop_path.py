@@ -37,6 +37,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.liveness import node_client
 from sentinel_platform.streams.plumbing.connection import RedisClient
 
@@ -127,7 +128,7 @@ class StopBackstop(threading.Thread):
         self.stop = stop
         self.timeout_s = timeout_s
         self.on_overrun = on_overrun
-        self.log_fields = dict(log_fields)
+        self.log = BoundLogger(log, log_fields)
         self.exit_process = exit_process
         #: set once the consumer has stopped: the backstop then has nothing to do
         self.finished = threading.Event()
@@ -152,7 +153,7 @@ class StopBackstop(threading.Thread):
         try:
             status = self.on_overrun(budget)
         except Exception:  # the exit must happen whatever the report does
-            log.exception("stop_overran", extra=self.log_fields)
+            self.log.exception("stop_overran")
         finally:
             for handler in logging.getLogger().handlers:
                 handler.flush()

@@ -15,8 +15,9 @@ holds when it is asked to stop (SIGTERM/SIGINT, its name taken) or its burst run
 Every Redis call here goes through a client of its own, never retried, whose waits end
 by the stop's deadline (``stop_path.py``); a backstop thread ends the process if the stop
 still runs at ``SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S``. The exit status says what
-was left undone (``exit_codes.py``): those messages stay pending on this consumer and the
-survivors recover them, at once or once its lease has run out; commits are idempotent.
+was left undone (:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED`): those messages
+stay pending on this consumer and the survivors recover them, at once or once its lease
+has run out; commits are idempotent.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import redis
 
-from sentinel_platform.streams.consumer.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
+from sentinel_platform.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.stop_path import (
     MIN_CALL_S,
     STOP_MARGIN_S,
@@ -52,10 +54,10 @@ class Stopping:
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
-        self.log_fields = consumer.log_fields
+        self.log = BoundLogger(log, consumer.log.fields)
         #: ends the process if a stop outlives SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S
         self.backstop = StopBackstop(
-            consumer.stop, consumer.settings.shutdown_timeout_s, self._overran, self.log_fields
+            consumer.stop, consumer.settings.shutdown_timeout_s, self._overran, self.log.fields
         )
 
     @contextlib.contextmanager
@@ -71,10 +73,9 @@ class Stopping:
     def shutdown(self) -> int:
         """Settle what is done, hand back the rest, leave the group; the exit status."""
         consumer = self.consumer
-        log.info(
+        self.log.info(
             "stopping",
             extra={
-                **self.log_fields,
                 "uncommitted": len(consumer.outbox),
                 "in_flight": consumer.held(),
             },
@@ -86,13 +87,13 @@ class Stopping:
         if not self._settle_outbox(budget):
             undone.append("outcomes")
         if not consumer.heartbeat.stop(budget.left(final=True) / 2):  # half: the rest to leave
-            log.warning("heartbeat_not_stopped", extra=self.log_fields)
+            self.log.warning("heartbeat_not_stopped")
         if not self._leave(budget):
             undone.append("lease")
         consumer.reader.reset()
         consumer.report()  # outcomes settled while stopping count in ``totals`` too
         snapshot = consumer.metrics.snapshot()
-        log.info("stopped", extra={**self.log_fields, **snapshot, "undone": undone})
+        self.log.info("stopped", extra={**snapshot, "undone": undone})
         if consumer.name_taken:
             return EXIT_NAME_IN_USE
         return EXIT_UNCOMMITTED if undone else 0
@@ -105,7 +106,7 @@ class Stopping:
             self.consumer.heartbeat.stop(budget.left(final=True))
             if not self._release_lease(budget):
                 status = EXIT_UNCOMMITTED
-        log.info("stopped", extra={**self.log_fields, "started": False})
+        self.log.info("stopped", extra={"started": False})
         return status
 
     def give_up(self) -> None:
@@ -140,7 +141,7 @@ class Stopping:
         try:
             self._on_stop_path(budget, lambda client: consumer.outbox.hand_back(deliveries, client))
         except (redis.RedisError, *FAILOVER_ERRORS) as exc:  # they stay pending on us
-            log.warning("hand_back_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("hand_back_failed", extra={"error": str(exc)})
             return False
         consumer.tally["handed_back"] += len(rest)
         return True
@@ -155,16 +156,15 @@ class Stopping:
                 consumer.tally.update(self._on_stop_path(budget, consumer.outbox.flush))
             except (redis.RedisError, *FAILOVER_ERRORS) as exc:
                 if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
-                    log.warning("group_missing", extra={**self.log_fields, "error": str(exc)})
+                    self.log.warning("group_missing", extra={"error": str(exc)})
                     consumer.outbox.clear()  # their deliveries vanished with the group
                     return True
                 if not isinstance(exc, NoTimeLeftError):
                     refused = exc
                 if budget.left() < MIN_CALL_S:
-                    log.error(
+                    self.log.error(
                         "stopped_uncommitted",
                         extra={
-                            **self.log_fields,
                             "error": str(refused or exc),
                             "left": len(consumer.outbox),
                             "timeout_s": budget.timeout_s,
@@ -180,11 +180,11 @@ class Stopping:
         try:
             left = self._on_stop_path(budget, self.consumer.lease.leave)
         except (redis.RedisError, *FAILOVER_ERRORS) as exc:
-            log.warning("leave_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("leave_failed", extra={"error": str(exc)})
             return self._release_lease(budget)  # at least the lease, if Redis takes that
-        log.info(
+        self.log.info(
             "left_group" if left == "left" else "kept_in_group",
-            extra={**self.log_fields, "outcome": left},
+            extra={"outcome": left},
         )
         return True
 
@@ -194,7 +194,7 @@ class Stopping:
         try:
             self._on_stop_path(budget, self.consumer.lease.release)
         except (redis.RedisError, *FAILOVER_ERRORS) as exc:
-            log.warning("release_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("release_failed", extra={"error": str(exc)})
             return False
         return True
 
@@ -202,10 +202,9 @@ class Stopping:
         """The stop outlived its bound (the backstop ends the process): say what is left;
         the exit status."""
         consumer = self.consumer
-        log.error(
+        self.log.error(
             "stop_overran",
             extra={
-                **self.log_fields,
                 "uncommitted": len(consumer.outbox),
                 "in_flight": consumer.held(),
                 "timeout_s": budget.timeout_s,

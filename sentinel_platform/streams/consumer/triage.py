@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.attempts import (
@@ -128,7 +129,7 @@ class Triage:
         self.consumer = consumer
         self._failed = failed
         self._observe = observe
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
 
     def __call__(self, batch: Sequence[Delivery]) -> tuple[list[Outcome], list[Prepared]]:
         if any(delivery.deliveries > 1 for delivery in batch):
@@ -212,10 +213,9 @@ class Triage:
         ttl = self.settings.idempotency_ttl_s
         record_call(self.client, self.keys, delivery.id, delivery.deliveries, ttl)
         if delivery.claimed_from == self.consumer:
-            log.info(
+            self.log.info(
                 "retrying",
                 extra={
-                    **self.log_fields,
                     "message_id": delivery.id,
                     "deliveries": delivery.deliveries,
                     "call": calls + 2,

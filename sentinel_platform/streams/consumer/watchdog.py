@@ -21,7 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from sentinel_platform.streams.consumer.exit_codes import EXIT_HUNG
+from sentinel_platform.exit_codes import EXIT_HUNG
+from sentinel_platform.logs import BoundLogger
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,11 @@ log = logging.getLogger(__name__)
 class InHand:
     """The messages being processed right now, one per thread, and since when.
 
-    Written by the thread processing each message (the loop, or the pool's threads with
-    ``SENTINEL_WORKER_CONCURRENCY`` > 1), read by the heartbeat thread. Each thread owns
-    one slot of a dict keyed by its thread id, replaced or removed in single operations
-    that CPython makes atomic, so no lock is taken; the watchdog looks at the oldest.
+    Written by the thread processing each message (the loop, or the call threads of
+    :class:`~.calls.Calls` with ``SENTINEL_WORKER_CONCURRENCY`` > 1), read by the heartbeat
+    thread. Each thread owns one slot of a dict keyed by its thread id, replaced or removed
+    in single operations that CPython makes atomic, so no lock is taken; the watchdog
+    looks at the oldest.
     """
 
     __slots__ = ("_held",)
@@ -73,7 +75,7 @@ class HangWatchdog:
         self.in_hand = in_hand
         self.hang_timeout_s = hang_timeout_ms / 1000
         self.give_up = give_up
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.exit_process = exit_process
 
     def check(self) -> None:
@@ -81,10 +83,9 @@ class HangWatchdog:
         if held is None or held[1] <= self.hang_timeout_s:
             return
         message_id, seconds = held
-        log.error(
+        self.log.error(
             "worker_hung",
             extra={
-                **self.log_fields,
                 "message_id": message_id,
                 "in_hand_s": round(seconds, 3),
                 "hang_timeout_s": self.hang_timeout_s,

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 
 import redis
 
+from sentinel_platform.streams.backlog.drain import read_drain_rate
+from sentinel_platform.streams.backlog.holdings import read_allowance
+from sentinel_platform.streams.backlog.lag import LagReading, measure_lag, read_lag_key
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import entries, pending_rows
-from sentinel_platform.streams.pool.drain import read_drain_rate
-from sentinel_platform.streams.pool.holdings import read_allowance
-from sentinel_platform.streams.pool.lag import LagReading, measure_lag, read_lag_key
 
 #: Most pending entries examined per stream per call.
 PENDING_SCAN_CAP = 1000
@@ -42,9 +42,9 @@ class LagSnapshot:
     worker_lag: int | None  # the worker-written key; None = no recent report
     reading: LagReading  # the group's own backlog + pending
     consumers_alive: int
-    #: The pool's drain rate the producers measured (rows/s); None = none recently.
+    #: The fleet's drain rate the producers measured (rows/s); None = none recently.
     drain_rate: float | None = None
-    #: What the live workers published they hold in flight (streams.pool.holdings).
+    #: What the live workers published they hold in flight (streams.backlog.holdings).
     allowance: int = 0
 
     @property
@@ -56,7 +56,7 @@ class LagSnapshot:
         """The lag the zone is judged on; None only when no worker is alive at all.
 
         A lag key that expired while a lease is still held means a worker busy with a
-        slow message, not a dead pool (nor a lag of 0): judge the group's own figure then
+        slow message, not a dead fleet (nor a lag of 0): judge the group's own figure then
         instead of flapping into worker off.
         """
         if self.worker_lag is not None:

@@ -5,7 +5,7 @@ Two properties matter for a loop that may retry for hours:
 * **Bounded arithmetic.** The exponent is capped (:data:`MAX_EXPONENT`), so the delay of
   attempt 5,000 is computed as cheaply and safely as that of attempt 5; an uncapped
   ``base * 2 ** attempt`` overflows a float after about a thousand attempts.
-* **Jitter.** Every worker of a pool sees an outage at the same moment; without jitter
+* **Jitter.** Every worker of a fleet sees an outage at the same moment; without jitter
   they would all retry in lockstep and hit a restarted server together. The delay is
   redis-py's "equal jitter": half the exponential delay plus a random part of the other
   half, so it never drops near zero (no busy retry) and workers spread out.

@@ -153,7 +153,8 @@ def _beside_lag(keys: StreamKeys, name: str) -> str:
 
 
 def drain_rate_key(keys: StreamKeys) -> str:
-    """The pool's measured drain rate in rows/s (a float, with a TTL; streams/drain.py)."""
+    """The fleet's measured drain rate in rows/s (a float, with a TTL; written by
+    :func:`~sentinel_platform.streams.backlog.drain.write_drain_rate`)."""
     return _beside_lag(keys, "drain_rate")
 
 
@@ -164,12 +165,12 @@ def work_seconds_key(keys: StreamKeys) -> str:
 
 def holdings_key(keys: StreamKeys) -> str:
     """The consumers that published what they may hold in flight (a sorted set)
-    (:mod:`~sentinel_platform.streams.pool.holdings`); beside the lag key, in its slot."""
+    (:mod:`~sentinel_platform.streams.backlog.holdings`); beside the lag key, in its slot."""
     return _beside_lag(keys, "holdings")
 
 
 def holding_key(keys: StreamKeys, consumer: str) -> str:
     """What ``consumer`` may hold in flight now (an integer, with the lag key's TTL):
     ``sentinel:holding:<stream>:<consumer>``, or ``{<stream>}:holding:<consumer>`` on a
-    cluster, so the pool's reader fetches every worker's share from the stream's slot."""
+    cluster, so the fleet's reader fetches every worker's share from the stream's slot."""
     return f"{_beside_lag(keys, 'holding')}:{consumer}"

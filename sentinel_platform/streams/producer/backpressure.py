@@ -15,14 +15,14 @@ Contract:
   until the figure is below the resume level, so whatever writes it can hold producers.
   Without a group the whole stream counts as backlog.
 * **Limits.** In seconds of work by default: before each step the guard turns the zone
-  thresholds of :mod:`~sentinel_platform.streams.pool.zones` at the pool's drain rate into
-  message counts (:meth:`BackpressureConfig.limits`): the set point is what the pool holds
-  in flight plus 1 s of work, the stop the backpressure zone. What the pool holds in
+  thresholds of :mod:`~sentinel_platform.streams.backlog.zones` at the fleet's drain rate into
+  message counts (:meth:`BackpressureConfig.limits`): the set point is what the fleet holds
+  in flight plus 1 s of work, the stop the backpressure zone. What the fleet holds in
   flight is the allowance the live workers publish
-  (:mod:`~sentinel_platform.streams.pool.holdings`), re-read at most every
+  (:mod:`~sentinel_platform.streams.backlog.holdings`), re-read at most every
   :data:`ALLOWANCE_READ_S`: the same figure ``sentinel status``, the lag sensor and the
   checks use, never one computed from this process's settings. The drain rate is measured
-  here from the group's completed count (:mod:`~sentinel_platform.streams.pool.drain`) and
+  here from the group's completed count (:mod:`~sentinel_platform.streams.backlog.drain`) and
   published for the other readers. With Sentinel-L7's ``lag_warn``/``lag_pause`` set, those
   counts are used as they are. Below the soft limit a batch may fill the lag up to the set
   point at once; from the set point on the rate follows the consumers; at the stop (or
@@ -56,19 +56,16 @@ from typing import Any
 import redis
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
-from sentinel_platform.streams.plumbing.replies import optional_text
-from sentinel_platform.streams.pool.drain import (
+from sentinel_platform.streams.backlog.drain import (
     DrainMeter,
     completed_count,
     parse_rate,
     queue_drain_rate,
 )
-from sentinel_platform.streams.pool.holdings import read_allowance
-from sentinel_platform.streams.pool.lag import GroupState, backlog_from_state, measure_lag
-from sentinel_platform.streams.pool.peaks import record_episode, record_lag
-from sentinel_platform.streams.pool.zones import (
+from sentinel_platform.streams.backlog.holdings import read_allowance
+from sentinel_platform.streams.backlog.lag import GroupState, backlog_from_state, measure_lag
+from sentinel_platform.streams.backlog.peaks import record_episode, record_lag
+from sentinel_platform.streams.backlog.zones import (
     BOOTSTRAP_FACTOR,
     DEFAULT_PAUSE_S,
     DEFAULT_WARN_S,
@@ -76,6 +73,9 @@ from sentinel_platform.streams.pool.zones import (
     count_limits,
     thresholds,
 )
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
+from sentinel_platform.streams.plumbing.replies import optional_text
 from sentinel_platform.streams.producer.pacing import (
     GiveUp,
     Go,
@@ -128,11 +128,11 @@ class BackpressureConfig:
 
     ``lag_warn``/``lag_pause`` set (Sentinel-L7's message counts): fixed count limits.
     Unset (the default): the limits are ``warn_s``/``pause_s`` seconds of work at the
-    pool's measured drain rate plus the in-flight allowance the workers publish, the same
-    thresholds as the lag zones (:func:`~sentinel_platform.streams.pool.zones.thresholds`);
-    the set point is :data:`SET_POINT_SHARE` of ``warn_s``, so a pool that keeps up stays
+    fleet's measured drain rate plus the in-flight allowance the workers publish, the same
+    thresholds as the lag zones (:func:`~sentinel_platform.streams.backlog.zones.thresholds`);
+    the set point is :data:`SET_POINT_SHARE` of ``warn_s``, so a fleet that keeps up stays
     nominal. Before a drain rate is measured the producer fills
-    :data:`~sentinel_platform.streams.pool.zones.BOOTSTRAP_FACTOR` x the allowance, and at
+    :data:`~sentinel_platform.streams.backlog.zones.BOOTSTRAP_FACTOR` x the allowance, and at
     least that many reads of ``bootstrap_rows`` (``SENTINEL_READ_COUNT``), so the first
     workers have something to read while no worker has published yet.
     """
@@ -173,7 +173,7 @@ class BackpressureConfig:
         )
 
     def zone_limits(self, allowance: int = 0) -> ZoneLimits:
-        """The zone limits for a pool whose live workers published ``allowance``."""
+        """The zone limits for a fleet whose live workers published ``allowance``."""
         return ZoneLimits(
             warn_s=self.warn_s,
             pause_s=self.pause_s,
@@ -183,7 +183,7 @@ class BackpressureConfig:
         )
 
     def limits(self, drain_rate: float | None = None, allowance: int = 0) -> Limits:
-        """The controller's limits at the pool's drain rate (rows/s; None: not measured)
+        """The controller's limits at the fleet's drain rate (rows/s; None: not measured)
         for the in-flight ``allowance`` the live workers published (0: none did)."""
         if self.lag_warn is not None and self.lag_pause is not None:
             set_point = (self.lag_warn + self.lag_pause) // 2
@@ -191,7 +191,7 @@ class BackpressureConfig:
         bounds = thresholds(self.zone_limits(allowance), drain_rate)
         held = max(0, allowance)
         if drain_rate is None or bounds.warn is None or bounds.pause is None:
-            # not measured yet: a little more than the pool holds in flight (at least a
+            # not measured yet: a little more than the fleet holds in flight (at least a
             # read), paced to the controller's own drain estimate; the stop far beyond
             first = max(held, self.bootstrap_rows)
             set_point = BOOTSTRAP_FACTOR * first
@@ -283,7 +283,7 @@ class BackpressureGuard:
 
     @property
     def drain_rate(self) -> float | None:
-        """The pool's drain rate the limits are taken at (rows/s; None: not measured)."""
+        """The fleet's drain rate the limits are taken at (rows/s; None: not measured)."""
         return self._rate
 
     @property

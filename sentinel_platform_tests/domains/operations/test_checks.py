@@ -18,9 +18,9 @@ from sentinel_platform.domains.operations.stream_health import (
 )
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.lag import write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform.streams.pool.lag import write_lag_key
 from sentinel_platform_tests.domains.operations.conftest import transaction_stream
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
 

@@ -19,9 +19,9 @@ from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
-from sentinel_platform.streams.pool.lag import measure_lag
 from sentinel_platform.streams.producer.publish import PublishStats
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick

@@ -15,12 +15,12 @@ from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
 from sentinel_platform.domains.operations.stream_health import ERROR, evaluate_lag
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import write_drain_rate
+from sentinel_platform.streams.backlog.holdings import publish_holding
+from sentinel_platform.streams.backlog.lag import measure_lag, write_lag_key
 from sentinel_platform.streams.operators.group_view import lag_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.pool.drain import write_drain_rate
-from sentinel_platform.streams.pool.holdings import publish_holding
-from sentinel_platform.streams.pool.lag import measure_lag, write_lag_key
 from sentinel_platform_tests.domains.operations.conftest import observations, tick
 
 PENDING = 775

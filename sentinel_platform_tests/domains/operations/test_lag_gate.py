@@ -15,10 +15,10 @@ from sentinel_platform.domains.operations.targets import AXIOMS, TRANSACTIONS, P
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import write_drain_rate
+from sentinel_platform.streams.backlog.lag import measure_lag, write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
-from sentinel_platform.streams.pool.drain import write_drain_rate
-from sentinel_platform.streams.pool.lag import measure_lag, write_lag_key
 from sentinel_platform_tests.domains.operations.conftest import (
     DAILY,
     LAG_THRESHOLDS,

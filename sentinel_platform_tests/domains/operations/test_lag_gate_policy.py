@@ -30,9 +30,9 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
 )
 from sentinel_platform.domains.operations.stream_health import evaluate_lag
 from sentinel_platform.settings import load_settings
+from sentinel_platform.streams.backlog.lag import LagReading, Zone
+from sentinel_platform.streams.backlog.peaks import Peaks
 from sentinel_platform.streams.operators.group_view import LagSnapshot
-from sentinel_platform.streams.pool.lag import LagReading, Zone
-from sentinel_platform.streams.pool.peaks import Peaks
 
 WALL_MS = 1_767_960_000_000
 EPISODE = "1767950000000"
@@ -431,7 +431,7 @@ DEFAULTS: dict[str, Any] = {}  # 2 s / 10 s of work, reads of 100, concurrency 1
         pytest.param(None, 0, 0, 0, None, 0, COUNTS, "worker_off", id="no-key-and-no-lease"),
         pytest.param(None, 50, 0, 0, 1e3, 0, DEFAULTS, "worker_off", id="backlog-without-worker"),
         # the defaults: seconds of work past what the live workers hold in flight (``held``:
-        # what they published, streams.pool.holdings)
+        # what they published, streams.backlog.holdings)
         pytest.param(254, 0, 0, 1, 18_556.0, 0, DEFAULTS, "nominal", id="issue-peak-is-14ms"),
         pytest.param(254, 0, 0, 1, None, 0, DEFAULTS, "nominal", id="no-rate-yet-no-alarm"),
         pytest.param(20_000, 0, 0, 1, 5_000.0, 0, DEFAULTS, "elevated", id="4s-of-work"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
+from sentinel_platform.streams.backlog.lag import write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.lag import write_lag_key
 from sentinel_platform_tests.domains.operations.conftest import observations, tick
 
 

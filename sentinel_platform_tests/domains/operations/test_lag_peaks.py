@@ -14,10 +14,10 @@ from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME, build_lag
 from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, DLQ_CHECK, LAG_CHECK
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key, write_lag_key
+from sentinel_platform.streams.backlog.peaks import HARD, peaks_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.lag import measure_lag, read_lag_key, write_lag_key
-from sentinel_platform.streams.pool.peaks import HARD, peaks_key
 from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
 from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.domains.operations.conftest import (

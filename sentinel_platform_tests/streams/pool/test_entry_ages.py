@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform.streams.pool.entry_ages import (
+from sentinel_platform.streams.backlog.entry_ages import (
     age_s,
     entry_time_s,
     oldest_pending_age_s,
     oldest_pending_id,
     server_now_s,
 )
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
 
 
 @pytest.mark.parametrize(

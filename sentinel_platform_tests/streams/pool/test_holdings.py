@@ -12,14 +12,7 @@ import redis
 from redis.crc import key_slot
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import (
-    StreamKeys,
-    holding_key,
-    holdings_key,
-    transaction_keys,
-)
-from sentinel_platform.streams.pool.holdings import (
+from sentinel_platform.streams.backlog.holdings import (
     Holdings,
     most_held,
     publish_holding,
@@ -28,8 +21,15 @@ from sentinel_platform.streams.pool.holdings import (
     read_allowance,
     read_holdings,
 )
-from sentinel_platform.streams.pool.lag import queue_lag_key, read_lag_key
-from sentinel_platform.streams.pool.peaks import queue_record_lag
+from sentinel_platform.streams.backlog.lag import queue_lag_key, read_lag_key
+from sentinel_platform.streams.backlog.peaks import queue_record_lag
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import (
+    StreamKeys,
+    holding_key,
+    holdings_key,
+    transaction_keys,
+)
 from sentinel_platform_tests.harness.waits import wait_until
 
 #: The least-privilege user of docs/configuration.md (no ``+@set``, no ``+@generic``).

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.pool.drain import WINDOW_S, DrainMeter, card_rate
-from sentinel_platform.streams.pool.zones import (
+from sentinel_platform.streams.backlog.drain import WINDOW_S, DrainMeter, card_rate
+from sentinel_platform.streams.backlog.zones import (
     BOOTSTRAP_FACTOR,
     Thresholds,
     ZoneLimits,

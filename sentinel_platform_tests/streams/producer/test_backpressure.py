@@ -13,11 +13,11 @@ import pytest
 
 from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import write_drain_rate
+from sentinel_platform.streams.backlog.holdings import publish_holding
+from sentinel_platform.streams.backlog.zones import thresholds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
-from sentinel_platform.streams.pool.drain import write_drain_rate
-from sentinel_platform.streams.pool.holdings import publish_holding
-from sentinel_platform.streams.pool.zones import thresholds
 from sentinel_platform.streams.producer.backpressure import (
     BackpressureConfig,
     BackpressureGuard,

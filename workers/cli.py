@@ -1,7 +1,9 @@
 """The worker command line: ``python -m sentinel_platform.workers <stream> [options]``.
 
 Which stream, which consumer group and which processor all come from the stream's
-:class:`~sentinel_platform.registry.StreamSpec`; the options only tune one process.
+:class:`~sentinel_platform.registry.StreamSpec`; the options only tune one process, which
+:func:`workers.runtime.run` then sets up and runs. :func:`main` serves every declared
+stream; :func:`run_worker` is also what the historical ``workers.watch_*`` commands call.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import socket
 import sys
 
 from sentinel_platform import argtypes
+from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import LOG_LEVELS
 from sentinel_platform.registry import UnknownStreamError, spec_for, stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
-from sentinel_platform.streams.consumer.runtime import WorkerOptions, run
 from sentinel_platform.streams.plumbing.keys import keys_for
+from workers.runtime import WorkerOptions, run
 
 
 def default_consumer_name() -> str:

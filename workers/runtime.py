@@ -1,25 +1,29 @@
 """Wiring one worker process: settings, logging, processor, Redis, metrics, signals.
 
-Everything here is about the *process*; the consumer loop itself knows nothing about
-signals or command lines. Bad settings, an unknown processor or a server whose
-``maxmemory-policy`` may evict any key (:mod:`~sentinel_platform.streams.plumbing.eviction_policy`)
-fail at start-up with a message naming the problem (exit status 2), and so does a
-``--metrics-port`` that cannot be served (in use, an address this host lacks): the
-endpoint is bound before the worker touches Redis. Redis being unreachable at start-up is
-retried with backoff rather than crash-looping under a supervisor, and so is a server that
-refuses what joining the group needs for now (full: OOM; a key of the wrong type). A
-consumer name whose lease another process holds (a restarted worker's killed predecessor)
-is waited for, up to two lease TTLs (:meth:`~.lease.Lease.acquire`).
-SIGTERM/SIGINT cuts every one of these waits short: the worker logs ``stopped`` and exits 0,
-having taken nothing. A server that refuses a needed command outright (an ACL) fails
-start-up with exit status 2.
+Everything here is about the *process*, which is why it lives with the worker's entry
+point and not in the streams core: the consumer loop
+(:class:`~sentinel_platform.streams.consumer.loop.Consumer`) knows nothing about signals,
+command lines, log set-up or a metrics endpoint. Bad settings, an unknown processor or a
+server whose ``maxmemory-policy`` may evict any key
+(:mod:`~sentinel_platform.streams.plumbing.eviction_policy`) fail at start-up with a
+message naming the problem, and so does a ``--metrics-port`` that cannot be served (in
+use, an address this host lacks): the endpoint is bound before the worker touches Redis.
+Redis being unreachable at start-up is retried with backoff rather than crash-looping
+under a supervisor, and so is a server that refuses what joining the group needs for now
+(full: OOM; a key of the wrong type). A consumer name whose lease another process holds
+(a restarted worker's killed predecessor) is waited for, up to two lease TTLs
+(:meth:`~sentinel_platform.streams.consumer.lease.Lease.acquire`). SIGTERM/SIGINT cuts
+every one of these waits short: the worker logs ``stopped`` and exits 0, having taken
+nothing. A server that refuses a needed command outright (an ACL) fails start-up.
 
-Exit status of a worker process: 0 stopped (also during a start-up wait); 2 start-up
-refused (settings, ``--metrics-port``, processor, credentials, ACL, consumer name still
-in use after the wait, also when the name is taken later); 3
-``EXIT_UNCOMMITTED``, stopped with outcomes Redis would not take within
-``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others); 70 ``EXIT_HUNG``
-(``watchdog.py``).
+The exit status of the process is :func:`run`'s, one of :mod:`sentinel_platform.exit_codes`:
+:data:`~sentinel_platform.exit_codes.EXIT_OK` stopped (also during a start-up wait);
+:data:`~sentinel_platform.exit_codes.EXIT_USAGE` start-up refused (settings,
+``--metrics-port``, processor, credentials, ACL, consumer name still in use after the
+wait, also when the name is taken later);
+:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED` stopped with outcomes Redis would
+not take within ``SENTINEL_SHUTDOWN_TIMEOUT_S`` (they stay pending for the others);
+:data:`~sentinel_platform.exit_codes.EXIT_HUNG` given up by the hang watchdog.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from sentinel_platform.logs import configure_json_logging
+from sentinel_platform.exit_codes import EXIT_USAGE
+from sentinel_platform.logs import BoundLogger, configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
-from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
+from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -57,7 +62,6 @@ from sentinel_platform.streams.plumbing.connection import (
 )
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.pool.zones import in_flight_problem
 
 log = logging.getLogger(__name__)
 
@@ -110,31 +114,28 @@ def worker_settings(options: WorkerOptions) -> Settings:
     except SettingsError as exc:
         raise StartupError(str(exc)) from None
     problem = in_flight_problem(settings, workers=1, who="one worker")
-    if problem is not None:  # its own share of the pool's in-flight messages
+    if problem is not None:  # its own share of the fleet's in-flight messages
         raise StartupError(problem)
     return settings
 
 
-def install_signal_handlers(stop: threading.Event, log_fields: dict[str, str]) -> None:
+def install_signal_handlers(stop: threading.Event, worker_log: BoundLogger) -> None:
     def handler(signum: int, _frame: FrameType | None) -> None:
         if not stop.is_set():
-            log.info("stop_requested", extra={**log_fields, "signal": signal.Signals(signum).name})
+            worker_log.info("stop_requested", extra={"signal": signal.Signals(signum).name})
         stop.set()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
 
 
-def check_eviction_policy(
-    client: RedisClient, settings: Settings, log_fields: dict[str, str]
-) -> None:
+def check_eviction_policy(client: RedisClient, settings: Settings, worker_log: BoundLogger) -> None:
     """Refuse (:class:`StartupError`) a server that may evict any key, unless
     ``SENTINEL_ALLOW_EVICTING_SERVER`` accepts it; log one warning for a server that may
     evict keys with a TTL (or an accepted one), one info line otherwise. Before joining the
     group: a refused worker has taken no lease and created nothing."""
     verdict = server_verdict(client, settings.allow_evicting_server)
     fields = {
-        **log_fields,
         "maxmemory_policy": verdict.policy,
         "verdict": verdict.level,
         "accepted": verdict.accepted,
@@ -143,12 +144,12 @@ def check_eviction_policy(
     if verdict.refused:
         raise StartupError(f"Redis at {redact_url(resolve_url(settings))}: {verdict.message}")
     if verdict.level == "warn":
-        log.warning("redis_may_evict_keys", extra=fields)
+        worker_log.warning("redis_may_evict_keys", extra=fields)
     else:
-        log.info("redis_eviction_policy", extra=fields)
+        worker_log.info("redis_eviction_policy", extra=fields)
 
 
-def connect_once(settings: Settings, log_fields: dict[str, str]) -> RedisClient | str:
+def connect_once(settings: Settings, worker_log: BoundLogger) -> RedisClient | str:
     """A connected client whose server passed the eviction-policy check, or why Redis
     cannot be reached now (worth another try). What no retry can change (credentials, a
     refused eviction policy) raises :class:`StartupError`."""
@@ -159,7 +160,7 @@ def connect_once(settings: Settings, log_fields: dict[str, str]) -> RedisClient 
             raise StartupError(str(exc)) from None
         return str(exc)
     try:
-        check_eviction_policy(client, settings, log_fields)
+        check_eviction_policy(client, settings, worker_log)
     except TRANSIENT_ERRORS as exc:
         client.close()
         return f"cannot reach Redis at {redact_url(resolve_url(settings))}: {exc}"
@@ -170,27 +171,25 @@ def connect_once(settings: Settings, log_fields: dict[str, str]) -> RedisClient 
 
 
 def connect_with_retry(
-    settings: Settings, stop: threading.Event, log_fields: dict[str, str]
+    settings: Settings, stop: threading.Event, worker_log: BoundLogger
 ) -> RedisClient | None:
     """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
     None once ``stop`` is set. Each attempt runs on a thread of its own
-    (:func:`~.stoppable.until_stopped`), so SIGTERM ends the wait at once even while an
-    attempt is stuck on a server that never answers."""
-    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see backoff.py
+    (:func:`~sentinel_platform.streams.consumer.stoppable.until_stopped`), so SIGTERM
+    ends the wait at once even while an attempt is stuck on a server that never answers."""
+    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see Backoff
     while not stop.is_set():
-        outcome = until_stopped(lambda: connect_once(settings, log_fields), stop, "connect")
+        outcome = until_stopped(lambda: connect_once(settings, worker_log), stop, "connect")
         if outcome is None:
             return None
         if not isinstance(outcome, str):
             return outcome
-        log.warning("redis_unavailable", extra={**log_fields, "error": outcome})
+        worker_log.warning("redis_unavailable", extra={"error": outcome})
         stop.wait(backoff.next_delay())
     return None
 
 
-def serve_metrics(
-    metrics: Metrics, port: int | None, host: str, log_fields: dict[str, str]
-) -> None:
+def serve_metrics(metrics: Metrics, port: int | None, host: str, worker_log: BoundLogger) -> None:
     """Serve ``metrics`` on ``host:port`` (``--metrics-port``, ``SENTINEL_METRICS_HOST``),
     before anything touches Redis: a port in use or an address this host cannot bind is a
     bad setting, refused (:class:`StartupError`) naming both, never a crash after joining."""
@@ -203,26 +202,24 @@ def serve_metrics(
             f"--metrics-port {port} / SENTINEL_METRICS_HOST {host}: cannot serve metrics on "
             f"{_address(host, port)}: {exc}"
         ) from None
-    log.info(
-        "metrics_serving", extra={**log_fields, "url": f"http://{_address(host, bound)}/metrics"}
-    )
+    worker_log.info("metrics_serving", extra={"url": f"http://{_address(host, bound)}/metrics"})
 
 
 def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def refused(exc: BaseException, log_fields: dict[str, str]) -> int:
+def refused(exc: BaseException, worker_log: BoundLogger) -> int:
     """Start-up refused: one JSON line and one plain ``error:`` line; exit status 2."""
-    log.error("startup_failed", extra={**log_fields, "error": str(exc)})
+    worker_log.error("startup_failed", extra={"error": str(exc)})
     print(f"error: {exc}", file=sys.stderr)
     return EXIT_USAGE
 
 
-def stopped_waiting(log_fields: dict[str, str], waiting_for: str) -> int:
+def stopped_waiting(worker_log: BoundLogger, waiting_for: str) -> int:
     """Asked to stop during a wait for Redis or for the consumer name's lease: nothing was
     taken, so this is a plain stop (exit status 0)."""
-    log.info("stopped", extra={**log_fields, "waiting_for": waiting_for})
+    worker_log.info("stopped", extra={"waiting_for": waiting_for})
     return 0
 
 
@@ -240,22 +237,23 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
         settings = worker_settings(options)
         keys = keys_for(settings)
         fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
-        install_signal_handlers(stop, fields)
+        worker_log = BoundLogger(log, fields)
+        install_signal_handlers(stop, worker_log)
         processor = load_processor(options.processor, settings)
     except StartupError as exc:
-        return refused(exc, {})
+        return refused(exc, BoundLogger(log, {}))
     metrics = Metrics(labels=fields, processor=getattr(processor, "name", None))
     bind_metrics = getattr(processor, "bind_metrics", None)
     if callable(bind_metrics):  # optional: a processor with its own metrics (the analyzer's)
         bind_metrics(metrics)
     try:
         try:
-            serve_metrics(metrics, options.metrics_port, settings.metrics_host, fields)
-            client = connect_with_retry(settings, stop, fields)
+            serve_metrics(metrics, options.metrics_port, settings.metrics_host, worker_log)
+            client = connect_with_retry(settings, stop, worker_log)
         except StartupError as exc:
-            return refused(exc, fields)
+            return refused(exc, worker_log)
         if client is None:
-            return stopped_waiting(fields, "redis")
+            return stopped_waiting(worker_log, "redis")
         bind_redis = getattr(processor, "bind_redis", None)
         if callable(bind_redis):  # optional: limits shared with the fleet (the analyzer's)
             bind_redis(client)
@@ -277,11 +275,12 @@ def consume(
     stop: threading.Event,
 ) -> int:
     """Join the group and consume until stopped; the exit status."""
-    fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
-    log.info(
+    worker_log = BoundLogger(
+        log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
+    )
+    worker_log.info(
         "worker_starting",
         extra={
-            **fields,
             "redis": redact_url(resolve_url(settings)),
             "processor": options.processor,
             "delivery_limit": settings.reclaim_delivery_limit,
@@ -292,6 +291,6 @@ def consume(
     try:
         return consumer.run()
     except LeaseWaitStopped:
-        return stopped_waiting(fields, "lease")
+        return stopped_waiting(worker_log, "lease")
     except (LeaseHeldError, RedisRefusedError) as exc:
-        return refused(exc, fields)
+        return refused(exc, worker_log)

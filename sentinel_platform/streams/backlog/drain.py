@@ -1,14 +1,14 @@
-"""The pool's drain rate: how many rows/s the consumers complete while work waits.
+"""The fleet's drain rate: how many rows/s the consumers complete while work waits.
 
-The lag zones are in seconds of work (:mod:`~sentinel_platform.streams.pool.zones`), so every
-reader needs the rate the pool drains at. The producers measure it, since they watch the
+The lag zones are in seconds of work (:mod:`~sentinel_platform.streams.backlog.zones`), so every
+reader needs the rate the fleet drains at. The producers measure it, since they watch the
 group before every batch anyway: the group's *completed* count, ``entries-read`` minus
 ``pending`` (``XINFO GROUPS``), grows by one for each message acknowledged or dead
 lettered. Unlike ``entries-read`` alone it does not jump by a whole read at a time, so
 the rate of slow processors (seconds per message) is measured too.
 
 :class:`DrainMeter` keeps the readings of the last :data:`WINDOW_S` seconds; the rate is
-what the group completed over their span. When the pool ran idle in between (a reading
+what the group completed over their span. When the fleet ran idle in between (a reading
 with lag 0) the figure is a lower bound of its capacity, which errs on the safe side: the
 producer steers to fewer seconds of work, and a lag that reaches 0 is nominal anyway. As
 soon as the producer keeps work waiting, the figure is the capacity itself. A rate of 0 is
@@ -28,15 +28,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentinel_platform.streams.backlog.zones import work_seconds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key, work_seconds_key
-from sentinel_platform.streams.pool.zones import work_seconds
 
 #: The drain rate is measured over at most this long (and 0 only after this long).
 WINDOW_S = 10.0
 #: Readings closer together than this give no rate.
 MIN_SPAN_S = 0.5
-#: A rate nobody refreshed for this long is forgotten (no producer has watched the pool).
+#: A rate nobody refreshed for this long is forgotten (no producer has watched the fleet).
 RATE_TTL_S = 300
 
 
@@ -66,7 +66,7 @@ class DrainMeter:
         if completed == first:
             idle = any(waiting <= 0 for _, _, waiting in self._readings)
             if idle or span < self.window_s:
-                return None  # nothing to do, or too soon to call the pool stopped
+                return None  # nothing to do, or too soon to call the fleet stopped
         return (completed - first) / span
 
 
@@ -94,7 +94,7 @@ def write_drain_rate(client: RedisClient, keys: StreamKeys, rate: float, lag: in
 def card_rate(published: float | None, read_lately: float | None) -> float | None:
     """The drain rate a reader judges the zone at: the producers' figure; without one, 0
     when the group read nothing over the last minute (``read_lately``, from
-    :func:`~sentinel_platform.streams.pool.progress.progress`: the consumers stopped), else
+    :func:`~sentinel_platform.streams.backlog.progress.progress`: the consumers stopped), else
     unknown."""
     if published is not None:
         return published
@@ -113,5 +113,5 @@ def parse_rate(value: object) -> float | None:
 
 
 def read_drain_rate(client: RedisClient, keys: StreamKeys) -> float | None:
-    """The pool's last measured drain rate (rows/s), or None when none is recent."""
+    """The fleet's last measured drain rate (rows/s), or None when none is recent."""
     return parse_rate(client.get(drain_rate_key(keys)))

@@ -1,4 +1,4 @@
-"""What the workers hold in flight, as each one publishes it: the pool's in-flight allowance.
+"""What the workers hold in flight, as each one publishes it: the fleet's in-flight allowance.
 
 A worker holds messages it has read and not yet acknowledged (its part of the group's
 pending count). How many depends on how it runs: calls made inline (a concurrency of 1)
@@ -7,7 +7,7 @@ worker has threads, because it reads only as many messages as it has free thread
 limit that changes at run time holds what it is now. No formula over the settings can
 know the last case, so each worker *publishes* the most it may hold now (its limit in
 force) and readers add up what the live workers published. That sum is the in-flight
-allowance of :mod:`~sentinel_platform.streams.pool.zones`: lag up to it is work in hand,
+allowance of :mod:`~sentinel_platform.streams.backlog.zones`: lag up to it is work in hand,
 never pressure.
 
 Storage, cluster-safe and for Redis 7.0+ (a hash with per-field expiry needs 7.4):
@@ -110,7 +110,7 @@ class Holdings:
 
     @property
     def allowance(self) -> int:
-        """The pool's in-flight allowance: the sum over the live workers (0: none)."""
+        """The fleet's in-flight allowance: the sum over the live workers (0: none)."""
         return sum(self.by_consumer.values())
 
 
@@ -137,7 +137,7 @@ def read_holdings(client: RedisClient, keys: StreamKeys) -> Holdings:
 
 
 def read_allowance(client: RedisClient, keys: StreamKeys) -> int:
-    """The pool's in-flight allowance now: what the live workers published, summed."""
+    """The fleet's in-flight allowance now: what the live workers published, summed."""
     return read_holdings(client, keys).allowance
 
 

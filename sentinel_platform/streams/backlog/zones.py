@@ -6,22 +6,22 @@ sensor and its alerts, and ``sentinel status`` all judge a stream's lag with
 
 A count of messages means nothing on its own: 200 messages are minutes of work for a
 processor that takes seconds each and 11 ms for one that takes 50 µs. So by default the
-limits are *time to drain*: the lag divided by the pool's measured drain rate
+limits are *time to drain*: the lag divided by the fleet's measured drain rate
 (``sentinel:drain_rate:<stream>``, written by the producers, see
-:mod:`~sentinel_platform.streams.pool.drain`). The zones, for a lag ``L`` and a drain rate
+:mod:`~sentinel_platform.streams.backlog.drain`). The zones, for a lag ``L`` and a drain rate
 ``r`` rows/s:
 
-* ``L <= in_flight`` is always nominal. ``in_flight`` is the pool's *in-flight
+* ``L <= in_flight`` is always nominal. ``in_flight`` is the fleet's *in-flight
   allowance*: what the live workers hold by design, as each of them publishes it
-  (:mod:`~sentinel_platform.streams.pool.holdings`; its whole read at a concurrency of 1,
+  (:mod:`~sentinel_platform.streams.backlog.holdings`; its whole read at a concurrency of 1,
   at most its threads above, the limit in force when it changes at run time). Measured,
   never computed from the settings; 0 when no worker published (everything pending is
   pressure then).
 * Past that allowance, ``in_flight + r x SENTINEL_LAG_WARN_S`` starts *elevated* and
   ``in_flight + r x SENTINEL_LAG_PAUSE_S`` starts *backpressure*.
-* No drain rate measured (``r`` unknown: no producer watched the pool work lately, and
+* No drain rate measured (``r`` unknown: no producer watched the fleet work lately, and
   the group did read something in the last minute): the time to drain cannot be told, and
-  a pool that consumes is not alarmed about; nominal. A producer without a rate publishes
+  a fleet that consumes is not alarmed about; nominal. A producer without a rate publishes
   at most :data:`BOOTSTRAP_FACTOR` x ``in_flight`` (at least one read) ahead (see
   ``BackpressureConfig``).
 * A rate of 0 while the lag is past the allowance means the consumers drained nothing
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.pool.holdings import most_held
-from sentinel_platform.streams.pool.lag import Zone
+from sentinel_platform.streams.backlog.holdings import most_held
+from sentinel_platform.streams.backlog.lag import Zone
 
 #: Defaults of ``SENTINEL_LAG_WARN_S`` / ``SENTINEL_LAG_PAUSE_S`` (seconds of queued work).
 DEFAULT_WARN_S = 2.0
@@ -117,9 +117,9 @@ def count_limits(settings: Settings) -> tuple[int, int] | None:
 
 
 def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
-    """The zone limits of ``settings`` for a pool whose live workers published that they
+    """The zone limits of ``settings`` for a fleet whose live workers published that they
     hold ``allowance`` messages in flight
-    (:func:`~sentinel_platform.streams.pool.holdings.read_allowance`)."""
+    (:func:`~sentinel_platform.streams.backlog.holdings.read_allowance`)."""
     counts = count_limits(settings)
     return ZoneLimits(
         warn_s=settings.lag_warn_s,
@@ -131,7 +131,7 @@ def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
 
 
 def thresholds(limits: ZoneLimits, drain_rate: float | None) -> Thresholds:
-    """The message counts the zones change at, for the pool's drain rate (rows/s)."""
+    """The message counts the zones change at, for the fleet's drain rate (rows/s)."""
     if limits.lag_warn is not None and limits.lag_pause is not None:
         return Thresholds(limits.lag_warn, limits.lag_pause)
     allowance = limits.in_flight
@@ -157,7 +157,7 @@ def zone(lag: int | None, drain_rate: float | None, limits: ZoneLimits) -> Zone:
 
 
 def work_seconds(lag: int, drain_rate: float | None) -> float | None:
-    """Seconds the pool needs to drain ``lag`` (None: no rate, or a lag nothing drains)."""
+    """Seconds the fleet needs to drain ``lag`` (None: no rate, or a lag nothing drains)."""
     if lag <= 0:
         return 0.0
     if drain_rate is None or drain_rate <= 0:
@@ -165,15 +165,15 @@ def work_seconds(lag: int, drain_rate: float | None) -> float | None:
     return round(lag / drain_rate, 3)
 
 
-def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the pool") -> str | None:
+def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the fleet") -> str | None:
     """Why ``settings`` cannot work for ``workers`` workers, or None.
 
     Limits in seconds of work (the default) add the allowance the workers publish at run
     time, whatever it is: nothing to refuse. Sentinel-L7's count limits
     (``SENTINEL_LAG_PAUSE``, set or derived from ``SENTINEL_LAG_WARN``) are compared with
     the lag as they are, so a pause limit at or below what the workers hold at their most
-    pauses the producers whenever the pool is merely busy. What a worker holds at its most
-    is known before it runs (:func:`~sentinel_platform.streams.pool.holdings.most_held`:
+    pauses the producers whenever the fleet is merely busy. What a worker holds at its most
+    is known before it runs (:func:`~sentinel_platform.streams.backlog.holdings.most_held`:
     its whole read at a pinned concurrency of 1, the pinned number above, a read with
     ``auto``, whose limit count limits cap at the read size: :func:`auto_maximum`); limits
     the operator set are never changed: the combination is refused, naming the settings.

@@ -34,6 +34,7 @@ from typing import Any
 
 import redis
 
+from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -161,7 +162,7 @@ class Retention:
         self.client = client
         self.keys = keys
         self.settings = settings
-        self.log_fields = log_fields
+        self.log = BoundLogger(log, log_fields)
         self.enabled = settings.stream_retention_enabled
         self._next = time.monotonic() + settings.stream_retention_interval_s
 
@@ -173,10 +174,10 @@ class Retention:
         try:
             removed = trim(self.client, self.keys, self.settings)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
-            log.warning("retention_failed", extra={**self.log_fields, "error": str(exc)})
+            self.log.warning("retention_failed", extra={"error": str(exc)})
             return 0
         if removed:
-            log.info("stream_trimmed", extra={**self.log_fields, "removed": removed})
+            self.log.info("stream_trimmed", extra={"removed": removed})
         return removed
 
 

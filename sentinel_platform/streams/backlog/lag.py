@@ -55,7 +55,8 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
-#: The lag zones; judged by :func:`sentinel_platform.streams.pool.zones.zone`, the one definition.
+#: The lag zones; judged by :func:`~sentinel_platform.streams.backlog.zones.zone`, the one
+#: definition.
 Zone = Literal["nominal", "elevated", "backpressure", "worker_off"]
 #: Entries fetched per XRANGE page inside the counting script.
 COUNT_PAGE = 1000
