@@ -42,9 +42,8 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.harness.waits import WaitTimeout
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from sentinel_platform.streams.producer.publish import (
     TRANSACTION_COLUMNS,
     stop_key,
 )
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.spark
 ROW = (

@@ -15,7 +15,7 @@ import pytest
 from sentinel_platform.cli.common import EXIT_ERROR
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.streams.consumer.exit_codes import EXIT_USAGE
-from sentinel_platform_tests.cli.conftest import run_sentinel
+from sentinel_platform_tests.harness.cli import run_sentinel
 from sentinel_platform_tests.harness.processes import child_env
 
 PASSWORD = "s3cret-server-pw"

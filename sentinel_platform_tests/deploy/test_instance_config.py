@@ -27,7 +27,7 @@ from sentinel_platform.cli.pools import ensure_pool_limits, publish_pool_limits
 from sentinel_platform.cli.up import check_postgres
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform_tests.deploy.postgres import PASSWORD, PASSWORD_IN_URL
+from sentinel_platform_tests.harness.postgres import PASSWORD, PASSWORD_IN_URL
 
 PG_URL = f"postgresql+psycopg2://sentinel:{PASSWORD_IN_URL}@db.internal:5432/dagster"
 

@@ -19,10 +19,10 @@ import pytest
 from sentinel_platform.cli.dagster_home import ensure_dagster_home, storage_kind
 from sentinel_platform.cli.main import main
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.deploy.postgres import PASSWORD, PASSWORD_IN_URL, PostgresServer
 from sentinel_platform_tests.deploy.tiny_location import CHATTY_LINES
+from sentinel_platform_tests.harness.postgres import PASSWORD, PASSWORD_IN_URL, PostgresServer
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.slow  # Dagster's CLI as subprocesses
 

@@ -24,9 +24,9 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from sentinel_platform.redis_server import RedisServer, free_port
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.deploy.postgres import PostgresServer
+from sentinel_platform_tests.harness.postgres import PostgresServer
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.slow  # the real `sentinel up` with Dagster on PostgreSQL
 

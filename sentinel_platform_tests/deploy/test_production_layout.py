@@ -45,9 +45,9 @@ from sentinel_platform.redis_server import RedisServer, free_port
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import connect
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL, http_ok
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.deploy.postgres import PostgresServer
+from sentinel_platform_tests.harness.postgres import PostgresServer
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL, http_ok
+from sentinel_platform_tests.harness.waits import wait_until
 
 # Each test waits on real Spark runs; the first also pays the platform's start-up.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

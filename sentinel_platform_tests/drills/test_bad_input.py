@@ -26,9 +26,9 @@ from sentinel_platform.schemas import ERROR_MAX_CHARS, SchemaError, describe_err
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.drills import strategies
+from sentinel_platform_tests.harness import strategies
 from sentinel_platform_tests.harness.processes import Child, Fleet, wait_leases
+from sentinel_platform_tests.harness.waits import wait_until
 from workers.processors import AxiomProcessor, TransactionProcessor
 
 

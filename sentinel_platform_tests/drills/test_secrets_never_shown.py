@@ -27,9 +27,9 @@ from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import SettingsError, load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform.streams.plumbing.keys import axiom_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.drills.strategies import valid_axiom
 from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.strategies import valid_axiom
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: Every password below contains this; none of the outputs may.
 SECRET = "s3cret"

@@ -30,9 +30,9 @@ from sentinel_platform.streams.producer.publish import (
     publish_rows,
     transaction_fields,
 )
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.drills.strategies import valid_axiom, valid_transaction
 from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.strategies import valid_axiom, valid_transaction
+from sentinel_platform_tests.harness.waits import wait_until
 
 ADMIN_PASSWORD = "admin-Pw-7f3e9c"
 USER = "sentinel"

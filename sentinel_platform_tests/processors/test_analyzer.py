@@ -13,10 +13,10 @@ import pytest
 
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings, SettingsError
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings, parse_assessment
 from workers.processors import TransactionProcessor
 
-from .conftest import AnalyzerServer
 from .test_transaction_rules import make_txn
 
 

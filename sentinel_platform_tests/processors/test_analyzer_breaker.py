@@ -21,11 +21,15 @@ import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform_tests.harness.analyzer_server import (
+    AnalyzerServer,
+    refusing_url,
+    wait_for_monotonic,
+)
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings
 from workers.circuit_breaker import CircuitBreaker
 from workers.processors import TransactionProcessor
 
-from .conftest import AnalyzerServer, refusing_url, wait_for_monotonic
 from .test_transaction_rules import make_txn
 
 PASSWORD = "Br34k3r-Pw"

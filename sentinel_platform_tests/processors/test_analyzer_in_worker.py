@@ -23,11 +23,11 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.waits import wait_until
 
-from .conftest import AnalyzerServer
 from .test_transaction_rules import BASE
 
 THRESHOLD = 0.5

@@ -8,10 +8,9 @@ import pytest
 
 from sentinel_platform.schemas import Axiom, SchemaError
 from sentinel_platform.settings import Settings
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from workers.analyzer import HttpAnalyzer
 from workers.processors import AxiomProcessor
-
-from .conftest import AnalyzerServer
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 RESULT_FIELDS = {

@@ -23,6 +23,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform_tests.drills.test_security import PLATFORM_COMMANDS, PLATFORM_KEYS
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer import HttpAnalyzer, analyzer_from_settings
 from workers.fleet_limits import (
@@ -34,7 +35,6 @@ from workers.fleet_limits import (
 )
 from workers.processors import TransactionProcessor
 
-from .conftest import AnalyzerServer
 from .test_transaction_rules import make_txn
 
 ROOT = Path(__file__).resolve().parents[2]

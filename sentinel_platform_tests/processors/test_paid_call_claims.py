@@ -17,9 +17,9 @@ from typing import Any
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
+from sentinel_platform_tests.harness.waits import wait_until
 
 from .test_transaction_rules import BASE
 

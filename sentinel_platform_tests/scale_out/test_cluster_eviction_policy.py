@@ -8,7 +8,7 @@ import pytest
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import read_policies, server_verdict
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -23,20 +23,20 @@ from redis.crc import key_slot
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.processes import (
     FAST_TIMINGS,
     TEST_PROCESSOR,
     WorkerProcess,
     launch_worker,
 )
-from sentinel_platform_tests.harness.streams import publish
-from sentinel_platform_tests.scale_out.redis_cluster import (
+from sentinel_platform_tests.harness.redis_cluster import (
     ClusterNode,
     RedisClusterProcess,
     find_cluster_binaries,
 )
-from sentinel_platform_tests.scale_out.requirements import missing
+from sentinel_platform_tests.harness.requirements import missing
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

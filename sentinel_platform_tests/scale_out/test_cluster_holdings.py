@@ -10,8 +10,8 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import all_stream_keys, holding_key, holdings_key
 from sentinel_platform.streams.pool.holdings import publish_holding, queue_holding, read_allowance
 from sentinel_platform.streams.pool.lag import queue_lag_key
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.waits import wait_until
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -25,7 +25,7 @@ from sentinel_platform.streams.plumbing.keys import (
     stream_keys,
 )
 from sentinel_platform.streams.producer.publish import stop_key
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster
 

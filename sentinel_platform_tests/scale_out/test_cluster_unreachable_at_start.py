@@ -17,19 +17,19 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.processes import (
     FAST_TIMINGS,
     NOOP_PROCESSOR,
     WorkerProcess,
     launch_worker,
 )
-from sentinel_platform_tests.harness.streams import publish
-from sentinel_platform_tests.scale_out.redis_cluster import (
+from sentinel_platform_tests.harness.redis_cluster import (
     RedisClusterProcess,
     find_cluster_binaries,
 )
-from sentinel_platform_tests.scale_out.requirements import missing
+from sentinel_platform_tests.harness.requirements import missing
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.cluster
 

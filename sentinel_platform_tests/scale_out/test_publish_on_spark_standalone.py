@@ -26,11 +26,11 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.dagster_cli import last_run_records
-from sentinel_platform_tests.scale_out.attributing_proxy import AttributingProxy, Connection
-from sentinel_platform_tests.scale_out.spark_standalone import SparkStandaloneCluster
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.attributing_proxy import AttributingProxy, Connection
+from sentinel_platform_tests.harness.dagster_cli import last_run_records
+from sentinel_platform_tests.harness.processes import StartWorker
+from sentinel_platform_tests.harness.spark_standalone import SparkStandaloneCluster
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,7 @@ from redis.crc import key_slot
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster
 

@@ -18,7 +18,7 @@ from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 

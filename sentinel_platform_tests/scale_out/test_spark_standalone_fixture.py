@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform_tests.scale_out.spark_standalone import (
+from sentinel_platform_tests.harness.spark_standalone import (
     SparkStandaloneCluster,
     command_line,
 )

@@ -21,11 +21,11 @@ from sentinel_platform.streams.plumbing.keys import (
     axiom_keys,
     transaction_keys,
 )
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.streams import publish
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.cluster
 

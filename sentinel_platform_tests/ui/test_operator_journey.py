@@ -28,10 +28,16 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform.streams.producer.publish import transaction_fields
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import read_alerts
-from sentinel_platform_tests.drills.strategies import valid_transaction
-from sentinel_platform_tests.ui.conftest import LOCATION, SPIKE_ENV, Platform, launch, run_status
+from sentinel_platform_tests.harness.operations import read_alerts
+from sentinel_platform_tests.harness.platform import (
+    LOCATION,
+    SPIKE_ENV,
+    Platform,
+    launch,
+    run_status,
+)
+from sentinel_platform_tests.harness.strategies import valid_transaction
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: Two Spark runs and a Dagster start: about 3 minutes on a quiet 2-core machine; the
 #: timeout leaves room for a loaded one.

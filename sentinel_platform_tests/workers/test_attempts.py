@@ -20,9 +20,10 @@ from sentinel_platform.streams.consumer.attempts import read_attempts, record_ca
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.streams.conftest import records_of
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.harness.consumers import records_of
+from sentinel_platform_tests.harness.processes import StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 # --- client retries (a reply lost while Redis stalls) ---------------------------------------
 

@@ -12,8 +12,9 @@ import pytest
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import StartWorker, WorkerProcess, publish
+from sentinel_platform_tests.harness.processes import StartWorker, WorkerProcess
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 TOTAL = 20_000
 POISON = 6

@@ -12,9 +12,10 @@ from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY, PEAK_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 C = 8
 

@@ -8,8 +8,9 @@ import time
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.pool.lag import read_lag_key
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.harness.processes import StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _lag(client: RedisClient, keys: StreamKeys) -> int | None:

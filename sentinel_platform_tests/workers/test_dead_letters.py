@@ -12,7 +12,7 @@ from sentinel_platform.streams.consumer.dead_letter import (
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.workers.conftest import publish
+from sentinel_platform_tests.harness.streams import publish
 
 
 def _deliver(client: RedisClient, keys: StreamKeys, consumer: str) -> str:

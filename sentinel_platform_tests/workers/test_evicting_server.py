@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.processes import StartWorker
 
 REFUSED = 2
 

@@ -11,9 +11,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_admin
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.waits import wait_until
 
 RETENTION_OFF = {"SENTINEL_STREAM_RETENTION_ENABLED": "false"}
 

@@ -18,9 +18,10 @@ import redis
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.relay import Relay
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,9 @@ from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import NOOP_PROCESSOR, StartWorker, publish
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _pending(client: RedisClient, keys: StreamKeys) -> int:

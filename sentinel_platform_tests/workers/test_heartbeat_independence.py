@@ -15,8 +15,9 @@ import time
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.pool.peaks import peaks_key
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import FAST_TIMINGS, StartWorker, publish
+from sentinel_platform_tests.harness.processes import FAST_TIMINGS, StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 LEASE_TTL_S = int(FAST_TIMINGS["SENTINEL_LEASE_TTL_MS"]) / 1000
 

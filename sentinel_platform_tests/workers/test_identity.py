@@ -23,16 +23,15 @@ from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.lease import Lease
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import (
+from sentinel_platform_tests.harness.processes import (
     FAST_TIMINGS,
     TEST_PROCESSOR,
     StartWorker,
     WorkerProcess,
-    pending_of,
-    publish,
 )
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 LEASE_TTL_S = int(FAST_TIMINGS["SENTINEL_LEASE_TTL_MS"]) / 1000
 UNSHARE = [shutil.which("unshare") or "unshare", "--pid", "--fork", "--kill-child"]

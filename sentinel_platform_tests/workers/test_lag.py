@@ -24,8 +24,9 @@ from sentinel_platform.streams.pool.lag import (
     plan_count,
     read_lag_key,
 )
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.harness.processes import StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 BIG = 15_000
 

@@ -7,14 +7,10 @@ import time
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import FAST_TIMINGS, StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import (
-    FAST_TIMINGS,
-    StartWorker,
-    pending_of,
-    publish,
-)
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 LEASE_TTL_S = int(FAST_TIMINGS["SENTINEL_LEASE_TTL_MS"]) / 1000
 RECLAIM_IDLE_MS = int(FAST_TIMINGS["SENTINEL_RECLAIM_IDLE_MS"])

@@ -19,9 +19,10 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace, others_claimable
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 LEASE_TTL_MS = 5000  # the grace: long enough for the resumed worker on a loaded machine
 OUTAGE_S = LEASE_TTL_MS / 1000 + 1.0  # every lease restored from the AOF is expired

@@ -15,15 +15,10 @@ from sentinel_platform.streams.consumer.liveness import Registration, registrati
 from sentinel_platform.streams.consumer.recovery import CLAIM
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker, WorkerProcess
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import (
-    NOOP_PROCESSOR,
-    StartWorker,
-    WorkerProcess,
-    pending_of,
-    publish,
-)
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: Long enough that a claim seen before it ran out cannot have come from the lease rule.
 LONG_LEASE = {"SENTINEL_LEASE_TTL_MS": "30000", "SENTINEL_LAG_KEY_TTL_S": "30"}

@@ -10,9 +10,10 @@ from __future__ import annotations
 from sentinel_platform.streams.consumer.liveness import registration_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker, pending_of, publish
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: A lease that cannot expire during the test, and reads that block a whole second.
 SLOW_LEASE_LONG_BLOCK = {

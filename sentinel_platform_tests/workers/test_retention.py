@@ -14,9 +14,9 @@ from sentinel_platform.streams.pool.retention import (
     safe_trim_id,
     trim,
 )
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.streams import publish, read_and_ack
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.waits import wait_until
 
 NOW_MS = 1_000_000_000
 

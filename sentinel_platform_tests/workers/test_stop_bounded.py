@@ -24,10 +24,11 @@ from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.stop_path import STOP_MARGIN_S
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.frozen_server import FreezableServer, freezable_server
+from sentinel_platform_tests.harness.processes import StartWorker, WorkerProcess
 from sentinel_platform_tests.harness.processors import PEAK_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker, WorkerProcess, publish
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 SHUTDOWN_TIMEOUT_S = 5.0
 #: The most a stop may ever take (timeout + 5 s); the documented bound is tighter.

@@ -31,15 +31,10 @@ from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.consumer.exit_codes import EXIT_UNCOMMITTED, EXIT_USAGE
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker, WorkerProcess
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import (
-    NOOP_PROCESSOR,
-    StartWorker,
-    WorkerProcess,
-    pending_of,
-    publish,
-)
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 SHUTDOWN_TIMEOUT_S = 2.0
 

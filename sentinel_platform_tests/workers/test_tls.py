@@ -32,8 +32,9 @@ from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError, connect
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.workers.conftest import NOOP_PROCESSOR, StartWorker, publish
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.tls import (
     KEY_PASSPHRASE,
     Pki,

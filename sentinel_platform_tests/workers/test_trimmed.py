@@ -7,7 +7,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.recovery import Recovery
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.workers.conftest import publish
+from sentinel_platform_tests.harness.streams import publish
 
 
 def test_trimmed_pending_ids_are_acknowledged_away_and_the_rest_recovered(

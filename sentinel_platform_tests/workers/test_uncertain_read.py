@@ -14,9 +14,10 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import StartWorker, publish
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.lossy_relay import LossyRelay
 
 

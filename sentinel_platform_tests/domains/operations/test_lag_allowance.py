@@ -21,7 +21,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.pool.drain import write_drain_rate
 from sentinel_platform.streams.pool.holdings import publish_holding
 from sentinel_platform.streams.pool.lag import measure_lag, write_lag_key
-from sentinel_platform_tests.domains.operations.conftest import observations, tick
+from sentinel_platform_tests.harness.operations import observations, tick
 
 PENDING = 775
 RATE = 40.0  # 8 threads x 1 / 0.2 s

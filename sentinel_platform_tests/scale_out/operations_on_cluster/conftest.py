@@ -1,21 +1,11 @@
-"""Point the operations suite's fixtures (sensors, checks, alerts) at the Redis Cluster."""
+"""Point the operations suite's fixtures (sensors, checks, alerts) at the Redis Cluster.
+
+Overriding ``make_settings`` re-points the shared ``settings``, ``redis_client`` and
+everything built on them (see :mod:`sentinel_platform_tests.harness.suite_on_cluster`).
+"""
 
 from __future__ import annotations
 
-from sentinel_platform_tests.domains.operations.conftest import (
-    clock,
-    make_resources,
-    ops_overrides,
-    txn_group,
-    webhook_factory,
-)
-from sentinel_platform_tests.scale_out.suite_on_cluster import make_settings
+from sentinel_platform_tests.harness.suite_on_cluster import make_settings
 
-__all__ = [
-    "clock",
-    "make_resources",
-    "make_settings",
-    "ops_overrides",
-    "txn_group",
-    "webhook_factory",
-]
+__all__ = ["make_settings"]

@@ -16,7 +16,6 @@ from sentinel_platform.domains.operations.dead_letters import SENSOR_NAME, dead_
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 from sentinel_platform_tests.domains.operations.test_alerting import (
     test_alert_stream_is_capped,
     test_cooldown_suppresses_repeats_across_restarts_unless_severity_worsens,
@@ -46,6 +45,7 @@ from sentinel_platform_tests.domains.operations.test_lag_gate import (
 from sentinel_platform_tests.domains.operations.test_run_failures import (
     test_failed_publish_run_raises_alert,
 )
+from sentinel_platform_tests.harness.operations import read_alerts, tick
 
 pytestmark = pytest.mark.cluster
 

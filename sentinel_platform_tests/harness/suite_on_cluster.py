@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform_tests.scale_out.redis_cluster import RedisClusterProcess
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 
 @pytest.fixture

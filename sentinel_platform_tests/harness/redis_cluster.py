@@ -32,7 +32,7 @@ from sentinel_platform.redis_server import (
     wheel_binary,
 )
 from sentinel_platform.settings import load_settings
-from sentinel_platform_tests.scale_out.orphans import die_with_parent
+from sentinel_platform_tests.harness.orphans import die_with_parent
 
 SLOTS = 16384
 

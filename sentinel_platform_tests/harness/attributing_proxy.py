@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sentinel_platform_tests.harness.relay import Observer, Relay
-from sentinel_platform_tests.scale_out.spark_standalone import ancestors
+from sentinel_platform_tests.harness.spark_standalone import ancestors
 
 #: A RESP bulk string naming the command: redis-py sends ``$4\r\nXADD\r\n``.
 XADD_TOKEN = b"$4\r\nXADD\r\n"

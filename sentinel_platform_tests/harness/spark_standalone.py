@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.scale_out.orphans import die_with_parent
+from sentinel_platform_tests.harness.orphans import die_with_parent
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -1,10 +1,8 @@
-"""Fixtures for the data domains' tests: the definitions' resources on the test Redis."""
+"""The data domains' resources as the deployed definitions get them, on the test server."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from sentinel_platform.settings import Settings
 
@@ -33,9 +31,3 @@ def resources_on(settings: Settings, base_uri: str | None) -> dict[str, Any]:
             pyspark=pyspark, base_uri=base_uri, settings=resource
         ),
     }
-
-
-@pytest.fixture
-def data_resources(settings: Settings, spark: Any) -> dict[str, Any]:
-    """The definitions' resources, pointed at the test Redis and home (Spark: the test session)."""
-    return resources_on(settings, settings.data_uri)

@@ -1,4 +1,4 @@
-"""A real HTTP analyzer on 127.0.0.1 whose behaviour each test chooses, and worker processes.
+"""A real HTTP analyzer on 127.0.0.1 whose behaviour each test chooses.
 
 The analyzer client is exercised over a real socket: the server can answer a valid
 assessment, an HTTP 500, a body that is not JSON, a 503 or 429 with ``Retry-After``, a
@@ -6,6 +6,7 @@ slow answer, or hang past the client's timeout; :func:`refusing_url` names a por
 listens on. It speaks HTTP/1.1 with keep-alive, like a production service behind a load
 balancer, and records which TCP connection carried each request and how many connections
 and requests were open at once, so tests can see connection reuse and the pool's limit.
+The ``analyzer_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -13,17 +14,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sentinel_platform.redis_server import free_port
-from sentinel_platform.settings import Settings, load_settings
-from sentinel_platform_tests.drills.conftest import fleet
 
 
 @dataclass
@@ -136,17 +133,20 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
-@pytest.fixture
-def analyzer_server() -> Iterator[AnalyzerServer]:
+@contextmanager
+def serving_analyzer() -> Iterator[AnalyzerServer]:
+    """An :class:`AnalyzerServer` listening on a free local port until the block ends."""
     state = AnalyzerServer()
     server = _Server(("127.0.0.1", 0), _handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}/assess"
-    yield state
-    state.release.set()
-    server.shutdown()
-    server.server_close()
+    try:
+        yield state
+    finally:
+        state.release.set()
+        server.shutdown()
+        server.server_close()
 
 
 def refusing_url() -> str:
@@ -160,23 +160,3 @@ def wait_for_monotonic(deadline: float, timeout_s: float = 30.0) -> None:
     assert deadline - time.monotonic() <= timeout_s, "deadline too far in the future"
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(left, 0.05))
-
-
-@pytest.fixture
-def rules_settings(tmp_path: Path) -> Settings:
-    """Settings for pure processing tests: no Redis needed, defaults for every rule."""
-    return load_settings(home=tmp_path)
-
-
-@pytest.fixture
-def make_rules_settings(tmp_path: Path) -> Callable[..., Settings]:
-    """Settings with overrides (field names), for rule tests."""
-
-    def factory(**overrides: Any) -> Settings:
-        return load_settings(home=tmp_path, **overrides)
-
-    return factory
-
-
-# ``fleet``: the drills' real worker processes (imported above), shared as a fixture.
-__all__ = ["fleet"]

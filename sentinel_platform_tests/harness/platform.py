@@ -1,5 +1,5 @@
-"""Fixtures for the browser tests: ``sentinel up`` on a free port, headless Chromium, and
-where screenshots go.
+"""The browser tests' platform: ``sentinel up`` on a free port, headless Chromium's
+settings, and where screenshots go (the fixtures are registered by the suite's plugin).
 
 Chromium is Debian's package (``/usr/bin/chromium``), driven by Playwright with
 ``executable_path``: no browser is downloaded. The flags keep it off the network (the
@@ -12,29 +12,19 @@ Screenshots go to the test's temporary directory, or to ``docs/ui/`` when
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
-from sentinel_platform.cli.up import repo_root
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.cli.sentinel_up import (
+from sentinel_platform_tests.harness.sentinel_up import (
     SENTINEL,
     dagster_log_tail,
-    http_ok,
     start_sentinel_up,
 )
-from sentinel_platform_tests.conftest import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -136,54 +126,3 @@ def start_platform(
     ensure_dagster_home(settings.dagster_home)
     port, up = start_sentinel_up(env)
     return Platform(port, env, settings.home_dir), up
-
-
-@pytest.fixture
-def platform(
-    settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
-) -> Iterator[Platform]:
-    """``sentinel up`` (slow workers, small limits) on a free port; SIGTERM at teardown."""
-    running, up = start_platform(settings, settings_env, SPIKE_ENV)
-    try:
-        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
-        yield running
-    finally:
-        up.send_signal(signal.SIGTERM)
-        up.communicate(timeout=120)
-
-
-@pytest.fixture
-def calm_platform(
-    settings: Settings, settings_env: dict[str, str], redis_client: RedisClient
-) -> Iterator[Platform]:
-    """``sentinel up`` with the default limits and a worker at full speed; SIGTERM at
-    teardown."""
-    running, up = start_platform(settings, settings_env, {})
-    try:
-        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
-        yield running
-    finally:
-        up.send_signal(signal.SIGTERM)
-        up.communicate(timeout=120)
-
-
-@pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    """Where the test saves its screenshots (``docs/ui`` when refreshing the README's)."""
-    if os.environ.get("UPDATE_SCREENSHOTS") == "1":
-        target = repo_root() / "docs" / "ui"
-        target.mkdir(parents=True, exist_ok=True)
-        return target
-    return tmp_path / "screenshots"
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    """Headless Debian Chromium through Playwright; a missing browser fails, never skips."""
-    from playwright.sync_api import sync_playwright
-
-    assert shutil.which(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()

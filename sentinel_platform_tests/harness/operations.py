@@ -1,30 +1,28 @@
-"""Fixtures for the operations tests: resources on the test Redis, a capturing webhook
-server (healthy, hanging or failing), small real stand-ins for the publish assets and job,
-and helpers to read alerts back from the Redis alert stream."""
+"""The operations domain as its tests drive it: small real stand-ins for the publish
+assets and job, a capturing webhook server (healthy, hanging or failing), a settable
+clock, one real sensor tick, and the alerts read back from the Redis alert stream.
+
+The fixtures built on them (``webhook_factory``, ``make_resources``, ``clock``, ...) are
+registered by the suite's plugin.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import dagster as dg
-import pytest
 
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.domains.operations.targets import (
     AXIOM_STREAM_ASSET,
     TRANSACTION_STREAM_ASSET,
 )
-from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 
 DAILY = dg.DailyPartitionsDefinition(start_date="2026-01-01")
 
@@ -93,44 +91,6 @@ class WebhookServer:
         self.httpd.server_close()
 
 
-@pytest.fixture
-def webhook_factory() -> Iterator[Callable[[str], WebhookServer]]:
-    servers: list[WebhookServer] = []
-
-    def factory(mode: str = "ok") -> WebhookServer:
-        server = WebhookServer(mode).__enter__()
-        servers.append(server)
-        return server
-
-    yield factory
-    for server in servers:
-        server.__exit__()
-
-
-@pytest.fixture
-def ops_overrides(settings: Settings) -> dict[str, str]:
-    """Settings overrides of the operations' settings resource (field names, string values)."""
-    return {"redis_url": settings.redis_url_value, "home": str(settings.home_dir)}
-
-
-@pytest.fixture
-def make_resources(
-    ops_overrides: dict[str, str], redis_client: RedisClient
-) -> Callable[..., dict[str, Any]]:
-    """Resources for a sensor or check, with extra overrides (the Redis is flushed first)."""
-
-    def factory(**extra: object) -> dict[str, Any]:
-        overrides = {**ops_overrides, **{k: str(v) for k, v in extra.items()}}
-        settings = SettingsResource(overrides=overrides)
-        return {
-            "settings": settings,
-            "alerts": AlertSink(settings=settings),
-            "stream_inspector": StreamInspector(),
-        }
-
-    return factory
-
-
 def read_alerts(client: RedisClient, settings: Settings, source: str | None = None) -> list[Alert]:
     alerts = [Alert.from_fields(f) for _, f in client.xrange(settings.alerts_stream)]
     return [a for a in alerts if source is None or a.source == source]
@@ -144,11 +104,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock(datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
 
 
 def tick(
@@ -176,11 +131,3 @@ def observations(data: Any, asset_key: dg.AssetKey) -> list[dict[str, Any]]:
         for event in data.asset_events
         if isinstance(event, dg.AssetObservation) and event.asset_key == asset_key
     ]
-
-
-@pytest.fixture
-def txn_group(redis_client: RedisClient, settings: Settings) -> StreamKeys:
-    """The transactions stream with its consumer group, as the workers would create it."""
-    keys = transaction_keys(settings)
-    redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
-    return keys
