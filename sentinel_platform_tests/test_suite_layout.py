@@ -76,3 +76,24 @@ def test_each_shared_fixture_is_defined_once() -> None:
 def test_the_plugin_is_loaded_by_the_suite_configuration() -> None:
     addopts = (ROOT / "pyproject.toml").read_text()
     assert "-p sentinel_platform_tests.harness.plugin" in addopts
+
+
+#: Folders of the suite that mirror no package of the code, and why.
+NOT_A_PACKAGE = {
+    "harness": "the suite's own harness",
+    "bench": "the bench/ scripts",
+    "deploy": "the shipped deploy/ files",
+}
+
+
+def test_every_test_folder_mirrors_a_package_of_the_code() -> None:
+    """A folder of tests is named after the package its tests are about, not how they run."""
+    stray = []
+    for init in sorted(SUITE.rglob("__init__.py")):
+        folder = init.parent.relative_to(SUITE)
+        if folder == Path(".") or folder.parts[0] in NOT_A_PACKAGE:
+            continue
+        mirrors = (ROOT / "sentinel_platform" / folder, ROOT / folder)
+        if not any((package / "__init__.py").is_file() for package in mirrors):
+            stray.append(str(folder))
+    assert not stray, f"test folders mirroring no package: {stray}"

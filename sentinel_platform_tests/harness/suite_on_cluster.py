@@ -1,9 +1,11 @@
-"""Re-pointing another area's test suite at the Redis Cluster, without copying its tests.
+"""Re-pointing tests at the Redis Cluster, without copying them.
 
-Import :func:`make_settings` into a folder's conftest.py and the root ``settings``,
+Import :func:`make_settings` into a test module and the shared ``settings``,
 ``redis_client`` (which FLUSHALLs every primary) and ``settings_env`` fixtures, and
-everything built on them, talk to the cluster with ``REDIS_URL=redis+cluster://...``.
-Test functions imported from the other area then run unchanged against the cluster.
+everything built on them, talk to the cluster with ``REDIS_URL=redis+cluster://...`` for
+that module's tests. Test functions imported from another module then run unchanged
+against the cluster. Import :func:`worker_env` instead to keep the session's server and run
+only the module's worker processes (``start_worker``) on the cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform_tests.harness.processes import FAST_TIMINGS
 from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 
@@ -32,3 +36,9 @@ def make_settings(
         return settings
 
     return factory
+
+
+@pytest.fixture
+def worker_env(cluster_env: dict[str, str], cluster_client: RedisClient) -> dict[str, str]:
+    """Worker environment on the (flushed) cluster, with the workers suite's short timings."""
+    return {**cluster_env, **FAST_TIMINGS}

@@ -9,7 +9,7 @@ import pytest
 from sentinel_platform import settings_reference
 from sentinel_platform.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_DOC = ROOT / "docs" / "settings.md"
 
 

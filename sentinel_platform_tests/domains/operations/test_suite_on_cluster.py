@@ -1,9 +1,10 @@
 """The operations suite (sensors, stream-health checks, alerts) against the Redis Cluster.
 
-The imported tests are the operations suite's own functions; this folder's conftest points
-their fixtures at the cluster. Its dead-letter tests are not imported: their helper writes
-to the single-server DLQ name (``settings.dlq_stream``), which a cluster deployment does not
-use. The DLQ sensor is proven here instead with dead letters in both per-stream DLQs.
+The imported tests are the operations suite's own functions; this module's
+``make_settings`` (imported below) points their fixtures at the cluster. Its dead-letter
+tests are not imported: their helper writes to the single-server DLQ name
+(``settings.dlq_stream``), which a cluster deployment does not use. The DLQ sensor is
+proven here instead with dead letters in both per-stream DLQs.
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ from sentinel_platform_tests.domains.operations.test_run_failures import (
     test_failed_publish_run_raises_alert,
 )
 from sentinel_platform_tests.harness.operations import read_alerts, tick
+from sentinel_platform_tests.harness.suite_on_cluster import make_settings
 
 pytestmark = pytest.mark.cluster
 
 __all__ = [
+    "make_settings",
     "test_alert_stream_is_capped",
     "test_consumer_whose_pending_only_grows_is_reported_stalled_after_a_window",
     "test_cooldown_suppresses_repeats_across_restarts_unless_severity_worsens",

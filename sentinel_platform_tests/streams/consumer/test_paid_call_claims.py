@@ -20,8 +20,7 @@ from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
-
-from .test_transaction_rules import BASE
+from sentinel_platform_tests.workers.processors.test_transactions import BASE
 
 KEYS = 24
 COPIES = 3

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASES = (
     ROOT,
     ROOT / "sentinel_platform",

@@ -26,12 +26,11 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer, refusing_url
 from sentinel_platform_tests.harness.waits import wait_until
+from sentinel_platform_tests.workers.processors.test_axioms import make_axiom
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import HttpAnalyzer, NoFreeConnection, analyzer_from_settings
 from workers.circuit_breaker import CircuitBreaker
 from workers.processors import AxiomProcessor, TransactionProcessor
-
-from .test_axiom_processor import make_axiom
-from .test_transaction_rules import make_txn
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ def test_a_setting_name_is_read_from_the_settings_at_run_time() -> None:
 
 
 def test_stream_modules_are_imported_when_the_settings_name_them() -> None:
-    module = "sentinel_platform_tests.foundation.extra_stream"
+    module = "sentinel_platform_tests.extra_stream"
     sys.modules.pop(module, None)  # imported afresh: its register() call runs now
     settings = load_settings(stream_modules=module)
     try:

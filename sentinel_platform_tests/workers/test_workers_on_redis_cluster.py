@@ -1,6 +1,6 @@
 """Workers on a real 3-primary Redis Cluster keep each stream's keys on that stream's shard.
 
-The workers suite's own cases run on the cluster next door (``worker_suite_on_cluster``);
+The workers suite's own cases run on the cluster in :mod:`.streams.consumer.test_suite_on_cluster`;
 these add what only a cluster has: two streams served by different primaries, each with
 its own DLQ, results, lag key and markers in its own slot.
 """
@@ -25,6 +25,7 @@ from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.suite_on_cluster import worker_env  # noqa: F401 (workers on the cluster)
 from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.cluster

@@ -16,7 +16,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
 from sentinel_platform.domains.shared.publish import publish_asset
-from sentinel_platform_tests.third_stream.payments import PAYMENTS, REVIEW_ABOVE
+from sentinel_platform_tests.harness.third_stream.payments import PAYMENTS, REVIEW_ABOVE
 
 PAYMENT_SCHEMA = StructType(
     [

@@ -30,6 +30,7 @@ from sentinel_platform_tests.harness.attributing_proxy import AttributingProxy, 
 from sentinel_platform_tests.harness.dagster_cli import last_run_records
 from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.spark_standalone import SparkStandaloneCluster
+from sentinel_platform_tests.harness.suite_on_cluster import worker_env  # noqa: F401 (workers on the cluster)
 from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.cluster

@@ -26,11 +26,10 @@ from sentinel_platform_tests.harness.analyzer_server import (
     refusing_url,
     wait_for_monotonic,
 )
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings
 from workers.circuit_breaker import CircuitBreaker
 from workers.processors import TransactionProcessor
-
-from .test_transaction_rules import make_txn
 
 PASSWORD = "Br34k3r-Pw"
 #: What "fails at once" means: generous for a loaded CI machine, yet below the shortest

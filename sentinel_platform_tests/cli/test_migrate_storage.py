@@ -19,7 +19,7 @@ import pytest
 from sentinel_platform.cli.dagster_home import ensure_dagster_home, storage_kind
 from sentinel_platform.cli.main import main
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.deploy.tiny_location import CHATTY_LINES
+from sentinel_platform_tests.cli.tiny_location import CHATTY_LINES
 from sentinel_platform_tests.harness.postgres import PASSWORD, PASSWORD_IN_URL, PostgresServer
 from sentinel_platform_tests.harness.sentinel_up import SENTINEL
 from sentinel_platform_tests.harness.waits import wait_until

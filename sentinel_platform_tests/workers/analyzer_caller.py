@@ -1,6 +1,6 @@
 """A second worker's analyzer client, in its own process, for the fleet-hold test.
 
-Run as ``python -m sentinel_platform_tests.processors.analyzer_caller`` with the worker's
+Run as ``python -m sentinel_platform_tests.workers.analyzer_caller`` with the worker's
 environment (``SENTINEL_ANALYZER_URL``, ``REDIS_URL``, ``SENTINEL_HOME``). It builds the
 analyzer exactly as a worker does (``analyzer_from_settings``, then ``bind_redis`` with
 its own client), prints ``ready``, waits for one line on stdin, then calls until the
@@ -19,7 +19,7 @@ from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import connect
-from sentinel_platform_tests.processors.test_transaction_rules import BASE
+from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from workers.analyzer import analyzer_from_settings
 
 DEADLINE_S = 30.0

@@ -14,10 +14,9 @@ import pytest
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings, SettingsError
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings, parse_assessment
 from workers.processors import TransactionProcessor
-
-from .test_transaction_rules import make_txn
 
 
 def processor_for(server: AnalyzerServer, settings: Settings, timeout_s: float = 2.0) -> Any:

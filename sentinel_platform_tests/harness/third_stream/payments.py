@@ -133,11 +133,11 @@ PAYMENTS = register(
         results="sentinel:payment_decisions",
         wire_model=Payment,
         columns=COLUMNS,
-        processor="sentinel_platform_tests.third_stream.payments:from_settings",
+        processor="sentinel_platform_tests.harness.third_stream.payments:from_settings",
         asset="payment_stream",
         publish_job="publish_payments",
         worker_prefix="pay",
-        definitions="sentinel_platform_tests.third_stream.assets:defs",
+        definitions="sentinel_platform_tests.harness.third_stream.assets:defs",
         description="payments to settle: one decision each, approved or held for review",
     )
 )

@@ -22,9 +22,10 @@ import pytest
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
-from sentinel_platform_tests.drills.test_security import PLATFORM_COMMANDS, PLATFORM_KEYS
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.waits import wait_until
+from sentinel_platform_tests.streams.plumbing.test_security import PLATFORM_COMMANDS, PLATFORM_KEYS
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import HttpAnalyzer, analyzer_from_settings
 from workers.fleet_limits import (
     RATE_WAIT_BOUND_S,
@@ -34,8 +35,6 @@ from workers.fleet_limits import (
     wait_bound,
 )
 from workers.processors import TransactionProcessor
-
-from .test_transaction_rules import make_txn
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-T0ken"
@@ -166,7 +165,7 @@ def test_a_retry_after_seen_by_one_worker_holds_another_worker_process(
     settings = make_settings(analyzer_url=analyzer_server.url)
     env = {**settings_env, "SENTINEL_ANALYZER_URL": analyzer_server.url}
     other = subprocess.Popen(
-        [sys.executable, "-m", "sentinel_platform_tests.processors.analyzer_caller"],
+        [sys.executable, "-m", "sentinel_platform_tests.workers.analyzer_caller"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.PIPE,

@@ -35,10 +35,10 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform.streams.pool.lag import measure_lag
+from sentinel_platform_tests.cli.test_operator_journey import _shot, _ui_runs, assert_no_welcome
 from sentinel_platform_tests.harness.operations import read_alerts
 from sentinel_platform_tests.harness.platform import LOCATION, Platform, launch, run_status
 from sentinel_platform_tests.harness.waits import wait_until
-from sentinel_platform_tests.ui.test_operator_journey import _shot, _ui_runs, assert_no_welcome
 
 #: A Dagster start, a checks run, a demo run, a failed run and a default-size day through
 #: Spark: about 5 minutes on a quiet 2-core machine; the timeout leaves room for a loaded one.

@@ -35,7 +35,7 @@ from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker
 from sentinel_platform_tests.harness.streams import publish
 from sentinel_platform_tests.harness.waits import wait_until
-from sentinel_platform_tests.workers.tls import (
+from sentinel_platform_tests.streams.plumbing.tls import (
     KEY_PASSPHRASE,
     Pki,
     candidate_binaries,

@@ -27,8 +27,7 @@ from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
-
-from .test_transaction_rules import BASE
+from sentinel_platform_tests.workers.processors.test_transactions import BASE
 
 THRESHOLD = 0.5
 ANALYZER_PASSWORD = "An4lyz3r-Pw"
