@@ -42,13 +42,13 @@ test: $(VENV)/.installed-test
 
 ## The inner loop, under a minute: pure tests and in-process tests on a real Redis server.
 ## No SparkSession, Dagster instance, child process or cluster: one marker per harness, set
-## at collection (sentinel_platform_tests/harness_markers.py); `make test` runs everything.
+## at collection (sentinel_platform_tests/harness/markers.py); `make test` runs everything.
 test-fast: $(VENV)/.installed-test
 	$(PYTEST) -m "not slow and not cluster and not spark and not dagster and not processes"
 
 ## Only the scale-out tests: a real Redis Cluster and a Spark standalone cluster
 test-cluster: $(VENV)/.installed-test
-	REQUIRE_CLUSTER_TESTS=1 $(PYTEST) -m cluster sentinel_platform_tests/scale_out
+	REQUIRE_CLUSTER_TESTS=1 $(PYTEST) -m cluster
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .

@@ -54,7 +54,7 @@ from bench._common import (
 )
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import load_settings
-from sentinel_platform_tests.deploy.postgres import start_postgres
+from sentinel_platform_tests.harness.postgres import start_postgres
 from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.waits import wait_until
 

@@ -12,8 +12,8 @@ times. Workers and producer must reconnect with backoff on their own. At the end
   stream),
 * the pending list drains, and the workers are the same processes (none crashed).
 
-The drill test (``sentinel_platform_tests/drills``) runs :func:`run_drill` with one
-restart; this script is the long version.
+The drill test (``sentinel_platform_tests/streams/consumer/test_redis_restart.py``) runs
+:func:`run_drill` with one restart; this script is the long version.
 """
 
 from __future__ import annotations

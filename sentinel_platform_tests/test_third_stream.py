@@ -1,8 +1,9 @@
 """A third stream declared in one place drives the whole platform, end to end.
 
-``sentinel_platform_tests.third_stream`` declares the ``payments`` stream (spec, wire model and
-processor in :mod:`~sentinel_platform_tests.third_stream.payments`, the Spark source asset and its
-publish job in :mod:`~sentinel_platform_tests.third_stream.assets`, which the spec names) and names
+``sentinel_platform_tests.harness.third_stream`` declares the ``payments`` stream (spec,
+wire model and processor in :mod:`~sentinel_platform_tests.harness.third_stream.payments`,
+the Spark source asset and its publish job in
+:mod:`~sentinel_platform_tests.harness.third_stream.assets`, which the spec names) and names
 nothing else: the platform's own code location picks it up through ``SENTINEL_STREAM_MODULES``.
 Through real processes only: ``sentinel up`` starts its worker from the registry
 (``--payments-workers``), the Spark asset is materialised through the code location by Dagster's CLI
@@ -42,13 +43,12 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.harness.waits import WaitTimeout
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 pytestmark = pytest.mark.slow
 
-STREAM_MODULE = "sentinel_platform_tests.third_stream.payments"
+STREAM_MODULE = "sentinel_platform_tests.harness.third_stream.payments"
 #: The platform's own code location: the stream reaches it through the registry only.
 LOCATION_MODULE = "sentinel_platform.definitions"
 ASSET = dg.AssetKey("payment_stream")

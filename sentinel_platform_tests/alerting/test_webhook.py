@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.alerting.webhook import WebhookSender
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 class RateLimitedEndpoint:

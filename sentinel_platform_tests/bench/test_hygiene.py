@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sentinel_platform.exit_codes import EXIT_USAGE
-from sentinel_platform_tests.cli.conftest import run_sentinel
+from sentinel_platform_tests.harness.cli import run_sentinel
 
 SENTINEL_CASES = [
     (["up", "--worker-concurrency", "abc"], "--worker-concurrency", "auto or a whole number >= 1"),

@@ -19,8 +19,8 @@ from sentinel_platform.streams.operators import dlq_admin
 from sentinel_platform.streams.operators.dlq_admin import REPLAYED_FROM_FIELD, DlqError, DlqFilter
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.cli import CliResult, axiom_fields, transaction_fields
+from sentinel_platform_tests.harness.waits import wait_until
 
 Cli = Callable[..., CliResult]
 AddLetter = Callable[..., str]

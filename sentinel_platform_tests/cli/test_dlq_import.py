@@ -13,7 +13,7 @@ from sentinel_platform.streams.operators import dlq_import
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, transaction_fields
+from sentinel_platform_tests.harness.cli import CliResult, transaction_fields
 
 Cli = Callable[..., CliResult]
 AddLetter = Callable[..., str]

@@ -13,7 +13,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.dlq_admin import replayed_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, transaction_fields
+from sentinel_platform_tests.harness.cli import CliResult, transaction_fields
 
 Sentinel = Callable[..., CliResult]
 

@@ -13,7 +13,7 @@ from sentinel_platform.registry import UnknownStreamError, resolve_stream
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
+from sentinel_platform_tests.harness.cli import CliResult, axiom_fields, transaction_fields
 
 Sentinel = Callable[..., CliResult]
 

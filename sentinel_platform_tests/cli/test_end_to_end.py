@@ -28,14 +28,14 @@ from sentinel_platform.domains.demo import schedule as demo
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.cli.sentinel_up import (
+from sentinel_platform_tests.harness.sentinel_up import (
     SENTINEL,
     dagster_log_tail,
     dagster_sensor,
     http_ok,
     start_sentinel_up,
 )
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import SENTINEL, transaction_fields
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.cli import SENTINEL, transaction_fields
+from sentinel_platform_tests.harness.waits import wait_until
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

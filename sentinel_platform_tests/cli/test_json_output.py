@@ -18,7 +18,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
+from sentinel_platform_tests.harness.cli import CliResult, axiom_fields, transaction_fields
 
 Sentinel = Callable[..., CliResult]
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"

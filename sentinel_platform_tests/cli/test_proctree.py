@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.cli import proctree
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 PARENT_WITH_GRANDCHILD = (
     "import subprocess, sys, time\n"

@@ -14,7 +14,7 @@ import pytest
 
 from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_USAGE
 from sentinel_platform.redis_server import RedisServer
-from sentinel_platform_tests.cli.conftest import run_sentinel
+from sentinel_platform_tests.harness.cli import run_sentinel
 from sentinel_platform_tests.harness.processes import child_env
 
 PASSWORD = "s3cret-server-pw"

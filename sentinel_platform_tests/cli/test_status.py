@@ -23,9 +23,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.progress import MIN_SPAN_S, entries_read, record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, axiom_fields, transaction_fields
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.cli import CliResult, axiom_fields, transaction_fields
 from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _stream(doc: dict, name: str) -> dict:

@@ -9,7 +9,7 @@ import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.cli.conftest import CliResult
+from sentinel_platform_tests.harness.cli import CliResult
 
 
 def test_status_shows_the_dlq_fill_against_its_cap(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.cli.conftest import CliResult
+from sentinel_platform_tests.harness.cli import CliResult
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.backlog.holdings import publish_holding
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.conftest import CliResult, transaction_fields
+from sentinel_platform_tests.harness.cli import CliResult, transaction_fields
 
 
 def _stream(doc: dict, name: str) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sentinel_platform.cli import proctree
 from sentinel_platform.cli.supervisor import Backoff, ChildSpec, Supervisor
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _spec(tmp_path: Path, name: str, code: str, **kw: object) -> ChildSpec:

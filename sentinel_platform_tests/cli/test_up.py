@@ -21,7 +21,7 @@ from sentinel_platform.redis_server import (
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _state(home: Path) -> dict:

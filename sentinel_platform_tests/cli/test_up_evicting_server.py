@@ -10,7 +10,7 @@ import pytest
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import ALLOW_SETTING
-from sentinel_platform_tests.cli.sentinel_up import SENTINEL
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL
 
 #: Far longer than a refusal takes; a ``sentinel up`` that did not refuse runs until stopped.
 REFUSAL_TIMEOUT_S = 60

@@ -22,7 +22,7 @@ from sentinel_platform.cli.up import UpOptions, consumer_name, new_run_id, worke
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.waits import wait_until
 
 OPTIONS = UpOptions(
     workers={"transactions": 2, "axioms": 1},

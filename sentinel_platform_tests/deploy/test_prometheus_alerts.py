@@ -27,9 +27,9 @@ from sentinel_platform.registry import TRANSACTIONS, stream_specs
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.cli.conftest import SENTINEL, transaction_fields
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.cli import SENTINEL, transaction_fields
 from sentinel_platform_tests.harness.prometheus import PrometheusServer, binary
+from sentinel_platform_tests.harness.waits import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "sentinel-rules.yml"

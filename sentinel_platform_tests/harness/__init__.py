@@ -15,8 +15,15 @@ Plain functions and classes, no pytest, so a bench script imports them as the te
   (429 + ``Retry-After``) or queues beyond K, K changeable while it runs;
 * :mod:`.spark_frames`: Spark DataFrames of valid transactions, as a publish asset has them;
 * :mod:`.frozen_server`, :mod:`.prometheus`: a Redis server a test can freeze, a real
-  Prometheus server.
+  Prometheus server;
+* :mod:`.redis_cluster`, :mod:`.spark_standalone`: a real Redis Cluster and a Spark
+  standalone cluster; :mod:`.postgres`: a throw-away PostgreSQL server;
+* :mod:`.analyzer_server`, :mod:`.operations`, :mod:`.cli`, :mod:`.consumers`,
+  :mod:`.platform`, :mod:`.domains`, :mod:`.sentinel_up`, :mod:`.dagster_cli`: the helpers
+  of the fixtures below, which tests import as well (a test never imports a conftest.py).
 
-Importing the harness changes nothing in the environment (the test ``conftest.py`` does:
-it scrubs ``SENTINEL_*`` variables), so a bench can use it as it is.
+The pytest side is apart: :mod:`.plugin` (loaded with ``-p`` from pyproject.toml's
+``addopts``) registers the shared fixtures of :mod:`.fixtures` and the harness markers of
+:mod:`.markers`. Importing the rest changes nothing in the environment (the plugin does: it
+scrubs ``SENTINEL_*`` variables), so a bench can use it as it is.
 """

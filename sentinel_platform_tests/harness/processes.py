@@ -19,7 +19,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -231,6 +231,10 @@ class WorkerProcess(Child):
         (a test that froze or starved the server before it would meet start-up's retries)."""
         wait_until(lambda: self.ready(client), timeout_s, 0.02, f"worker {self.name} ready")
         return self
+
+
+#: The ``start_worker`` fixture: ``start_worker(stream, consumer, processor, env, args)``.
+StartWorker = Callable[..., WorkerProcess]
 
 
 def _popen(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen[bytes]:

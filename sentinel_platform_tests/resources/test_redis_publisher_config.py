@@ -20,7 +20,7 @@ from sentinel_platform.resources.redis_publisher import (
     PasswordInConfigError,
     RedisPublisherResource,
 )
-from sentinel_platform_tests.resources.secret_config import (
+from sentinel_platform_tests.harness.secret_config import (
     PROBE_KEY,
     REPO_ROOT,
     SECRET,

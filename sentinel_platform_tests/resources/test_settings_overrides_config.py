@@ -19,7 +19,7 @@ import redis
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.resources.config_secrets import PasswordInConfigError
 from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform_tests.resources.secret_config import (
+from sentinel_platform_tests.harness.secret_config import (
     PROBE_KEY,
     SECRET,
     failed_run_text,

@@ -15,7 +15,7 @@ from sentinel_platform.cli.main import main
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.workers.conftest import StartWorker
+from sentinel_platform_tests.harness.processes import StartWorker
 
 NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURRENCY")
 

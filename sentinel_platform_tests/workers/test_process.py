@@ -13,14 +13,10 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
+from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
-from sentinel_platform_tests.workers.conftest import (
-    TEST_PROCESSOR,
-    StartWorker,
-    pending_of,
-    publish,
-)
+from sentinel_platform_tests.harness.streams import pending_of, publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _consumers(client: RedisClient, keys: StreamKeys) -> set[str]:

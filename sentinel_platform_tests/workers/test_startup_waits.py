@@ -28,9 +28,13 @@ import pytest
 from sentinel_platform.redis_server import RedisServer, free_port
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.harness.processes import REPO_ROOT, Fleet
-from sentinel_platform_tests.workers.conftest import TEST_PROCESSOR, WorkerProcess
+from sentinel_platform_tests.harness.processes import (
+    REPO_ROOT,
+    TEST_PROCESSOR,
+    Fleet,
+    WorkerProcess,
+)
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: A lease that outlives the test by far: before the fix the wait lasted two of them.
 LONG_LEASE = {"SENTINEL_LEASE_TTL_MS": "60000"}

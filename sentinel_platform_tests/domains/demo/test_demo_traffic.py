@@ -19,7 +19,7 @@ from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.domains.dagster_cli import DAGSTER
+from sentinel_platform_tests.harness.dagster_cli import DAGSTER
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 DATA_ASSETS = {

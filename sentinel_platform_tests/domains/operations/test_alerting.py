@@ -16,9 +16,9 @@ from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
+from sentinel_platform_tests.harness.operations import read_alerts, tick
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: A tick must return within this, whatever the webhook does: roomy for a loaded machine,
 #: yet below one webhook timeout in the test below (a hanging webhook holds a request 10 s).

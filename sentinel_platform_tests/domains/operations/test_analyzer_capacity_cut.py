@@ -28,14 +28,10 @@ from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.producer.publish import PublishStats
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
+from sentinel_platform_tests.harness.operations import observations, read_alerts, tick
 from sentinel_platform_tests.harness.spark_frames import transaction_frame
-from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
-    start_worker,
-    worker_env,
-)
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]  # Spark + a worker, loaded CI
 ROWS = 1_000
@@ -56,7 +52,7 @@ def test_a_capacity_cut_mid_run_slows_the_producer_and_costs_no_ai_verdict(
     make_resources: Any,
     dagster_instance: Any,
     clock: Any,
-    start_worker: Any,  # noqa: F811 (the fixture)
+    start_worker: Any,
 ) -> None:
     keys = txn_group
     frame = _partition(spark).cache()

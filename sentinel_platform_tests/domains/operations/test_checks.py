@@ -21,8 +21,8 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.lag import write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.domains.operations.conftest import transaction_stream
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
+from sentinel_platform_tests.harness.operations import transaction_stream
 
 PASS, WARN, ERROR = "pass", dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
 

@@ -9,8 +9,8 @@ from sentinel_platform.alerting.model import Alert
 from sentinel_platform.domains.operations.dead_letters import SENSOR_NAME, dead_letter_queue_sensor
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
+from sentinel_platform_tests.harness.operations import read_alerts, tick
 
 CAP = 100  # the smallest SENTINEL_DLQ_MAXLEN allowed
 

@@ -16,8 +16,8 @@ from sentinel_platform.domains.operations.targets import (
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
+from sentinel_platform_tests.harness.operations import read_alerts, tick
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def dead_letter(

@@ -8,8 +8,8 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.group_view import scan_pending
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import read_alerts, tick
+from sentinel_platform_tests.harness.operations import read_alerts, tick
+from sentinel_platform_tests.harness.waits import wait_until
 
 WINDOW = 3
 

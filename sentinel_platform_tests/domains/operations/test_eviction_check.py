@@ -21,7 +21,7 @@ from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.domains.operations.conftest import transaction_stream
+from sentinel_platform_tests.harness.operations import transaction_stream
 
 PASS, WARN, ERROR = "pass", dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
 

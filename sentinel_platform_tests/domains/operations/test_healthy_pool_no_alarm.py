@@ -23,13 +23,9 @@ from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
 from sentinel_platform.streams.producer.publish import PublishStats
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import observations, read_alerts, tick
+from sentinel_platform_tests.harness.operations import observations, read_alerts, tick
 from sentinel_platform_tests.harness.spark_frames import transaction_frame
-from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
-    start_worker,
-    worker_env,
-)
+from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.spark
 ROWS = 20_000
@@ -49,7 +45,7 @@ def test_healthy_default_pool_publishing_a_partition_raises_no_alert(
     make_resources: Any,
     dagster_instance: Any,
     clock: Any,
-    start_worker: Any,  # noqa: F811 (the fixture)
+    start_worker: Any,
 ) -> None:
     keys = txn_group
     frame = _partition(spark).cache()

@@ -21,7 +21,7 @@ from sentinel_platform.streams.backlog.lag import measure_lag, write_lag_key
 from sentinel_platform.streams.operators.group_view import lag_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.domains.operations.conftest import observations, tick
+from sentinel_platform_tests.harness.operations import observations, tick
 
 PENDING = 775
 RATE = 40.0  # 8 threads x 1 / 0.2 s

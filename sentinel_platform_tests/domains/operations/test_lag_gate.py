@@ -19,7 +19,7 @@ from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.backlog.lag import measure_lag, write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
-from sentinel_platform_tests.domains.operations.conftest import (
+from sentinel_platform_tests.harness.operations import (
     DAILY,
     LAG_THRESHOLDS,
     axiom_stream,

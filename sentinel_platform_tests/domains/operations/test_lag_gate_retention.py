@@ -7,7 +7,7 @@ from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.streams.backlog.lag import write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.domains.operations.conftest import observations, tick
+from sentinel_platform_tests.harness.operations import observations, tick
 
 
 def test_stream_observation_records_the_entries_retained(

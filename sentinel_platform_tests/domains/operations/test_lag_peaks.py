@@ -19,8 +19,7 @@ from sentinel_platform.streams.backlog.peaks import HARD, peaks_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
-from sentinel_platform_tests.conftest import wait_until
-from sentinel_platform_tests.domains.operations.conftest import (
+from sentinel_platform_tests.harness.operations import (
     LAG_THRESHOLDS,
     axiom_stream,
     observations,
@@ -29,12 +28,9 @@ from sentinel_platform_tests.domains.operations.conftest import (
     tick,
     transaction_stream,
 )
-from sentinel_platform_tests.workers.conftest import (  # noqa: F401 (fixtures)
-    NOOP_PROCESSOR,
-    publish,
-    start_worker,
-    worker_env,
-)
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR
+from sentinel_platform_tests.harness.streams import publish
+from sentinel_platform_tests.harness.waits import wait_until
 
 
 def _drained(client: RedisClient, keys: StreamKeys) -> bool:
@@ -53,7 +49,7 @@ def test_spike_drained_between_ticks_is_plotted_as_lag_peak_and_alerted_once(
     make_resources,
     dagster_instance,
     clock,
-    start_worker,  # noqa: F811 (the fixture)
+    start_worker,
 ) -> None:
     keys = txn_group
     worker = start_worker(

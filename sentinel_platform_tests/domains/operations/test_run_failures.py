@@ -22,7 +22,7 @@ from sentinel_platform.domains.operations.run_failures import (
 from sentinel_platform.resources.io_manager import MissingUpstreamPartitionError
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform_tests.domains.operations.conftest import DAILY, read_alerts
+from sentinel_platform_tests.harness.operations import DAILY, read_alerts
 
 SPARK_LIKE_ERROR = (
     "[PATH_NOT_FOUND] Path does not exist: file:/data/axioms/2026-01-05.parquet. SQLSTATE: 42K03"

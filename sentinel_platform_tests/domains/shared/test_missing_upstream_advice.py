@@ -17,7 +17,7 @@ from sentinel_platform.resources.io_manager import rebuild_command
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.domains.dagster_cli import materialize
+from sentinel_platform_tests.harness.dagster_cli import materialize
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 DAY = "2026-11-21"

@@ -26,7 +26,7 @@ from sentinel_platform.resources.io_manager import PARTITION_COLUMN
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.domains.conftest import resources_on
+from sentinel_platform_tests.harness.domains import resources_on
 
 pytestmark = pytest.mark.spark
 DAY = "2026-11-20"

@@ -19,7 +19,7 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys
-from sentinel_platform_tests.domains.dagster_cli import StepRecord, last_run_records, materialize
+from sentinel_platform_tests.harness.dagster_cli import StepRecord, last_run_records, materialize
 
 # A multiprocess run starts one Spark driver per step, one after another: about 90 s alone,
 # over three times that beside the suite's other Spark and Dagster tests on 2 cores.

@@ -19,9 +19,9 @@ from sentinel_platform.streams.consumer.processor import Effect, Processor
 from sentinel_platform.streams.consumer.settle import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
+from sentinel_platform_tests.harness.consumers import MakeConsumer
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
-from sentinel_platform_tests.streams.conftest import MakeConsumer
 
 Events = Callable[[str], list[logging.LogRecord]]
 

@@ -13,9 +13,9 @@ import pytest
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.harness.consumers import MakeConsumer
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
-from sentinel_platform_tests.streams.conftest import MakeConsumer
 
 Events = Callable[[str], list[logging.LogRecord]]
 

@@ -9,8 +9,8 @@ from sentinel_platform.schemas import Axiom
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.harness.consumers import MakeConsumer
 from sentinel_platform_tests.harness.streams import pending_of, publish, sample_transaction
-from sentinel_platform_tests.streams.conftest import MakeConsumer
 
 
 def test_messages_published_before_the_group_exists_are_consumed(

@@ -10,9 +10,9 @@ from typing import Any
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.harness.consumers import MakeConsumer, records_of
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish
-from sentinel_platform_tests.streams.conftest import MakeConsumer, records_of
 
 Events = Callable[[str], list[logging.LogRecord]]
 #: Idle time given to the holder's entries: past every claim threshold of the test timings.

@@ -25,8 +25,8 @@ from sentinel_platform.streams.consumer.stop_path import (
     StopBudget,
     bounded_client,
 )
-from sentinel_platform_tests.conftest import wait_until
 from sentinel_platform_tests.harness.frozen_server import FreezableServer, freezable_server
+from sentinel_platform_tests.harness.waits import wait_until
 
 #: Slack for a loaded 2-core machine; far below the 10 s socket timeout of the loop's client.
 SLACK_S = 1.5

@@ -26,10 +26,7 @@ from sentinel_platform.streams.producer.backpressure import (
     producers_key,
 )
 from sentinel_platform.streams.producer.publish import PartitionPublisher, publish_rows, stop_key
-from sentinel_platform_tests.assets.conftest import later, make_guard, txn_keys
-from sentinel_platform_tests.conftest import wait_until
-
-__all__ = ["later", "make_guard", "txn_keys"]  # the publish path's fixtures, shared
+from sentinel_platform_tests.harness.waits import wait_until
 
 Later = Callable[[float, Callable[[], Any]], None]
 Consumers = Callable[[float], None]

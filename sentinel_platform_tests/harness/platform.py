@@ -1,0 +1,128 @@
+"""The browser tests' platform: ``sentinel up`` on a free port, headless Chromium's
+settings, and where screenshots go (the fixtures are registered by the suite's plugin).
+
+Chromium is Debian's package (``/usr/bin/chromium``), driven by Playwright with
+``executable_path``: no browser is downloaded. The flags keep it off the network (the
+machine has none, and without them Chromium retries background connections endlessly).
+Screenshots go to the test's temporary directory, or to ``docs/ui/`` when
+``UPDATE_SCREENSHOTS=1`` (that is how the README's pictures are refreshed; not a
+``SENTINEL_*`` name, since the test session clears those).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sentinel_platform.cli.dagster_home import ensure_dagster_home
+from sentinel_platform.settings import Settings
+from sentinel_platform_tests.harness.sentinel_up import (
+    SENTINEL,
+    dagster_log_tail,
+    start_sentinel_up,
+)
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LOCATION = "sentinel_platform"
+#: Small limits and a slow worker, so a small flood makes a short backpressure spike.
+SPIKE_ENV = {
+    "SENTINEL_LAG_WARN": "20",
+    "SENTINEL_LAG_PAUSE": "50",
+    # reads of 10: the workers' in-flight share stays below the pause limit, which
+    # `sentinel up` and the workers refuse otherwise
+    "SENTINEL_READ_COUNT": "10",
+    "SENTINEL_SIMULATE_LATENCY_MS": "20",
+}
+
+
+@dataclass
+class Platform:
+    """A running ``sentinel up``: its webserver and the environment its CLI needs."""
+
+    port: int
+    env: dict[str, str]
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["data"]
+
+    def sentinel(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(SENTINEL), *argv], env=self.env, capture_output=True, text=True, timeout=60
+        )
+
+    def dagster_log_tail(self, lines: int = 40) -> str:
+        return dagster_log_tail(self.home, lines)
+
+
+LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+
+
+def launch(
+    platform: Platform,
+    job: str,
+    partition: str | None = None,
+    run_config: dict[str, Any] | None = None,
+    **selector: Any,
+) -> str:
+    """Launch ``job`` through the webserver's GraphQL API, as the UI does; its run id."""
+    params: dict[str, Any] = {
+        "selector": {
+            "repositoryLocationName": LOCATION,
+            "repositoryName": "__repository__",
+            "pipelineName": job,
+            **selector,
+        },
+        "runConfigData": run_config or {},
+    }
+    if partition:
+        params["executionMetadata"] = {"tags": [{"key": "dagster/partition", "value": partition}]}
+    launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return str(launched["run"]["runId"])
+
+
+def run_status(platform: Platform, run_id: str, allow_failure: bool = False) -> str:
+    """The run's status; a failed or canceled run fails the test unless ``allow_failure``."""
+    status = platform.graphql(RUN_STATUS, {"id": run_id})["runOrError"].get("status", "")
+    if not allow_failure:
+        assert status not in ("FAILURE", "CANCELED"), f"run {run_id}: {status}\n" + (
+            platform.dagster_log_tail()
+        )
+    return str(status)
+
+
+def start_platform(
+    settings: Settings, settings_env: dict[str, str], extra_env: dict[str, str]
+) -> tuple[Platform, subprocess.Popen[bytes]]:
+    """``sentinel up`` on a fresh home and a free port, nothing set up beforehand: what
+    runs is what a user gets (the lag gate launches no publish run on a fresh start)."""
+    env = {**settings_env, **extra_env, "DAGSTER_HOME": str(settings.dagster_home)}
+    ensure_dagster_home(settings.dagster_home)
+    port, up = start_sentinel_up(env)
+    return Platform(port, env, settings.home_dir), up

@@ -1,0 +1,44 @@
+"""The suite's pytest plugin: a clean environment, the shared fixtures, the harness markers.
+
+Loaded with ``-p sentinel_platform_tests.harness.plugin`` (``addopts`` in pyproject.toml),
+before any conftest.py and before the platform is imported, because the settings read the
+environment: a developer's ``REDIS_URL`` or ``SENTINEL_*`` must not leak into a test. Only
+``SENTINEL_REDIS_SERVER`` stays: it picks the server binary the whole suite runs on (CI runs
+the Redis-facing tests once more with ``SENTINEL_REDIS_SERVER=/usr/bin/redis-server``).
+
+The fixtures live in :mod:`.fixtures` (``pytest_plugins`` below registers them for every
+test); each test gets one marker per harness it uses (spark, dagster, processes, redis),
+found at collection by :func:`.markers.mark_harnesses`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+# Spark's Python workers must run this interpreter (the venv), or executors cannot import
+# redis or sentinel_platform.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+_KEPT = {"SENTINEL_REDIS_SERVER"}
+for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
+    if _name not in _KEPT:
+        del os.environ[_name]
+
+pytest_plugins = [
+    "sentinel_platform_tests.harness.fixtures.servers",
+    "sentinel_platform_tests.harness.fixtures.workers",
+    "sentinel_platform_tests.harness.fixtures.services",
+    "sentinel_platform_tests.harness.fixtures.platforms",
+    "sentinel_platform_tests.harness.fixtures.cluster",
+]
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from sentinel_platform_tests.harness.markers import mark_harnesses
+
+    mark_harnesses(items)
