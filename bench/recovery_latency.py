@@ -8,7 +8,7 @@ the survivor writes for those M messages. Both arms use the default settings
 (``SENTINEL_LEASE_TTL_MS`` 5 s) and run interleaved:
 
 * ``connection``: the default, the survivor sees the victim's registered connection
-  closed (``streams/consumer/liveness.py``);
+  closed (:mod:`sentinel_platform.streams.consumer.liveness`);
 * ``lease only``: the victim runs with ``SENTINEL_CONNECTION_LIVENESS=false``, so only
   its lease running out frees its messages (the rule before).
 
@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from typing import Any
 
 import redis
 
-from bench._common import (
+from bench.timing import (
     base_parser,
     bench_settings,
     distribution,
     emit_json,
+    id_ms,
     machine_info,
     print_table,
     raw_client,
     redis_server,
     scratch_dir,
+    server_ms,
 )
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.liveness import registration_key
@@ -56,15 +55,6 @@ PROCESSOR = TEST_PROCESSOR
 FOREVER_MS = 600_000
 #: Issue 16: p95 recovery after a SIGKILL with default settings.
 TARGET_P95_S = 0.5
-
-
-def server_ms(client: redis.Redis) -> float:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros / 1000
-
-
-def id_ms(stream_id: str) -> int:
-    return int(stream_id.split("-", 1)[0])
 
 
 def _hold_messages(
@@ -154,16 +144,12 @@ def slow_alive_trial(url: str, home: Path, held: int, lease_ms: int) -> dict[str
     }
 
 
-def verdict(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument("--trials", type=int, default=None, help="kill trials per arm")
     parser.add_argument("--held", type=int, default=20, help="messages the victim holds")
     parser.add_argument("--slow-lease-ms", type=int, default=300, help="lease of the slow trial")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     trials = args.trials or (4 if args.quick else 20)
 
     with redis_server() as server, scratch_dir("bench-recovery-") as tmp:
@@ -218,13 +204,13 @@ def main() -> int:
                 f"p95 after SIGKILL <= {TARGET_P95_S} s (default settings)",
                 f"{p95} s",
                 f"{goal_ratio}x target, {speedup}x faster than lease only ({baseline} s)",
-                verdict(p95 <= TARGET_P95_S),
+                "PASS" if p95 <= TARGET_P95_S else "MISS",
             ),
             (
                 "slow but alive: 0 duplicate processings",
                 duplicates,
                 "-",
-                verdict(duplicates == 0),
+                "PASS" if duplicates == 0 else "MISS",
             ),
         ],
     )

@@ -25,18 +25,15 @@ poison may be, each exactly once), still pending, and how many workers died (mus
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench._common import (
+from bench.timing import (
     base_parser,
     bench_settings,
     emit_json,
@@ -45,10 +42,10 @@ from bench._common import (
     raw_client,
     scratch_dir,
 )
-from bench._faults import LedgerProducer, audit, bench_message
 from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.drills import AOF_ALWAYS, LedgerProducer, audit, bench_message
 from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.relay import Relay
@@ -59,7 +56,6 @@ NAME = "soak"
 PROCESSOR = TEST_PROCESSOR
 #: ``--busy-fraction``: the counting processor behind a downstream that is busy at times.
 BUSY_PROCESSOR = "sentinel_platform_tests.harness.processors:busy_counting"
-AOF_ALWAYS = {"appendfsync": "always"}
 WORKER_SETTINGS = {
     "lease_ttl_ms": 2000,
     "retry_backoff_ms": 200,
@@ -303,8 +299,8 @@ def verdict(figures: dict[str, Any]) -> bool:
     )
 
 
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument("--duration", type=float, default=None, help="seconds (600)")
     parser.add_argument("--outage", type=float, default=None, help="outage seconds (90)")
     parser.add_argument("--rate", type=int, default=200, help="messages per second published")
@@ -314,7 +310,7 @@ def main() -> int:
         default=0.0,
         help="share of processor calls answered 'busy' (as a 429 + Retry-After), e.g. 0.2",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     duration = args.duration or (120.0 if args.quick else 600.0)
     outage = args.outage or (20.0 if args.quick else 90.0)
     schedule = Schedule.scaled(duration, outage)
@@ -328,30 +324,13 @@ def main() -> int:
             emit_json(NAME, {"error": str(exc), "machine": info})
             return 1
     ok = verdict(figures)
+    columns = {"acknowledged": "acknowledged", "lost": "lost", "duplicated": "duplicated"}
+    columns |= {"dead-lettered": "dead_lettered", "poison": "poison_planted"}
+    columns |= {"undecodable": "undecodable_planted", "pending": "pending"}
     print_table(
         f"soak: {WORKERS} workers, {duration:.0f}s, incidents: {', '.join(figures['incidents'])}",
-        [
-            "acknowledged",
-            "lost",
-            "duplicated",
-            "dead-lettered",
-            "poison",
-            "undecodable",
-            "pending",
-            "deaths",
-        ],
-        [
-            (
-                figures["acknowledged"],
-                figures["lost"],
-                figures["duplicated"],
-                figures["dead_lettered"],
-                figures["poison_planted"],
-                figures["undecodable_planted"],
-                figures["pending"],
-                figures["worker_deaths"],
-            )
-        ],
+        [*columns, "deaths"],
+        [[*(figures[key] for key in columns.values()), figures["worker_deaths"]]],
     )
     print(
         f"  wall {figures['wall_s']} s, resent batches {figures['batches_resent']}, "

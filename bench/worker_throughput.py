@@ -34,29 +34,30 @@ Goals (issue 16), printed with PASS/MISS: ours x1 >= 0.7x the same-work ceiling 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
-import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import redis
 
-from bench._common import (
+from bench.timing import (
+    Goal,
     base_parser,
     bench_settings,
+    cpu_seconds,
     emit_json,
     machine_info,
+    park,
+    print_goals,
     print_table,
     ratio,
     raw_client,
     redis_server,
+    release,
     scratch_dir,
 )
 from sentinel_platform.settings import load_settings
@@ -69,7 +70,7 @@ from sentinel_platform_tests.harness.processes import (
     child_env,
     wait_leases,
 )
-from sentinel_platform_tests.harness.streams import fill_stream, group_drained
+from sentinel_platform_tests.harness.streams import group_drained
 from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 NAME = "worker_throughput"
@@ -199,30 +200,18 @@ def role_main(args: argparse.Namespace) -> int:
 # --- the measurement ---------------------------------------------------------------------
 
 
-def _messages(count: int, start: int = 0, legacy: bool = False) -> Iterator[dict[str, str]]:
-    """Bench messages; ``legacy`` also names the key ``k``, for a worker of a commit from
-    before the one harness (its no-op processor reads ``k``)."""
-    for index in range(start, start + count):
-        key = f"m{index}"
-        yield {"key": key, "data": PAYLOAD % key, **({"k": key} if legacy else {})}
+def messages(count: int) -> list[dict[str, str]]:
+    """The bench's messages (the natural key ``key``, a transaction-sized payload)."""
+    return [{"key": f"m{index}", "data": PAYLOAD % f"m{index}"} for index in range(count)]
 
 
-def _prepare(client: redis.Redis, keys: StreamKeys, total: int, legacy: bool = False) -> None:
-    """All but the last message in the stream, the group parked at its end."""
-    client.flushdb()
-    fill_stream(client, keys.stream, _messages(total - 1, legacy=legacy))
-    client.xgroup_create(keys.stream, keys.group, id="$")
-
-
-def _release_and_time(
-    client: redis.Redis, keys: StreamKeys, total: int, timeout_s: float, legacy: bool = False
+def release_and_time(
+    client: redis.Redis, keys: StreamKeys, last: dict[str, str], timeout_s: float
 ) -> float:
-    """Make everything readable at once; seconds until all of it is acknowledged."""
-    pipe = client.pipeline(transaction=True)
-    pipe.xgroup_setid(keys.stream, keys.group, "0", entries_read=0)
-    pipe.xadd(keys.stream, next(_messages(1, total - 1, legacy)))
+    """Make everything :func:`~bench.timing.park` held back readable at once; seconds until
+    all of it is acknowledged."""
     started = time.monotonic()
-    pipe.execute()
+    release(client, keys, last)
     wait_until(
         lambda: group_drained(client, keys.stream, keys.group),
         timeout_s,
@@ -234,7 +223,8 @@ def _release_and_time(
 
 def _start_loop(fleet: Fleet, role: str, url: str, keys: StreamKeys, env: dict) -> Child:
     consumer = f"{role}-1"
-    argv = [PYTHON, __file__, "--role", role, "--url", url, "--stream", keys.stream]
+    argv = [PYTHON, "-m", "bench.worker_throughput", "--role", role, "--url", url]
+    argv += ["--stream", keys.stream]
     argv += ["--group", keys.group, "--consumer", consumer]
     return fleet.spawn(consumer, argv, env)
 
@@ -257,19 +247,8 @@ class Run:
     server_cpu_us: float | None
 
 
-def _cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU time of a live process (Linux ``/proc``); None where unknown."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_of(pids: list[int | None]) -> float | None:
-    values = [_cpu_seconds(pid) for pid in pids]
+    values = [cpu_seconds(pid) for pid in pids]
     return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
@@ -290,7 +269,8 @@ def measure(
     """One timed run: messages per second and CPU microseconds per message."""
     client = raw_client(url)
     keys = transaction_keys(bench_settings(url, home))
-    _prepare(client, keys, total)
+    batch = messages(total)
+    park(client, keys, batch)
     env = child_env(url, home, lag_key_ttl_s=10, **({"read_count": count} if count else {}))
     with Fleet(log_dir) as fleet:
         if contender == "ours":
@@ -302,9 +282,9 @@ def measure(
         else:
             _wait_loop_ready(client, _start_loop(fleet, contender, url, keys, env))
         pids: list[int | None] = [child.pid for child in fleet.children]
-        client_before, server_before = _cpu_of(pids), _cpu_seconds(server_pid)
-        seconds = _release_and_time(client, keys, total, timeout_s=max(60, total / 500))
-        client_after, server_after = _cpu_of(pids), _cpu_seconds(server_pid)
+        client_before, server_before = _cpu_of(pids), cpu_seconds(server_pid)
+        seconds = release_and_time(client, keys, batch[-1], timeout_s=max(60, total / 500))
+        client_after, server_after = _cpu_of(pids), cpu_seconds(server_pid)
         for child in fleet.children:
             child.stop()
     return Run(
@@ -330,10 +310,6 @@ def _median_cpu(runs: list[Run]) -> float | None:
 
 def _label(contender: str, processes: int) -> str:
     return f"ours x{processes}" if contender == "ours" else contender
-
-
-def _verdict(value: float | None, goal: float) -> str:
-    return "n/a" if value is None else ("PASS" if value >= goal else "MISS")
 
 
 def _report(
@@ -365,14 +341,20 @@ def _report(
     )
     vs_same_work = ratio(ours, same_work)
     vs_baseline = ratio(ours, median.get("baseline"))
-    goals = {
-        f"ours x1 >= {GOAL_VS_SAME_WORK}x same-work ceiling": (vs_same_work, GOAL_VS_SAME_WORK),
-        f"ours x1 >= {GOAL_VS_BASELINE:g}x the original's loop": (vs_baseline, GOAL_VS_BASELINE),
-    }
-    print()
-    for text, (value, goal) in goals.items():
-        shown = "n/a" if value is None else f"{value}x"
-        print(f"  {_verdict(value, goal):<4}  {text}: {shown}")
+    goals = print_goals(
+        [
+            Goal(
+                f"ours x1 >= {GOAL_VS_SAME_WORK}x same-work ceiling",
+                vs_same_work,
+                GOAL_VS_SAME_WORK,
+            ),
+            Goal(
+                f"ours x1 >= {GOAL_VS_BASELINE:g}x the original's loop",
+                vs_baseline,
+                GOAL_VS_BASELINE,
+            ),
+        ]
+    )
     scaling = {
         str(n): ratio(median[f"ours x{n}"], same_work) for n in (1, 2, 4) if f"ours x{n}" in median
     }
@@ -392,7 +374,7 @@ def _report(
             "ours_vs_baseline": vs_baseline,
             "ours_vs_ceiling": ratio(ours, median.get("ceiling")),
             "ours_vs_same_work": vs_same_work,
-            "goals": {text: _verdict(value, goal) for text, (value, goal) in goals.items()},
+            "goals": goals,
             "scaling_vs_same_work": scaling,
             "cpu_us_per_msg": {k: None if v is None else round(v, 1) for k, v in cpu.items()},
             "cpu_same_work_over_ours": cpu_ratio,
@@ -406,8 +388,8 @@ def _report(
     )
 
 
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument("--messages", type=int, default=None, help="messages per run of ours")
     parser.add_argument("--repeats", type=int, default=None, help="runs per contender")
     parser.add_argument(
@@ -427,7 +409,7 @@ def main() -> int:
     parser.add_argument("--group", help=argparse.SUPPRESS)
     parser.add_argument("--consumer", help=argparse.SUPPRESS)
     parser.add_argument("--max-seconds", type=float, default=600, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.role:
         return role_main(args)
 
