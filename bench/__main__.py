@@ -1,42 +1,31 @@
-"""``python -m bench <scenario> [options]``: run one scenario (``python -m bench.<scenario>``
-runs the same ``main``). ``python -m bench --help`` lists them; ``python -m bench
-<scenario> --help`` gives a scenario's options."""
+"""``python -m bench <scenario> [options]``: run one scenario, a module ``bench.<scenario>``
+(``python -m bench.<scenario>`` runs the same ``main``); ``--help`` lists them."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import sys
+from pathlib import Path
 
-#: Each scenario, its module ``bench.<name>`` and what it measures.
-SCENARIOS = {
-    "analyzer_limits": "real workers against an analyzer of capacity K and latency L",
-    "backpressure": "lag band, consumer idle time and producer rate of the publish guard",
-    "publish_throughput": "the Spark publish step against raw pipelined XADD",
-    "recovery_latency": "how long a SIGKILLed worker's messages wait for a survivor",
-    "slow_processor": "one worker with in-worker concurrency against a slow analyzer",
-    "soak": "3 workers through Redis restarts, a promotion and a long outage",
-    "worker_throughput": "msg/s of the worker against the original's loop and two ceilings",
-}
+#: The package's modules that are not scenarios: what the scenarios share.
+SHARED = {"__init__", "__main__", "cells", "timing"}
 
 
-def usage() -> str:
-    width = max(map(len, SCENARIOS))
-    lines = [f"  {name:<{width}}  {what}" for name, what in SCENARIOS.items()]
-    return "usage: python -m bench <scenario> [--quick] [options]\n\nscenarios:\n" + "\n".join(
-        lines
-    )
+def scenarios() -> dict[str, str]:
+    """Each scenario and the first line of its docstring (read, not imported: fast)."""
+    paths = sorted(p for p in Path(__file__).parent.glob("*.py") if p.stem not in SHARED)
+    firsts = {p.stem: str(ast.get_docstring(ast.parse(p.read_text()))) for p in paths}
+    return {name: doc.split("\n")[0].split(": ", 1)[-1].rstrip(".") for name, doc in firsts.items()}
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if argv else 2
-    name, rest = argv[0], argv[1:]
-    if name not in SCENARIOS:
-        print(f"unknown scenario {name!r}\n{usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(f"bench.{name}")
-    return int(module.main(rest))
+    known = scenarios()
+    if not argv or argv[0] not in known:
+        lines = [f"  {name:<20} {what}" for name, what in known.items()]
+        print("usage: python -m bench <scenario> [--quick] [--help] [options]\n", *lines, sep="\n")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return int(importlib.import_module(f"bench.{argv[0]}").main(argv[1:]))
 
 
 if __name__ == "__main__":

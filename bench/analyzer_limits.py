@@ -44,20 +44,19 @@ import os
 import statistics
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench.cells import Cell, noop_messages, run_cell, transactions
+from bench.cells import Cell, cell_json, noop_messages, print_cells, run_cell, transactions
 from bench.timing import (
     Goal,
     base_parser,
     emit_json,
     machine_info,
     print_goals,
-    print_table,
     ratio,
     raw_client,
     redis_server,
@@ -444,51 +443,9 @@ def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
 
 def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str]) -> None:
     cells = ctx.cells
-    print_table(
+    print_cells(
         f"workers against a stub analyzer (L={LATENCY_S * 1000:g} ms; K={CAPACITY} where limited)",
-        [
-            "cell",
-            "workers",
-            "C",
-            "done",
-            "s",
-            "msg/s",
-            "AI/s",
-            "fallback",
-            "dlq",
-            "dup",
-            "calls",
-            "peak serving",
-            "queue wait s",
-            "limit(s)",
-            "per-worker AI",
-            "worker us/msg",
-            "server us/msg",
-            "errors",
-        ],
-        [
-            (
-                c.label,
-                c.workers,
-                c.concurrency,
-                f"{c.done}/{c.messages}",
-                c.seconds,
-                c.msgs_per_s,
-                round(c.ai_per_s, 1),
-                c.fallbacks,
-                c.dead_letters,
-                c.duplicates,
-                c.stub.get("calls"),
-                c.stub.get("peak_serving"),
-                round(c.stub["queue_wait_mean_s"], 3) if c.stub else None,
-                ",".join(map(str, c.in_flight_limit)),
-                ",".join(map(str, c.worker_ai)),
-                c.worker_cpu_us,
-                c.server_cpu_us,
-                c.errors,
-            )
-            for c in cells.values()
-        ],
+        cells.values(),
     )
     rate_cells = [c for k, c in cells.items() if k.startswith("rate ")]
     for cell in rate_cells:
@@ -522,7 +479,7 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
         NAME,
         {
             "default_concurrency": ctx.default,
-            "cells": {k: _cell_json(c) for k, c in cells.items()},
+            "cells": {k: cell_json(c) for k, c in cells.items()},
             "goals": {g.text: {"value": g.value, "verdict": g.verdict} for g in results},
             "errors": errors,
             "machine": info,
@@ -555,18 +512,6 @@ def tree_state() -> str:
     if not diff:
         return commit
     return f"{commit}+dirty:{hashlib.sha256(diff.encode()).hexdigest()[:8]}"
-
-
-def _cell_json(cell: Cell) -> dict[str, Any]:
-    """A cell's figures, its calls per key summed up (not one entry per key)."""
-    figures = {k: v for k, v in asdict(cell).items() if k != "calls_per_key"}
-    per_key = cell.calls_per_key.values()
-    figures["calls_for_keys"] = {
-        "keys": len(cell.calls_per_key),
-        "calls": sum(per_key),
-        "keys_called_more_than_once": sum(1 for n in per_key if n > 1),
-    }
-    return {**figures, "ai_per_s": round(cell.ai_per_s, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

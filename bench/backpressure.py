@@ -9,21 +9,17 @@ workers and a fresh stream on one server:
   ``SENTINEL_PUBLISH_BATCH_SIZE``: the path the Spark assets publish through;
 * ``ours x2``: two producer processes publishing at once (two partitions);
 * ``ours halves``: the consumers' speed halves mid-run (every message then takes twice the
-  service time: :func:`slowing`, switched by a key).
+  service time: :class:`SlowingProcessor`, switched by a key).
 
-Producers connect, then start together on a signal, so every figure covers the same
-window. The bench samples the true lag (backlog + pending, ``XINFO GROUPS``) every
-100 ms; the band statistics start when the lag first reaches ``lag_warn`` (the start-up
-fill is not steady state; the same rule for every run). Consumer idle fraction is the
-share of samples in which nothing was left to deliver (backlog 0): a worker asking for
-more then gets nothing. It depends on the producer alone, not on how busy the machine is
-(a capacity-based figure swings by 20% with the load of a shared machine).
-
-The lag of each run over time is drawn to ``bench/out/backpressure.png`` (``--png``; an
-output of the run, never a tracked file) when matplotlib (the ``bench`` extra) is
-installed; without it the chart is skipped with a note, the figures are printed all the
-same. Targets (each run): band p95-p5 <= 25% of ``lag_pause``, max <= ``lag_pause``,
-consumers idle < 5%, producer rate >= 95% of the consumed rate; each printed PASS/MISS.
+Producers start together on a signal, so every figure covers the same window. The true
+lag (backlog + pending) is sampled every 100 ms; the band statistics start when it first
+reaches ``lag_warn`` (the start-up fill is not steady state). Consumer idle fraction is
+the share of samples with nothing left to deliver (backlog 0): it depends on the producer
+alone, not on how busy the machine is. The lag over time is drawn to
+``bench/out/backpressure.png`` (``--png``; untracked) when matplotlib (the ``bench``
+extra) is installed, else skipped with a note. Targets (each run): band p95-p5 <= 25% of
+``lag_pause``, max <= ``lag_pause``, consumers idle < 5%, producer rate >= 95% of the
+consumed rate; each printed PASS/MISS.
 """
 
 from __future__ import annotations
@@ -79,9 +75,7 @@ COUNT_LIMITS = {"lag_warn": 50, "lag_pause": 200}
 NAME = "backpressure"
 PNG = REPO_ROOT / "bench" / "out" / "backpressure.png"
 SAMPLE_S = 0.1
-GO_KEY = "bench:bp:go"
-READY_KEY = "bench:bp:ready"
-SLOW_KEY = "bench:bp:slow"
+GO_KEY, READY_KEY, SLOW_KEY = "bench:bp:go", "bench:bp:ready", "bench:bp:slow"
 
 
 @dataclass(frozen=True)
@@ -91,11 +85,7 @@ class Run:
     halves: bool = False
 
 
-RUNS = (
-    Run("ours"),
-    Run("ours x2", producers=2),
-    Run("ours halves", halves=True),
-)
+RUNS = (Run("ours"), Run("ours x2", producers=2), Run("ours halves", halves=True))
 TARGETS = (
     ("band <= 25% pause", lambda f, s: f["band"] <= 0.25 * s.lag_pause),
     ("max <= pause", lambda f, s: f["lag"]["max"] <= s.lag_pause),
@@ -123,10 +113,6 @@ class SlowingProcessor(NoopProcessor):
         if self._slow:
             time.sleep((self._settings.simulate_latency_ms or 0) / 1000)
         return super().process(message)
-
-
-def slowing(settings: Settings) -> SlowingProcessor:
-    return SlowingProcessor(settings)
 
 
 def producer_main(args: argparse.Namespace) -> int:
@@ -172,25 +158,17 @@ class Trace:
 
 
 def _sample(client: redis.Redis, keys: StreamKeys, trace: Trace, done: threading.Event) -> None:
+    """Every :data:`SAMPLE_S` until ``done``: the group's lag (never delivered + pending)
+    and its backlog (never delivered)."""
     started = time.monotonic()
     while not done.is_set():
-        backlog, pending = _group_lag(client, keys)
+        groups = client.xinfo_groups(keys.stream)
+        pending = next(int(g["pending"]) for g in groups if g["name"] == keys.group)
+        lag = unacked(client, keys.stream, keys.group)
         trace.times.append(time.monotonic() - started)
-        trace.lags.append(backlog + pending)
-        trace.backlogs.append(backlog)
+        trace.lags.append(lag)
+        trace.backlogs.append(lag - pending)
         done.wait(SAMPLE_S)
-
-
-def _group_lag(client: redis.Redis, keys: StreamKeys) -> tuple[int, int]:
-    """(backlog, pending) of the group: entries never delivered, delivered but unacked."""
-    try:
-        group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
-    except (redis.ResponseError, StopIteration):
-        return 0, 0
-    if group.get("lag") is None:  # an entry after the group's position was deleted
-        total = unacked(client, keys.stream, keys.group)
-        return total - int(group["pending"]), int(group["pending"])
-    return int(group["lag"]), int(group["pending"])
 
 
 def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
@@ -208,7 +186,7 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
                 "transactions",
                 f"bp-{tag}-{i}",
                 env,
-                "bench.backpressure:slowing",
+                "bench.backpressure:SlowingProcessor",
                 count=args.worker_count,
                 simulate_latency_ms=args.service_ms,
             )
@@ -228,7 +206,10 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
         client.set(GO_KEY, "1")
         started = time.monotonic()
         sampler.start()
-        _consume(run, client, args)
+        time.sleep(args.seconds / 2)
+        if run.halves:  # the consumers' speed halves mid-run
+            client.set(SLOW_KEY, "1")
+        time.sleep(args.seconds / 2)
         trace.processed = int(client.xlen(keys.results)) - before
         trace.seconds = time.monotonic() - started
         done.set()
@@ -240,16 +221,6 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
         for worker in workers:
             worker.stop()
     return trace
-
-
-def _consume(run: Run, client: redis.Redis, args: argparse.Namespace) -> None:
-    """Let the workers consume for the run, halving their speed mid-run when asked."""
-    if run.halves:
-        time.sleep(args.seconds / 2)
-        client.set(SLOW_KEY, "1")
-        time.sleep(args.seconds / 2)
-    else:
-        time.sleep(args.seconds)
 
 
 def summarize(trace: Trace, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -270,10 +241,6 @@ def summarize(trace: Trace, args: argparse.Namespace, settings: Settings) -> dic
     }
 
 
-def verdicts(figures: dict[str, Any], settings: Settings) -> dict[str, bool]:
-    return {name: bool(check(figures, settings)) for name, check in TARGETS}
-
-
 def chart_skipped() -> str | None:
     """None when the chart can be drawn; otherwise the note printed instead of one."""
     try:
@@ -284,7 +251,7 @@ def chart_skipped() -> str | None:
 
 
 def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
-    """The lag over time of each one-producer run, the warn and pause limits as lines."""
+    """The lag over time of each run, the warn and pause limits as lines."""
     import matplotlib
 
     matplotlib.use("Agg")  # a file only: no display needed
@@ -292,7 +259,7 @@ def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
 
     figure, axes = plt.subplots(figsize=(10, 5.2), dpi=100)
     try:
-        for trace in (t for t in traces if t.run.producers == 1 and not t.run.halves):
+        for trace in traces:
             axes.plot(trace.times, trace.lags, label=trace.run.name, linewidth=1.2)
         for limit, name in ((settings.lag_warn, "warn"), (settings.lag_pause, "pause")):
             axes.axhline(limit, color="grey", linestyle="--", linewidth=1)
@@ -316,13 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="publish time per run")
     parser.add_argument("--service-ms", type=int, default=10, help="service time per message")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument(
-        "--worker-count",
-        type=int,
-        default=10,
-        help="worker --count: entries per read (a read of 100 is a second of work at 10 ms, "
-        "and the lag then moves in steps of 100 whatever the producer does)",
-    )
+    # A read of 100 is a second of work at 10 ms: the lag would move in steps of 100.
+    parser.add_argument("--worker-count", type=int, default=10, help="worker --count")
     parser.add_argument("--runs", default=",".join(r.name for r in RUNS))
     parser.add_argument("--png", type=Path, default=PNG)
     parser.add_argument("--role-producer", action="store_true", help=argparse.SUPPRESS)
@@ -343,24 +305,18 @@ def main(argv: list[str] | None = None) -> int:
             traces.append(trace)
             print(f"  {run.name:<12} sent {trace.sent:>7,}  processed {trace.processed:>7,}")
     figures = {t.run.name: summarize(t, args, settings) for t in traces}
-    checks = {name: verdicts(f, settings) for name, f in figures.items()}
+    checks = {
+        run: {name: bool(check(f, settings)) for name, check in TARGETS}
+        for run, f in figures.items()
+    }
     print_table(
         f"{args.workers} workers x {args.service_ms} ms/message, reading {args.worker_count} "
         f"at a time, {args.seconds:.0f} s per run, "
         f"warn {settings.lag_warn} / pause {settings.lag_pause}",
         ["run", "lag p5", "p50", "p95", "max", "p95-p5", "idle", "prod/s", "cons/s"],
         [
-            (
-                name,
-                f["lag"]["p5"],
-                f["lag"]["p50"],
-                f["lag"]["p95"],
-                f["lag"]["max"],
-                f["band"],
-                f["idle_fraction"],
-                f["producer_msgs_per_s"],
-                f["consumed_msgs_per_s"],
-            )
+            [name, *(f["lag"][p] for p in ("p5", "p50", "p95", "max")), f["band"]]
+            + [f[k] for k in ("idle_fraction", "producer_msgs_per_s", "consumed_msgs_per_s")]
             for name, f in figures.items()
         ],
     )
@@ -373,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     skipped = chart_skipped()  # the figures first: a missing chart never loses them
-    png = None if skipped else args.png
+    png = None if skipped else str(args.png)
     emit_json(
         NAME,
         {
@@ -384,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
             "lag_pause": settings.lag_pause,
             "runs": figures,
             "targets": checks,
-            "png": None if png is None else _shown(png),
+            "png": png,
             "machine": info,
         },
     )
@@ -393,10 +349,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"\n  lag plot: {plot(traces, settings, args.png)}", flush=True)
     return 0
-
-
-def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 if __name__ == "__main__":

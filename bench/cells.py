@@ -1,14 +1,12 @@
 """One cell of an analyzer scenario: real workers on N transactions, timed from one release.
 
-A cell fills the stream with N messages (transactions ``t<index>``) with the group parked
-at its end, starts ``python -m workers.watch_transactions`` processes (the entry point
-users run; the default processor: the AML rules plus the analyzer of
-``SENTINEL_ANALYZER_URL``), waits for their leases, then releases everything at once
-(:func:`~bench.timing.release`). It ends when the group is drained or its time budget is
-up. msg/s is the verdicts (entries of ``sentinel:verdicts``) over the time from the
-release to the last verdict's stream id (server clock); AI verdicts are those with
-``driver_used=analyzer``, fallbacks those with ``driver_used=fallback``; dead letters
-are the entries of the DLQ. A duplicate is a second verdict for one transaction id.
+A cell parks N messages (transactions ``t<index>``), starts ``python -m
+workers.watch_transactions`` processes (the entry point users run; the default processor:
+the AML rules plus the analyzer of ``SENTINEL_ANALYZER_URL``), waits for their leases and
+releases everything at once (:mod:`bench.timing`). It ends when the group is drained or
+its time budget is up. msg/s is the verdicts over the time from the release to the last
+verdict's stream id (server clock); AI verdicts have ``driver_used=analyzer``, fallbacks
+``driver_used=fallback``. A duplicate is a second verdict for one transaction id.
 """
 
 from __future__ import annotations
@@ -19,14 +17,14 @@ import subprocess
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import redis
 
-from bench.timing import cpu_seconds, id_ms, park, raw_client, release, server_ms
+from bench.timing import cpu_seconds, id_ms, park, print_table, raw_client, release, server_ms
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
@@ -104,6 +102,46 @@ class Cell:
     @property
     def ai_per_s(self) -> float:
         return self.ai / self.seconds if self.seconds else 0.0
+
+
+#: A cell's row in the scenarios' tables: each column and how it reads a cell.
+COLUMNS: dict[str, Callable[[Cell], Any]] = {
+    "cell": lambda c: c.label,
+    "workers": lambda c: c.workers,
+    "C": lambda c: c.concurrency,
+    "done": lambda c: f"{c.done}/{c.messages}",
+    "s": lambda c: c.seconds,
+    "msg/s": lambda c: c.msgs_per_s,
+    "AI/s": lambda c: round(c.ai_per_s, 1),
+    "fallback": lambda c: c.fallbacks,
+    "dlq": lambda c: c.dead_letters,
+    "dup": lambda c: c.duplicates,
+    "calls": lambda c: c.stub.get("calls"),
+    "peak serving": lambda c: c.stub.get("peak_serving"),
+    "queue wait s": lambda c: round(c.stub["queue_wait_mean_s"], 3) if c.stub else None,
+    "limit(s)": lambda c: ",".join(map(str, c.in_flight_limit)),
+    "per-worker AI": lambda c: ",".join(map(str, c.worker_ai)),
+    "worker us/msg": lambda c: c.worker_cpu_us,
+    "server us/msg": lambda c: c.server_cpu_us,
+    "errors": lambda c: c.errors,
+}
+
+
+def print_cells(title: str, cells: Iterable[Cell]) -> None:
+    """One table of ``cells``, a row each (:data:`COLUMNS`)."""
+    print_table(title, list(COLUMNS), [[read(c) for read in COLUMNS.values()] for c in cells])
+
+
+def cell_json(cell: Cell) -> dict[str, Any]:
+    """A cell's figures, its calls per key summed up (not one entry per key)."""
+    figures = {k: v for k, v in asdict(cell).items() if k != "calls_per_key"}
+    per_key = cell.calls_per_key.values()
+    figures["calls_for_keys"] = {
+        "keys": len(cell.calls_per_key),
+        "calls": sum(per_key),
+        "keys_called_more_than_once": sum(1 for n in per_key if n > 1),
+    }
+    return {**figures, "ai_per_s": round(cell.ai_per_s, 1)}
 
 
 def transactions(count: int, copies: int = 1) -> Iterator[dict[str, str]]:

@@ -11,9 +11,7 @@ from every figure), collects their entries, then measures, each into an empty da
   pipelined batches, the backpressure guard asked before each batch; no consumers run, so
   the lag limits are set above the row count and the guard measures but never holds);
 * ``raw_pipeline``: one Python process pipelining XADD of the same, pre-built entries
-  through redis-py in batches of the same size, no guard: the goal's anchor;
-* ``raw_encoded``: the same entries sent by :func:`publish_rows` (hand-encoded RESP, one
-  write per batch) from one process, no guard: the ceiling of one client.
+  through redis-py in batches of the same size, no guard: the goal's anchor.
 
 A Spark job has a fixed start (scheduling, a Python worker per task) of a few tenths
 of a second, which at 100,000 rows is half the publish; ``--quick`` therefore publishes
@@ -25,7 +23,6 @@ runs ``--rounds`` times, interleaved; the table shows the median. Goal (issue 16
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -35,9 +32,17 @@ from typing import Any
 
 import redis
 
-from bench.timing import Goal, base_parser, emit_json, machine_info, print_goals, redis_server
+from bench.timing import (
+    Goal,
+    base_parser,
+    emit_json,
+    machine_info,
+    print_goals,
+    print_table,
+    redis_server,
+)
 from sentinel_platform.registry import TRANSACTIONS
-from sentinel_platform.settings import load_settings
+from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.producer.backpressure import BackpressureConfig
 from sentinel_platform.streams.producer.publish import (
@@ -45,7 +50,6 @@ from sentinel_platform.streams.producer.publish import (
     TRANSACTION_COLUMNS,
     PartitionPublisher,
     PublishStats,
-    publish_rows,
 )
 
 DAY = date(2026, 11, 21)
@@ -53,17 +57,18 @@ GOAL = 0.8
 WARM_UP_ROWS = 2_000
 
 
-def spark_session() -> Any:
+def spark_session(settings: Settings) -> Any:
+    """A session configured as the platform's Spark resource configures its own
+    (``SENTINEL_SPARK_MASTER``, ``SENTINEL_SPARK_CONF``)."""
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(os.environ.get("BENCH_SPARK_MASTER", "local[*]"))
-        .appName("publish-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    from sentinel_platform.resources.spark import spark_config, use_this_python_for_workers
+
+    use_this_python_for_workers()
+    builder = SparkSession.builder
+    for key, value in spark_config(settings).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -95,11 +100,6 @@ def raw_pipeline(client: redis.Redis, keys: StreamKeys, entries: list[str], batc
         pipe.execute()
 
 
-def raw_encoded(client: redis.Redis, keys: StreamKeys, entries: list[str], batch: int) -> None:
-    """The hand-encoded batches the publisher sends, without Spark and without the guard."""
-    publish_rows(client, keys, ({"data": data} for data in entries), batch)
-
-
 def timed(
     client: redis.Redis, keys: StreamKeys, rows: int, action: Callable[[], object], name: str
 ) -> float:
@@ -114,7 +114,6 @@ def timed(
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     parser = base_parser("publish_throughput", __doc__)
     parser.add_argument("--rows", type=int, help="rows (1,000,000; --quick: 300,000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
@@ -130,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         # batch without ever holding the producer.
         settings = load_settings(redis_url=server.url, lag_warn=10 * rows, lag_pause=20 * rows)
         keys = transaction_keys(settings)
-        spark = spark_session()
+        spark = spark_session(settings)
         partitions = args.partitions or spark.sparkContext.defaultParallelism
         df, generate_s = cached_rows(spark, rows, partitions)
         from sentinel_platform.resources.wire_columns import wire_frame
@@ -151,7 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         paths: dict[str, tuple[int, Callable[[], object]]] = {
             "spark": (rows, lambda: spark_publish(df, publisher)),
             "raw_pipeline": (rows, lambda: raw_pipeline(client, keys, entries, args.batch_size)),
-            "raw_encoded": (rows, lambda: raw_encoded(client, keys, entries, args.batch_size)),
         }
         for _ in range(args.rounds):
             for name, (count, action) in paths.items():
@@ -167,20 +165,16 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, values in seconds.items()
     }
-    print(f"{'path':<22} {'rows':>10} {'seconds':>9} {'rows/s (median)':>16}  each round")
-    for name, r in results.items():
-        print(
-            f"{name:<22} {r['rows']:>10,} {r['seconds']:>9.2f} {r['rows_per_s']:>16,.0f}  "
-            f"{', '.join(f'{v:,}' for v in r['rows_per_s_each'])}"
-        )
-    ratio = results["spark"]["rows_per_s"] / results["raw_pipeline"]["rows_per_s"]
-    print(
-        f"(generation, excluded: {generate_s:.2f}s; {partitions} partitions; batches of "
-        f"{args.batch_size}; {args.rounds} rounds; server {machine.get('server')}; "
-        f"cpu count {os.cpu_count()}, load {machine['loadavg_1m']})"
+    print_table(
+        f"generation (excluded) {generate_s:.2f}s, {partitions} partitions, batches of "
+        f"{args.batch_size}, {args.rounds} rounds, server {machine.get('server')}",
+        ["path", "rows", "seconds", "rows/s (median)", "each round"],
+        [
+            [k, r["rows"], r["seconds"], r["rows_per_s"], r["rows_per_s_each"]]
+            for k, r in results.items()
+        ],
     )
-    encoded = results["spark"]["rows_per_s"] / results["raw_encoded"]["rows_per_s"]
-    print(f"spark {encoded:.2f}x raw_encoded")
+    ratio = results["spark"]["rows_per_s"] / results["raw_pipeline"]["rows_per_s"]
     goals = print_goals([Goal(f"publish: spark >= {GOAL}x raw_pipeline", round(ratio, 3), GOAL)])
     emit_json(
         "publish_throughput",
@@ -190,7 +184,6 @@ def main(argv: list[str] | None = None) -> int:
             "generate_s": generate_s,
             **results,
             "spark_x_raw": round(ratio, 3),
-            "spark_x_raw_encoded": round(encoded, 3),
             "goals": goals,
             "machine": machine,
         },

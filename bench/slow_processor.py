@@ -34,11 +34,10 @@ import contextlib
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.cells import Cell, run_cell, transactions
+from bench.cells import Cell, cell_json, print_cells, run_cell, transactions
 from bench.timing import (
     Goal,
     base_parser,
@@ -71,135 +70,100 @@ GOAL_SLOW = 0.9  # L = 2 s, C = 128
 GOAL_DOWN = 0.8
 
 
-class Cells:
-    """The cells of one run, by label, and what each needs beyond :func:`run_cell`."""
+class Run:
+    """The cells of one run by label, each :func:`run_cell` on N fresh transactions."""
 
     def __init__(self, url: str, home: Path, mode: str, count: int | None) -> None:
         self.url, self.home, self.mode = url, home, mode
         self.read = {"read_count": count} if count else {}
-        self.matrix: dict[tuple[float, int], Cell] = {}
-        self.down: dict[str, Cell] = {}
+        self.cells: dict[str, Cell] = {}
+        self.ideal: dict[str, float] = {}  # C / L of a matrix cell
 
-    def run(self, label: str, concurrency: int, total: int, **kwargs: Any) -> Cell:
-        settings = {**self.read, **kwargs.pop("settings", {})}
-        cell = run_cell(
+    def cell(self, label: str, concurrency: int, total: int, **settings: Any) -> None:
+        stub = settings.pop("stub", None)
+        self.cells[label] = cell = run_cell(
             label,
             self.url,
             self.home,
             messages=list(transactions(total)),
             budget_s=BUDGET_S[self.mode],
             concurrency=str(concurrency),
-            settings=settings,
-            **kwargs,
+            stub=stub,
+            settings={**self.read, **settings},
         )
-        answers = cell.stub.get("answered")
         print(
             f"  {label:<14} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
-            f"  {cell.msgs_per_s:>9,.1f} msg/s  answers {answers}"
-            f"  peak in flight {cell.stub.get('peak_in_flight')}  worker errors {cell.errors}",
+            f"  {cell.msgs_per_s:>9,.1f} msg/s  peak in flight {cell.stub.get('peak_in_flight')}"
+            f"  worker errors {cell.errors}",
             flush=True,
         )
-        return cell
 
-    def run_matrix(self) -> None:
+    def matrix(self) -> None:
         """Every cell of L x C."""
         for latency in LATENCIES_S:
-            for concurrency in CONCURRENCIES:
-                total = max(20, math.ceil(concurrency / latency * WINDOW_S[self.mode]))
+            for c in CONCURRENCIES:
+                label = f"L={latency:g}s C={c}"
+                self.ideal[label] = c / latency
+                total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
                 with AnalyzerStub(latency) as stub:
-                    self.matrix[latency, concurrency] = self.run(
-                        f"L={latency:g}s C={concurrency}",
-                        concurrency,
-                        total,
-                        stub=stub,
-                        settings={"analyzer_timeout_s": max(5.0, 3 * latency)},
-                    )
+                    self.cell(label, c, total, stub=stub, analyzer_timeout_s=max(5.0, 3 * latency))
 
-    def run_down(self) -> None:
+    def down(self) -> None:
         """Rules only, analyzer refusing, analyzer timing out: the same worker at C = 32."""
-        total = DOWN_MESSAGES[self.mode]
-        self.down["rules"] = self.run("rules only", DOWN_CONCURRENCY, total)
+        c, total = DOWN_CONCURRENCY, DOWN_MESSAGES[self.mode]
+        self.cell("rules only", c, total)
         refused = f"http://127.0.0.1:{free_port()}/assess"  # nobody listens there
-        down = {"analyzer_url": refused, "analyzer_timeout_s": DOWN_TIMEOUT_S}
-        self.down["refused"] = self.run("refused", DOWN_CONCURRENCY, total, settings=down)
+        self.cell("refused", c, total, analyzer_url=refused, analyzer_timeout_s=DOWN_TIMEOUT_S)
         with AnalyzerStub(4 * DOWN_TIMEOUT_S, hang=True) as stub:
-            timeout = {"analyzer_timeout_s": DOWN_TIMEOUT_S}
-            self.down["timeout"] = self.run(
-                "timing out", DOWN_CONCURRENCY, total, stub=stub, settings=timeout
-            )
+            self.cell("timing out", c, total, stub=stub, analyzer_timeout_s=DOWN_TIMEOUT_S)
 
 
-def _figures(cell: Cell, ideal: float | None = None) -> dict[str, Any]:
-    """The columns of a cell's row (and its JSON): rates, the stub's counters, errors."""
-    answered = cell.stub.get("answered")
-    return {
-        "done": f"{cell.done}/{cell.messages}",
-        "s": cell.seconds,
-        "msg/s": cell.msgs_per_s,
-        "answers/s": None if answered is None else round(answered / cell.seconds, 1),
-        "ideal C/L": ideal,
-        "ratio": ratio(cell.msgs_per_s, ideal),
-        "peak in flight": cell.stub.get("peak_in_flight"),
-        "connections": cell.stub.get("connections"),
-        "dup effects": cell.duplicates,
-        "worker errors": cell.errors,
+def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -> None:
+    batch = f"read count {run.read['read_count']}" if run.read else "default read count"
+    print_cells(
+        f"one worker per cell, analyzer of latency L, C in flight ({batch})", run.cells.values()
+    )
+    rules_rate = run.cells["rules only"].msgs_per_s if "rules only" in run.cells else None
+    figures = {
+        label: {
+            "answers/s": round(cell.stub.get("answered", 0) / cell.seconds, 1),
+            "ideal C/L": run.ideal.get(label),
+            "x ideal": ratio(cell.msgs_per_s, run.ideal.get(label)),
+            "x rules only": None if label in run.ideal else ratio(cell.msgs_per_s, rules_rate),
+        }
+        for label, cell in run.cells.items()
     }
-
-
-def report(cells: Cells, info: dict[str, Any], parts: set[str], errors: list[str]) -> None:
-    batch = f"--count {cells.read['read_count']}" if cells.read else "default read count"
-    matrix = {
-        c.label: _figures(c, int(c.concurrency) / lat) for (lat, _), c in cells.matrix.items()
-    }
-    rules = cells.down.get("rules")
-    rules_rate = rules.msgs_per_s if rules else None
-    down = {c.label: {**_figures(c), "x rules only": ratio(c.msgs_per_s, rules_rate)}
-            for c in cells.down.values()}  # fmt: skip
-    for title, rows in (
-        (f"one worker, analyzer of fixed latency L, C in flight ({batch})", matrix),
-        (f"analyzer down, C={DOWN_CONCURRENCY}, timeout {DOWN_TIMEOUT_S} s ({batch})", down),
-    ):
-        if rows:
-            headers = list(next(iter(rows.values())))
-            print_table(title, ["cell", *headers], [[k, *r.values()] for k, r in rows.items()])
+    print_table(
+        "against the ideal C / L and against the rules alone",
+        ["cell", *next(iter(figures.values()), {})],
+        [[label, *row.values()] for label, row in figures.items()],
+    )
     # Every goal of a part that ran; a figure it could not measure (a failed part, a rules
     # reference that drained nothing) is a MISS, not a line left out of the summary.
     goals: list[Goal] = []
     if "matrix" in parts:
-        for shown, latency, c, goal in (
-            ("100 ms", 0.1, 32, GOAL_FAST),
-            ("2 s", 2.0, 128, GOAL_SLOW),
+        for shown, label, goal in (
+            ("100 ms", "L=0.1s C=32", GOAL_FAST),
+            ("2 s", "L=2s C=128", GOAL_SLOW),
         ):
-            cell = matrix.get(f"L={latency:g}s C={c}")
-            text = f"L={shown}, C={c}: >= {goal}x C/L"
-            goals.append(Goal(text, cell["ratio"] if cell else None, goal))
+            value = figures.get(label, {}).get("x ideal")
+            goals.append(Goal(f"L={shown}, {label.split()[1]}: >= {goal}x C/L", value, goal))
     if "down" in parts:
         for label, text in (("refused", "refusing"), ("timing out", "timing out")):
-            value = down.get(label, {}).get("x rules only")
+            value = figures.get(label, {}).get("x rules only")
             text = f"analyzer {text}, C={DOWN_CONCURRENCY}: >= {GOAL_DOWN}x rules only"
             goals.append(Goal(text, value, GOAL_DOWN))
-    all_cells = [*cells.matrix.values(), *cells.down.values()]
-    duplicates = sum(c.duplicates for c in all_cells)
+    duplicates = sum(c.duplicates for c in run.cells.values())
     goals.append(Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
     verdicts = print_goals(goals)
     for error in errors:
         print(f"  failed: {error}")
+    cells = {k: {**cell_json(c), **figures[k]} for k, c in run.cells.items()}
     emit_json(
         NAME,
-        {
-            "read_count": cells.read.get("read_count"),
-            "matrix": {k: {**asdict(c), **matrix[k]} for k, c in _by_label(cells.matrix)},
-            "analyzer_down": {k: {**asdict(c), **down[k]} for k, c in _by_label(cells.down)},
-            "duplicate_effects": duplicates,
-            "goals": verdicts,
-            "errors": errors,
-            "machine": info,
-        },
+        {"read_count": run.read.get("read_count"), "cells": cells, "goals": verdicts}
+        | {"duplicate_effects": duplicates, "errors": errors, "machine": info},
     )
-
-
-def _by_label(cells: dict[Any, Cell]) -> list[tuple[str, Cell]]:
-    return [(cell.label, cell) for cell in cells.values()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     errors: list[str] = []  # a part that fails leaves the others' figures
     with redis_server() as server, scratch_dir("bench-slow-") as tmp:
         info = machine_info(raw_client(server.url))
-        cells = Cells(server.url, tmp, "quick" if args.quick else "full", args.count)
-        for part, run in (("matrix", cells.run_matrix), ("down", cells.run_down)):
+        run = Run(server.url, tmp, "quick" if args.quick else "full", args.count)
+        for part, measure in (("matrix", run.matrix), ("down", run.down)):
             if part in parts:
                 with _part(part, errors):
-                    run()
-    report(cells, info, parts, errors)
+                    measure()
+    report(run, info, parts, errors)
     return 1 if errors else 0
 
 

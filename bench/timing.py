@@ -1,19 +1,13 @@
-"""What every scenario shares beyond the test harness: the server, the timed release, the
-figures, the goals and the command line.
+"""What every scenario shares beyond the test harness (:mod:`sentinel_platform_tests.harness`:
+processes, waits, processors, streams): the server, the timed release, figures, goals, the
+command line.
 
-The processes, readiness, waits, processors and stream helpers are the tests' and the
-benches' one harness, :mod:`sentinel_platform_tests.harness`.
-
-Every figure a scenario prints is measured side by side in one run against one real
-server, so two numbers in the same table always share the machine, the server and the
-moment: the embedded one (the same binary ``sentinel up`` runs, started on a free
-127.0.0.1 port), or the server of ``REDIS_URL`` when it is set, to measure what users run.
-A scenario clears the database it is given between phases, so ``REDIS_URL`` must name a
-scratch database. The JSON line names the server and its version. Processes under test
-are real child processes; a harness ``Fleet`` owns them and SIGKILLs whatever is still
-running when the scenario ends: :func:`base_parser` turns SIGTERM and SIGHUP into
-``SystemExit`` (SIGINT already raises ``KeyboardInterrupt``), so the ``with`` blocks that
-own the server and the children run their clean-up as they do at a normal end.
+Every figure a scenario prints is measured side by side in one run against one server, so
+two numbers in one table share the machine, the server and the moment: the embedded one
+(the binary ``sentinel up`` runs, on a free 127.0.0.1 port), or the server of ``REDIS_URL``
+(a scratch database: scenarios clear it) to measure what users run. Processes under test
+are children of a harness ``Fleet``, killed when the scenario ends, also on SIGTERM or
+SIGHUP (:func:`exit_on_signals`).
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ import math
 import os
 import platform
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -40,8 +35,6 @@ from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.streams import fill_stream
 
-# --- the server ------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class ExternalServer:
@@ -53,31 +46,21 @@ class ExternalServer:
         """Nothing to stop: the server belongs to whoever runs it."""
 
 
-def external_url() -> str | None:
-    """``REDIS_URL`` when the scenario should run on an existing server."""
-    return os.environ.get("REDIS_URL") or None
-
-
 @contextlib.contextmanager
-def redis_server(
-    config: Mapping[str, str] | None = None, data_dir: Path | None = None
-) -> Iterator[RedisServer | ExternalServer]:
+def redis_server(config: Mapping[str, str] | None = None) -> Iterator[RedisServer | ExternalServer]:
     """The server of ``REDIS_URL`` if set (``config`` cannot apply to it), else a
     throw-away embedded server on a free port, stopped (or killed) on exit."""
-    url = external_url()
-    if url:
+    if url := os.environ.get("REDIS_URL"):
         if config:
             print(f"note: REDIS_URL is used as it is; not applied: {dict(config)}", flush=True)
         yield ExternalServer(url)
         return
-    with contextlib.ExitStack() as stack:
-        if data_dir is None:
-            data_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-redis-")))
-        server = RedisServer(
-            find_redis_server(load_settings()), data_dir, config=dict(config or {})
-        )
-        stack.callback(server.stop)  # also when interrupted while it starts
-        yield server.start()
+    with tempfile.TemporaryDirectory(prefix="bench-redis-") as data_dir:
+        server = RedisServer(find_redis_server(load_settings()), Path(data_dir), config=config)
+        try:  # also when interrupted while it starts
+            yield server.start()
+        finally:
+            server.stop()
 
 
 def raw_client(url: str, **kwargs: Any) -> redis.Redis:
@@ -144,26 +127,12 @@ def cpu_seconds(pid: int | None) -> float | None:
 # --- statistics, tables, goals ------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    """Linear-interpolated percentile (p in 0..100) of a non-empty sample."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def distribution(values: Sequence[float], digits: int = 3) -> dict[str, float]:
-    """p5/p50/p95/max of a sample, rounded for printing."""
-    return {
-        "n": len(values),
-        "p5": round(percentile(values, 5), digits),
-        "p50": round(percentile(values, 50), digits),
-        "p95": round(percentile(values, 95), digits),
-        "max": round(max(values), digits) if values else float("nan"),
-    }
+    """n, p5/p50/p95 (linear between the closest ranks) and max of a non-empty sample."""
+    sample = list(values) * (2 if len(values) == 1 else 1)  # one value is every percentile
+    cuts = statistics.quantiles(sample, n=20, method="inclusive")
+    shown = {"p5": cuts[0], "p50": cuts[9], "p95": cuts[18], "max": max(values)}
+    return {"n": len(values), **{k: round(v, digits) for k, v in shown.items()}}
 
 
 def ratio(numerator: float | None, denominator: float | None, digits: int = 3) -> float | None:
@@ -203,8 +172,7 @@ def verdict(value: float | None, goal: float, *, at_most: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Goal:
-    """One goal of a scenario: its figure, the target and how they compare. ``make
-    bench`` collects the lines with PASS or MISS of every scenario."""
+    """A scenario's goal, its figure and the target; ``make bench`` collects the lines."""
 
     text: str
     value: float | None
@@ -232,31 +200,28 @@ def print_goals(goals: Sequence[Goal]) -> dict[str, str]:
 # --- what was measured on, the JSON line ---------------------------------------------------
 
 
-def machine_info(client: redis.Redis | None = None, source: str | None = None) -> dict[str, Any]:
+def machine_info(client: redis.Redis | None = None) -> dict[str, Any]:
     """What the figures were measured on (contention included: load average), with the
     server's name and version and where it came from (``embedded`` or ``REDIS_URL``)."""
     info: dict[str, Any] = {
         "nproc": os.cpu_count(),
-        "cpu": _proc_value("/proc/cpuinfo", "model name", ":") or platform.processor() or "?",
-        "ram_gb": None,
+        "cpu": _cpu_model(),
+        "ram_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "python": platform.python_version(),
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
-    with contextlib.suppress(TypeError, ValueError, IndexError):
-        kb = _proc_value("/proc/meminfo", "MemTotal", ":")
-        info["ram_gb"] = round(int(str(kb).split()[0]) / 1024 / 1024, 1)
     if client is not None:
         info["server"] = server_identity(client.info("server"))
-        info["server_source"] = source or ("REDIS_URL" if external_url() else "embedded")
+        info["server_source"] = "REDIS_URL" if os.environ.get("REDIS_URL") else "embedded"
     return info
 
 
-def _proc_value(path: str, name: str, separator: str) -> str | None:
+def _cpu_model() -> str:
     with contextlib.suppress(OSError):
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(name):
-                return line.split(separator, 1)[1].strip()
-    return None
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
 
 
 def emit_json(bench: str, payload: Mapping[str, Any]) -> None:
@@ -269,14 +234,10 @@ def emit_json(bench: str, payload: Mapping[str, Any]) -> None:
 
 
 def exit_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> None:
-    """Make ``signums`` raise ``SystemExit(128 + signum)`` in the main thread, once.
-
-    By default SIGTERM ends Python at once, skipping every ``finally``: the scenario's
-    ``redis-server`` and worker processes (children, not signalled) would keep running.
-    Raised as ``SystemExit``, the signal unwinds the ``with`` blocks that stop them. A
-    repeated signal is ignored while that clean-up runs (SIGKILL still ends it). Only
-    default handlers are replaced, and only in the main thread.
-    """
+    """Make ``signums`` raise ``SystemExit(128 + signum)`` in the main thread, once: by
+    default SIGTERM skips every ``finally`` and the scenario's server and workers would
+    keep running; as ``SystemExit`` it unwinds the ``with`` blocks that stop them. A repeated
+    signal is ignored during that clean-up. Only default handlers are replaced."""
     if threading.current_thread() is not threading.main_thread():
         return
 

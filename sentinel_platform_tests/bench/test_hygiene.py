@@ -130,23 +130,44 @@ def _bench_modules() -> list[Path]:
     return sorted(BENCH.glob("*.py"))
 
 
-def _is_sys(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Name) and node.id == "sys"
+def test_the_bench_package_stays_small_against_the_product() -> None:
+    product = [
+        path
+        for package in ("sentinel_platform", "workers")
+        for path in (REPO_ROOT / package).rglob("*.py")
+    ]
+    bench, limit = _lines(_bench_modules()), MAX_SHARE * _lines(product)
+    assert bench <= limit, f"bench has {bench} lines, more than {MAX_SHARE:.0%}: {limit:.0f}"
+
+
+def _offences(path: Path) -> list[str]:
+    """Where ``path`` touches ``sys.path`` or imports a private name (a part with ``_``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        value = getattr(node, "value", None)
+        of_sys = isinstance(value, ast.Name) and value.id == "sys"
+        if isinstance(node, ast.Attribute) and node.attr == "path" and of_sys:
+            found.append(f"{where}: sys.path")
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found += [f"{where}: imports {name}" for name in names if "._" in f".{name}"]
+    return found
 
 
 def test_no_bench_module_edits_sys_path_or_imports_private_names() -> None:
-    offences = []
-    for path in _bench_modules():
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            value = getattr(node, "value", None)
-            if isinstance(node, ast.Attribute) and node.attr == "path" and _is_sys(value):
-                offences.append(f"{path.name}:{node.lineno}: sys.path")
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench"):
-                private = [alias.name for alias in node.names if alias.name.startswith("_")]
-                if private or any(part.startswith("_") for part in node.module.split(".")):
-                    offences.append(f"{path.name}:{node.lineno}: {node.module} {private}")
+    offences = [offence for path in _bench_modules() for offence in _offences(path)]
     assert not offences, "\n".join(offences)
+
+
+def test_the_check_finds_a_path_edit_and_a_private_import(tmp_path: Path) -> None:
+    module = tmp_path / "scenario.py"
+    module.write_text("import sys\nsys.path.insert(0, '.')\nfrom bench.cells import _spawn\n")
+    found = sorted(offence.split(": ")[1] for offence in _offences(module))
+    assert found == ["imports bench.cells._spawn", "sys.path"]
 
 
 def test_no_file_under_bench_out_is_tracked() -> None:
