@@ -59,17 +59,19 @@ format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## Quick versions of every benchmark, then each goal's ratio with PASS/MISS (see bench/RESULTS.md);
+## Quick versions of every benchmark scenario (python -m bench --help), then each goal's
+## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
 ## REDIS_URL=... runs them on that server
+BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
+                  slow_processor analyzer_limits
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt
-	@for script in worker_throughput publish_throughput backpressure recovery_latency chaos \
-	               redis_restart_drill lag_cost soak slow_processor analyzer_limits end_to_end; do \
-		echo "== python -m bench.$$script --quick"; \
-		{ $(PY) -m bench.$$script --quick; echo $$? > bench/out/rc; } | tee bench/out/$$script.log; \
+	@for scenario in $(BENCH_SCENARIOS); do \
+		echo "== python -m bench $$scenario --quick"; \
+		{ $(PY) -m bench $$scenario --quick; echo $$? > bench/out/rc; } | tee bench/out/$$scenario.log; \
 		[ "$$(cat bench/out/rc)" = 0 ] || exit 1; \
-		grep -E '\b(PASS|MISS)\b' bench/out/$$script.log | grep -v '^{' | sed "s|^|$$script: |" >> bench/out/goals.txt; \
+		grep -E '\b(PASS|MISS)\b' bench/out/$$scenario.log | grep -v '^{' | sed "s|^|$$scenario: |" >> bench/out/goals.txt; \
 	done
 	@echo "== goals"; cat bench/out/goals.txt
 

@@ -1,1 +1,1 @@
-"""Benchmarks and fault drills: ``python bench/<name>.py [--quick]`` (see bench/RESULTS.md)."""
+"""Benchmarks and fault drills: ``python -m bench <scenario> [--quick]`` (see bench/RESULTS.md)."""

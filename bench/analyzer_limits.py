@@ -10,13 +10,7 @@ of ``SENTINEL_WORKER_CONCURRENCY`` (asked of a fresh interpreter at the start) a
 C = 1, the previous default (in ``--quick`` only without limits: one call at a time
 gives about 1 / L whatever the limits).
 
-A cell fills the stream with N transactions (ids ``t<index>``) with the group parked at
-its end, starts the workers, waits for their leases, then releases everything at once
-(one ``MULTI``: the group back to ``0``, the last transaction added, the server's
-``TIME``). It ends when the group is drained or its time budget is up. msg/s is the
-verdicts (entries of ``sentinel:verdicts``) over the time from the release to the last
-verdict's stream id (server clock); AI verdicts are those with ``driver_used=analyzer``,
-fallbacks those with ``driver_used=fallback``; dead letters are the entries of the DLQ.
+How a cell is run and timed: :mod:`bench.cells`.
 
 Scenarios (goals printed with PASS/MISS; a figure that could not be measured is a MISS):
 
@@ -43,47 +37,33 @@ Scenarios (goals printed with PASS/MISS; a figure that could not be measured is 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import json
 import math
 import os
 import statistics
 import subprocess
-import threading
-import time
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import redis
 
-from bench._common import (
+from bench.cells import Cell, cell_json, noop_messages, print_cells, run_cell, transactions
+from bench.timing import (
+    Goal,
     base_parser,
     emit_json,
     machine_info,
-    print_table,
+    print_goals,
     ratio,
     raw_client,
     redis_server,
     scratch_dir,
 )
-from sentinel_platform.redis_server import free_port
-from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub, Mode
-from sentinel_platform_tests.harness.processes import (
-    NOOP_PROCESSOR,
-    PYTHON,
-    Fleet,
-    WorkerProcess,
-    child_env,
-    wait_leases,
-)
-from sentinel_platform_tests.harness.streams import fill_stream, group_drained
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, PYTHON, child_env
 from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "analyzer_limits"
@@ -104,7 +84,6 @@ CPU_MESSAGES = {
 #: Seconds of calls at the rate limit R (the windows need several full seconds).
 RATE_WINDOW_S = {"quick": 6.0, "full": 20.0}
 CPU_REPEATS = 3
-SAMPLE_S = 0.01  # the stub's call counter is sampled this often for the rate windows
 
 GOAL_UNLIMITED = 0.8
 GOAL_REJECT = 0.7
@@ -116,25 +95,9 @@ GOAL_RATE_TOLERANCE = 0.05
 GOAL_RATE_THROUGHPUT = 0.9
 GOAL_CPU_BOUND = 0.95
 GOAL_SERVER_CPU_US = 60.0
-TRANSACTION = {
-    "merchant": "ACME Corp",
-    "category": "retail",
-    "currency": "EUR",
-    "amount": 123.45,
-    "message": "bench",
-    "source": "bench",
-    "timestamp": "2026-01-01T00:00:00Z",
-}
 
 
 # --- goal arithmetic (pure) ---------------------------------------------------------------
-
-
-def verdict(value: float | None, goal: float, *, at_most: bool = False) -> str:
-    """PASS when ``value`` meets ``goal`` (>=, or <= with ``at_most``); unmeasured: MISS."""
-    if value is None or math.isnan(value):
-        return "MISS"
-    return "PASS" if (value <= goal if at_most else value >= goal) else "MISS"
 
 
 def spread(values: Sequence[float]) -> float | None:
@@ -146,31 +109,6 @@ def spread(values: Sequence[float]) -> float | None:
     if low <= 0:
         return math.inf if high > 0 else 1.0
     return round(high / low, 3)
-
-
-def window_counts(samples: Sequence[tuple[float, int]], start: float) -> list[int]:
-    """Calls in each full 1 s window from ``start`` (the first call) up to the last call,
-    from samples of a monotonic counter (time, count) sorted by time: the count at a
-    window's end minus at its start, each read from the last sample at or before that
-    moment. A partial window at the end (the backlog ran dry) is left out."""
-    if not samples:
-        return []
-
-    def at(moment: float) -> int:
-        count = samples[0][1]
-        for when, value in samples:
-            if when > moment:
-                break
-            count = value
-        return count
-
-    final = samples[-1][1]
-    end = next(when for when, value in samples if value == final)  # the last call seen
-    windows, edge = [], start
-    while edge + 1.0 <= end:
-        windows.append(at(edge + 1.0) - at(edge))
-        edge += 1.0
-    return windows
 
 
 def rate_tolerance(rate: float) -> float:
@@ -190,226 +128,6 @@ def median_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
     if not numerators or not denominators:
         return None
     return ratio(statistics.median(numerators), statistics.median(denominators))
-
-
-# --- one cell -------------------------------------------------------------------------------
-
-
-@dataclass
-class Cell:
-    """The figures of one run of one or more workers."""
-
-    label: str
-    workers: int
-    concurrency: str
-    messages: int
-    done: int = 0
-    seconds: float = 0.0
-    msgs_per_s: float = 0.0
-    ai: int = 0
-    fallbacks: int = 0
-    dead_letters: int = 0
-    duplicates: int = 0
-    worker_ai: list[int] = field(default_factory=list)
-    in_flight_limit: list[int] = field(default_factory=list)
-    stub: dict[str, Any] = field(default_factory=dict)
-    calls_per_key: dict[str, int] = field(default_factory=dict)
-    windows: list[int] = field(default_factory=list)
-    worker_cpu_us: float | None = None
-    server_cpu_us: float | None = None
-    errors: int = 0
-
-    @property
-    def ai_per_s(self) -> float:
-        return self.ai / self.seconds if self.seconds else 0.0
-
-
-def transactions(count: int, copies: int = 1) -> Iterator[dict[str, str]]:
-    """``count`` transactions in the wire format, each id ``copies`` times in a row."""
-    for index in range(count * copies):
-        body = {**TRANSACTION, "id": f"t{index // copies}"}
-        yield {"data": json.dumps(body, separators=(",", ":"))}
-
-
-def noop_messages(count: int) -> Iterator[dict[str, str]]:
-    """Messages of the harness's no-op processor (its natural key is ``key``)."""
-    for index in range(count):
-        yield {"key": f"m{index}", "data": "{}"}
-
-
-def _spawn(fleet: Fleet, name: str, env: Mapping[str, str], args: Sequence[str]) -> WorkerProcess:
-    """``python -m workers.watch_transactions`` (the entry point users run)."""
-    log_path = fleet.log_dir / f"{name}.log"
-    argv = [PYTHON, "-m", "workers.watch_transactions", "--consumer", name, *args]
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    return fleet.adopt(WorkerProcess(process, name, None, log_path, env))
-
-
-def _server_cpu_s(client: redis.Redis) -> float:
-    info = client.info("cpu")
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
-def _process_cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _metric(port: int, name: str, match: str = "") -> int | None:
-    """The value of the worker's series ``name`` whose labels contain ``match``."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            text = reply.read().decode()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith(name) and match in line and not line.startswith("#"):
-            return int(float(line.rsplit(" ", 1)[1]))
-    return None
-
-
-def _release(client: redis.Redis, keys: StreamKeys, last: Mapping[str, str]) -> float:
-    """Everything readable at once; the server's clock then (ms)."""
-    pipe = client.pipeline(transaction=True)
-    pipe.xgroup_setid(keys.stream, keys.group, "0", entries_read=0)
-    pipe.xadd(keys.stream, cast(Any, dict(last)))
-    pipe.time()
-    seconds, micros = pipe.execute()[-1]
-    return float(seconds * 1000 + micros / 1000)
-
-
-class _Sampler:
-    """Samples the stub's call counter every :data:`SAMPLE_S` on its own thread (owned
-    by the ``with`` block, stopped and joined on exit)."""
-
-    def __init__(self, stub: AnalyzerStub) -> None:
-        self.stub, self.samples = stub, cast(list[tuple[float, int]], [])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="stub-sampler", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self.samples.append((time.monotonic(), self.stub.counters()["calls"]))
-
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def first_call(self) -> float | None:
-        return next((when for when, calls in self.samples if calls > 0), None)
-
-
-def run_cell(
-    label: str,
-    url: str,
-    home: Path,
-    *,
-    messages: list[dict[str, str]],
-    budget_s: float,
-    workers: int = 1,
-    concurrency: str | None = None,
-    stub: AnalyzerStub | None = None,
-    processor: str | None = None,
-    settings: Mapping[str, Any] | None = None,
-    poll_s: float = 0.01,
-) -> Cell:
-    """``workers`` workers on ``messages`` until drained or ``budget_s`` is up."""
-    client = raw_client(url)
-    keys = transaction_keys(load_settings(redis_url=url, home=home))
-    client.flushdb()
-    fill_stream(client, keys.stream, messages[:-1])
-    client.xgroup_create(keys.stream, keys.group, id="$")
-    values: dict[str, Any] = {"lag_key_ttl_s": 10, **(settings or {})}
-    if stub is not None:
-        values.update(analyzer_url=stub.url, analyzer_timeout_s=5.0)
-    if concurrency is not None:
-        values["worker_concurrency"] = concurrency
-    env = child_env(url, home, **values)
-    cell = Cell(label, workers, concurrency or "default", len(messages))
-    ports = [free_port() for _ in range(workers)]
-    with Fleet(home) as fleet, contextlib.ExitStack() as stack:
-        args = ["--processor", processor] if processor else []
-        slug = label.replace(" ", "-").replace("=", "").replace("/", "-")
-        procs = [
-            _spawn(fleet, f"{slug}-{i}", env, [*args, "--metrics-port", str(port)])
-            for i, port in enumerate(ports)
-        ]
-        wait_leases(client, keys, procs)
-        sampler = stack.enter_context(_Sampler(stub)) if stub is not None else None
-        before = _server_cpu_s(client)
-        worker_before = [_process_cpu_s(p.pid) for p in procs]
-        started_ms = _release(client, keys, messages[-1])
-        deadline = time.monotonic() + budget_s
-        while not group_drained(client, keys.stream, keys.group) and time.monotonic() < deadline:
-            if not all(p.alive() for p in procs):
-                raise RuntimeError(f"a worker exited:\n{procs[0].tail(30)}")
-            time.sleep(poll_s)
-        seconds_now, micros = client.time()
-        stopped_ms = seconds_now * 1000 + micros / 1000
-        server_cpu_s = _server_cpu_s(client) - before
-        worker_after = [_process_cpu_s(p.pid) for p in procs]
-        cell.worker_ai = [
-            _metric(p, "sentinel_worker_verdicts_total", 'driver="analyzer"') or 0 for p in ports
-        ]
-        cell.in_flight_limit = [_metric(p, "sentinel_worker_in_flight_limit") or 0 for p in ports]
-        if stub is not None:
-            cell.stub = stub.counters()
-            cell.calls_per_key = dict(stub.calls_per_key())
-        if sampler is not None:
-            stack.close()
-            first = sampler.first_call()
-            cell.windows = window_counts(sampler.samples, first) if first is not None else []
-        for proc in procs:
-            proc.stop(timeout_s=5)
-            cell.errors += sum(1 for e in proc.events() if e.get("level") in ("error", "critical"))
-    _settle_figures(client, keys, cell, started_ms, stopped_ms)
-    if None not in worker_before and None not in worker_after and cell.done:
-        spent = sum(
-            cast(float, a) - cast(float, b)
-            for a, b in zip(worker_after, worker_before, strict=True)
-        )
-        cell.worker_cpu_us = round(spent / cell.done * 1e6, 1)
-    cell.server_cpu_us = round(server_cpu_s / max(cell.done, 1) * 1e6, 1)
-    return cell
-
-
-def _settle_figures(
-    client: redis.Redis, keys: StreamKeys, cell: Cell, started_ms: float, stopped_ms: float
-) -> None:
-    """Verdict counts and the rate, from the results stream (or the acks, for a no-op)."""
-    verdicts = cast(list[tuple[str, dict[str, str]]], client.xrange(keys.results))
-    cell.dead_letters = int(client.xlen(keys.dlq))
-    if verdicts:
-        # a transaction's verdict names it; a no-op's result is one entry per message
-        txns = [fields.get("txn_id") or entry_id for entry_id, fields in verdicts]
-        cell.done = len(set(txns))
-        cell.duplicates = len(txns) - cell.done
-        cell.ai = sum(1 for _, f in verdicts if f.get("driver_used") == "analyzer")
-        cell.fallbacks = sum(1 for _, f in verdicts if f.get("driver_used") == "fallback")
-        # the last verdict's time: also the rate over those done when the budget ran out
-        stopped_ms = max(int(entry_id.split("-", 1)[0]) for entry_id, _ in verdicts)
-    else:
-        cell.done = cell.messages - _not_acknowledged(client, keys)
-    cell.seconds = round(max(stopped_ms - started_ms, 1.0) / 1000, 3)
-    cell.msgs_per_s = round(cell.done / cell.seconds, 1)
-
-
-def _not_acknowledged(client: redis.Redis, keys: StreamKeys) -> int:
-    """Entries of the stream the group has not acknowledged: pending or never delivered."""
-    groups = client.xinfo_groups(keys.stream)
-    group = next(g for g in groups if g["name"] == keys.group)
-    undelivered = cast(list[Any], client.xrange(keys.stream, f"({group['last-delivered-id']}", "+"))
-    return int(group["pending"]) + len(undelivered)
 
 
 def _progress(cell: Cell) -> None:
@@ -574,23 +292,6 @@ SCENARIOS: dict[str, Callable[[Context], None]] = {
 # --- goals and report ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Goal:
-    text: str
-    value: float | None
-    goal: float
-    at_most: bool = False
-    unit: str = "x"
-
-    @property
-    def verdict(self) -> str:
-        return verdict(self.value, self.goal, at_most=self.at_most)
-
-    def line(self) -> str:
-        shown = "not measured" if self.value is None else f"{self.value}{self.unit}"
-        return f"  {self.verdict:<4}  {self.text}: {shown}"
-
-
 def goal_sides(default: str) -> list[tuple[str, str]]:
     """(cell side, how goals name it): the default and auto, or, when auto is the
     default, auto and C = 1 (the default before it)."""
@@ -742,51 +443,9 @@ def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
 
 def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str]) -> None:
     cells = ctx.cells
-    print_table(
+    print_cells(
         f"workers against a stub analyzer (L={LATENCY_S * 1000:g} ms; K={CAPACITY} where limited)",
-        [
-            "cell",
-            "workers",
-            "C",
-            "done",
-            "s",
-            "msg/s",
-            "AI/s",
-            "fallback",
-            "dlq",
-            "dup",
-            "calls",
-            "peak serving",
-            "queue wait s",
-            "limit(s)",
-            "per-worker AI",
-            "worker us/msg",
-            "server us/msg",
-            "errors",
-        ],
-        [
-            (
-                c.label,
-                c.workers,
-                c.concurrency,
-                f"{c.done}/{c.messages}",
-                c.seconds,
-                c.msgs_per_s,
-                round(c.ai_per_s, 1),
-                c.fallbacks,
-                c.dead_letters,
-                c.duplicates,
-                c.stub.get("calls"),
-                c.stub.get("peak_serving"),
-                round(c.stub["queue_wait_mean_s"], 3) if c.stub else None,
-                ",".join(map(str, c.in_flight_limit)),
-                ",".join(map(str, c.worker_ai)),
-                c.worker_cpu_us,
-                c.server_cpu_us,
-                c.errors,
-            )
-            for c in cells.values()
-        ],
+        cells.values(),
     )
     rate_cells = [c for k, c in cells.items() if k.startswith("rate ")]
     for cell in rate_cells:
@@ -813,16 +472,14 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
         )
     print(f"\n  default SENTINEL_WORKER_CONCURRENCY of the workers: {ctx.default}")
     results = goals(cells, ran, ctx.default)
-    print()
-    for goal in results:
-        print(goal.line())
+    print_goals(results)
     for error in errors:
         print(f"  failed: {error}")
     emit_json(
         NAME,
         {
             "default_concurrency": ctx.default,
-            "cells": {k: _cell_json(c) for k, c in cells.items()},
+            "cells": {k: cell_json(c) for k, c in cells.items()},
             "goals": {g.text: {"value": g.value, "verdict": g.verdict} for g in results},
             "errors": errors,
             "machine": info,
@@ -857,26 +514,14 @@ def tree_state() -> str:
     return f"{commit}+dirty:{hashlib.sha256(diff.encode()).hexdigest()[:8]}"
 
 
-def _cell_json(cell: Cell) -> dict[str, Any]:
-    """A cell's figures, its calls per key summed up (not one entry per key)."""
-    figures = {k: v for k, v in asdict(cell).items() if k != "calls_per_key"}
-    per_key = cell.calls_per_key.values()
-    figures["calls_for_keys"] = {
-        "keys": len(cell.calls_per_key),
-        "calls": sum(per_key),
-        "keys_called_more_than_once": sum(1 for n in per_key if n > 1),
-    }
-    return {**figures, "ai_per_s": round(cell.ai_per_s, 1)}
-
-
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0] if __doc__ else NAME)
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument(
         "--only",
         default=",".join(SCENARIOS),
         help=f"comma-separated scenarios: {','.join(SCENARIOS)}",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ran = set(args.only.split(","))
     unknown = ran - set(SCENARIOS)
     if unknown:

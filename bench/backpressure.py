@@ -1,4 +1,4 @@
-"""Backpressure: lag band, consumer idle time and producer rate, ours against the old guards.
+"""Backpressure: lag band, consumer idle time and producer rate of the publish guard.
 
 Producers much faster than the consumers (worker processes with a fixed service time per
 message, ``--simulate-latency-ms``) publish for a fixed time. Runs, each against fresh
@@ -9,40 +9,35 @@ workers and a fresh stream on one server:
   ``SENTINEL_PUBLISH_BATCH_SIZE``: the path the Spark assets publish through;
 * ``ours x2``: two producer processes publishing at once (two partitions);
 * ``ours halves``: the consumers' speed halves mid-run (every message then takes twice the
-  service time: :func:`slowing`, switched by a key);
-* ``binary``, ``original``, ``fixed``: the old guards of :mod:`bench.guards`, 1 producer.
+  service time: :class:`SlowingProcessor`, switched by a key).
 
-Producers connect, then start together on a signal, so every figure covers the same
-window. The bench samples the true lag (backlog + pending, ``XINFO GROUPS``) every
-100 ms; the band statistics start when the lag first reaches ``lag_warn`` (the start-up
-fill is not steady state; the same rule for every guard). Consumer idle fraction is the
-share of samples in which nothing was left to deliver (backlog 0): a worker asking for
-more then gets nothing. It depends on the producer alone, not on how busy the machine is
-(a capacity-based figure swings by 20% with the load of a shared machine).
-
-Targets (ours, each run): band p95-p5 <= 25% of ``lag_pause``, max <= ``lag_pause``,
-consumers idle < 5%, producer rate >= 95% of the consumed rate; each printed PASS/MISS.
+Producers start together on a signal, so every figure covers the same window. The true
+lag (backlog + pending) is sampled every 100 ms; the band statistics start when it first
+reaches ``lag_warn`` (the start-up fill is not steady state). Consumer idle fraction is
+the share of samples with nothing left to deliver (backlog 0): it depends on the producer
+alone, not on how busy the machine is. The lag over time is drawn to
+``bench/out/backpressure.png`` (``--png``; untracked) when matplotlib (the ``bench``
+extra) is installed, else skipped with a note. Targets (each run): band p95-p5 <= 25% of
+``lag_pause``, max <= ``lag_pause``, consumers idle < 5%, producer rate >= 95% of the
+consumed rate; each printed PASS/MISS.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import argparse
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench._common import (
+from bench.timing import (
     base_parser,
     bench_settings,
     distribution,
@@ -53,11 +48,15 @@ from bench._common import (
     redis_server,
     scratch_dir,
 )
-from bench._plot import PALETTE, HLine, Series, chart_skipped, line_chart
-from bench.guards import GUARDS
-from sentinel_platform.settings import Settings
+from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform.streams.producer.backpressure import (
+    BackpressureConfig,
+    BackpressureGuard,
+    PublishInterrupted,
+)
+from sentinel_platform.streams.producer.publish import publish_rows
 from sentinel_platform_tests.harness.processes import (
     PYTHON,
     REPO_ROOT,
@@ -69,35 +68,24 @@ from sentinel_platform_tests.harness.processors import NoopProcessor
 from sentinel_platform_tests.harness.streams import unacked
 from sentinel_platform_tests.harness.waits import wait_until
 
-#: The guards compared here (ours and Sentinel-L7's) pace by message counts: the bench
-#: sets the Sentinel-L7 numbers explicitly (by default the limits are seconds of work,
-#: docs/backpressure.md).
+#: The guard paces by message counts here, Sentinel-L7's numbers, so every run shares
+#: one scale (by default the limits are seconds of work, docs/backpressure.md).
 COUNT_LIMITS = {"lag_warn": 50, "lag_pause": 200}
 
 NAME = "backpressure"
 PNG = REPO_ROOT / "bench" / "out" / "backpressure.png"
 SAMPLE_S = 0.1
-GO_KEY = "bench:bp:go"
-READY_KEY = "bench:bp:ready"
-SLOW_KEY = "bench:bp:slow"
+GO_KEY, READY_KEY, SLOW_KEY = "bench:bp:go", "bench:bp:ready", "bench:bp:slow"
 
 
 @dataclass(frozen=True)
 class Run:
     name: str
-    guard: str
     producers: int = 1
     halves: bool = False
 
 
-RUNS = (
-    Run("ours", "ours"),
-    Run("ours x2", "ours", producers=2),
-    Run("ours halves", "ours", halves=True),
-    Run("binary", "binary"),
-    Run("original", "original"),
-    Run("fixed", "fixed"),
-)
+RUNS = (Run("ours"), Run("ours x2", producers=2), Run("ours halves", halves=True))
 TARGETS = (
     ("band <= 25% pause", lambda f, s: f["band"] <= 0.25 * s.lag_pause),
     ("max <= pause", lambda f, s: f["lag"]["max"] <= s.lag_pause),
@@ -106,40 +94,7 @@ TARGETS = (
 )
 
 
-# --- producers (run as a child process via --role-guard) -----------------------------------
-
-
-def _messages(prefix: str) -> Iterator[dict[str, str]]:
-    index = 0
-    while True:
-        yield {"key": f"{prefix}-{index}", "data": "x" * 200}
-        index += 1
-
-
-def produce_ours(
-    client: redis.Redis, keys: StreamKeys, settings: Settings, stop: Any, entries: Any
-) -> int:
-    from sentinel_platform.streams.producer.backpressure import (
-        BackpressureConfig,
-        BackpressureGuard,
-        PublishInterrupted,
-    )
-    from sentinel_platform.streams.producer.publish import publish_rows
-
-    sent = 0
-
-    def counted() -> Iterator[dict[str, str]]:
-        nonlocal sent
-        for fields in entries:
-            if stop():
-                return
-            sent += 1
-            yield fields
-
-    guard = BackpressureGuard(client, keys, BackpressureConfig.from_settings(settings), stop)
-    with contextlib.suppress(PublishInterrupted):  # the deadline ended a wait
-        publish_rows(client, keys, counted(), settings.publish_batch_size, guard)
-    return sent
+# --- producers (run as a child process via --role-producer) --------------------------------
 
 
 class SlowingProcessor(NoopProcessor):
@@ -160,24 +115,30 @@ class SlowingProcessor(NoopProcessor):
         return super().process(message)
 
 
-def slowing(settings: Settings) -> SlowingProcessor:
-    return SlowingProcessor(settings)
-
-
 def producer_main(args: argparse.Namespace) -> int:
-    from sentinel_platform.settings import load_settings
-
+    """One producer: publish through the guard from the common start for ``--seconds``;
+    prints how many messages it handed to the publish path."""
     settings = load_settings()
     keys = transaction_keys(settings)
     client = redis.Redis.from_url(settings.redis_url_value, decode_responses=True)
-    produce = produce_ours if args.role_guard == "ours" else GUARDS[args.role_guard]
-    entries = _messages(f"{args.role_guard}-{args.producer_id}")
     client.incr(READY_KEY)
     while not client.exists(GO_KEY):
         time.sleep(0.005)
     started = time.monotonic()
-    deadline = started + args.seconds
-    sent = produce(client, keys, settings, lambda: time.monotonic() > deadline, entries)
+    sent = 0
+
+    def stop() -> bool:
+        return time.monotonic() > started + args.seconds
+
+    def entries() -> Iterator[dict[str, str]]:
+        nonlocal sent
+        while not stop():
+            sent += 1
+            yield {"key": f"ours-{args.producer_id}-{sent - 1}", "data": "x" * 200}
+
+    guard = BackpressureGuard(client, keys, BackpressureConfig.from_settings(settings), stop)
+    with contextlib.suppress(PublishInterrupted):  # the deadline ended a wait
+        publish_rows(client, keys, entries(), settings.publish_batch_size, guard)
     print(json.dumps({"sent": sent, "seconds": time.monotonic() - started}), flush=True)
     return 0
 
@@ -197,25 +158,17 @@ class Trace:
 
 
 def _sample(client: redis.Redis, keys: StreamKeys, trace: Trace, done: threading.Event) -> None:
+    """Every :data:`SAMPLE_S` until ``done``: the group's lag (never delivered + pending)
+    and its backlog (never delivered)."""
     started = time.monotonic()
     while not done.is_set():
-        backlog, pending = _group_lag(client, keys)
+        groups = client.xinfo_groups(keys.stream)
+        pending = next(int(g["pending"]) for g in groups if g["name"] == keys.group)
+        lag = unacked(client, keys.stream, keys.group)
         trace.times.append(time.monotonic() - started)
-        trace.lags.append(backlog + pending)
-        trace.backlogs.append(backlog)
+        trace.lags.append(lag)
+        trace.backlogs.append(lag - pending)
         done.wait(SAMPLE_S)
-
-
-def _group_lag(client: redis.Redis, keys: StreamKeys) -> tuple[int, int]:
-    """(backlog, pending) of the group: entries never delivered, delivered but unacked."""
-    try:
-        group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
-    except (redis.ResponseError, StopIteration):
-        return 0, 0
-    if group.get("lag") is None:  # an entry after the group's position was deleted
-        total = unacked(client, keys.stream, keys.group)
-        return total - int(group["pending"]), int(group["pending"])
-    return int(group["lag"]), int(group["pending"])
 
 
 def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
@@ -233,28 +186,17 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
                 "transactions",
                 f"bp-{tag}-{i}",
                 env,
-                "bench.backpressure:slowing",
+                "bench.backpressure:SlowingProcessor",
                 count=args.worker_count,
                 simulate_latency_ms=args.service_ms,
             )
             for i in range(args.workers)
         ]
         wait_leases(client, keys, workers)
+        role = [PYTHON, "-m", "bench.backpressure", "--role-producer"]
+        role += ["--seconds", str(args.seconds)]
         producers = [
-            fleet.spawn(
-                f"producer-{tag}-{i}",
-                [
-                    PYTHON,
-                    __file__,
-                    "--role-guard",
-                    run.guard,
-                    "--producer-id",
-                    str(i),
-                    "--seconds",
-                    str(args.seconds),
-                ],
-                env,
-            )
+            fleet.spawn(f"producer-{tag}-{i}", [*role, "--producer-id", str(i)], env)
             for i in range(run.producers)
         ]
         wait_until(lambda: int(client.get(READY_KEY) or 0) == run.producers, 60, 0.02, "ready")
@@ -264,7 +206,10 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
         client.set(GO_KEY, "1")
         started = time.monotonic()
         sampler.start()
-        _consume(run, client, args)
+        time.sleep(args.seconds / 2)
+        if run.halves:  # the consumers' speed halves mid-run
+            client.set(SLOW_KEY, "1")
+        time.sleep(args.seconds / 2)
         trace.processed = int(client.xlen(keys.results)) - before
         trace.seconds = time.monotonic() - started
         done.set()
@@ -276,16 +221,6 @@ def run_one(run: Run, url: str, tmp: Path, args: argparse.Namespace) -> Trace:
         for worker in workers:
             worker.stop()
     return trace
-
-
-def _consume(run: Run, client: redis.Redis, args: argparse.Namespace) -> None:
-    """Let the workers consume for the run, halving their speed mid-run when asked."""
-    if run.halves:
-        time.sleep(args.seconds / 2)
-        client.set(SLOW_KEY, "1")
-        time.sleep(args.seconds / 2)
-    else:
-        time.sleep(args.seconds)
 
 
 def summarize(trace: Trace, args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
@@ -306,49 +241,58 @@ def summarize(trace: Trace, args: argparse.Namespace, settings: Settings) -> dic
     }
 
 
-def verdicts(figures: dict[str, Any], settings: Settings) -> dict[str, bool]:
-    return {name: bool(check(figures, settings)) for name, check in TARGETS}
+def chart_skipped() -> str | None:
+    """None when the chart can be drawn; otherwise the note printed instead of one."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return "chart skipped: matplotlib not installed (pip install -e '.[bench]')"
+    return None
 
 
 def plot(traces: list[Trace], settings: Settings, path: Path) -> Path:
-    drawn = [t for t in traces if t.run.producers == 1 and not t.run.halves]
-    series = [
-        Series(trace.run.name, trace.times, trace.lags, color)
-        for trace, color in zip(drawn, PALETTE, strict=False)
-    ]
-    return line_chart(
-        path,
-        "Consumer lag (backlog + pending) per producer guard",
-        series,
-        "seconds",
-        "lag (messages)",
-        [
-            HLine(settings.lag_warn, f"warn {settings.lag_warn}"),
-            HLine(settings.lag_pause, f"pause {settings.lag_pause}"),
-        ],
-    )
+    """The lag over time of each run, the warn and pause limits as lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file only: no display needed
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(10, 5.2), dpi=100)
+    try:
+        for trace in traces:
+            axes.plot(trace.times, trace.lags, label=trace.run.name, linewidth=1.2)
+        for limit, name in ((settings.lag_warn, "warn"), (settings.lag_pause, "pause")):
+            axes.axhline(limit, color="grey", linestyle="--", linewidth=1)
+            axes.annotate(
+                f"{name} {limit}", (1, limit), xycoords=("axes fraction", "data"), ha="right"
+            )
+        axes.set(title="Consumer lag (backlog + pending)", xlabel="seconds", ylabel="lag")
+        axes.set_xlim(left=0)
+        axes.set_ylim(bottom=0)
+        axes.legend(loc="upper left")
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, format="png")
+    finally:
+        plt.close(figure)
+    return path
 
 
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument("--seconds", type=float, default=None, help="publish time per run")
     parser.add_argument("--service-ms", type=int, default=10, help="service time per message")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument(
-        "--worker-count",
-        type=int,
-        default=10,
-        help="worker --count: entries per read (a read of 100 is a second of work at 10 ms, "
-        "and the lag then moves in steps of 100 whatever the producer does)",
-    )
+    # A read of 100 is a second of work at 10 ms: the lag would move in steps of 100.
+    parser.add_argument("--worker-count", type=int, default=10, help="worker --count")
     parser.add_argument("--runs", default=",".join(r.name for r in RUNS))
     parser.add_argument("--png", type=Path, default=PNG)
-    parser.add_argument("--role-guard", choices=("ours", *GUARDS), help=argparse.SUPPRESS)
+    parser.add_argument("--role-producer", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--producer-id", type=int, default=0, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.seconds is None:
         args.seconds = 5.0 if args.quick else 60.0
-    if args.role_guard:
+    if args.role_producer:
         return producer_main(args)
 
     chosen = [r for r in RUNS if r.name in {n.strip() for n in args.runs.split(",")}]
@@ -361,29 +305,23 @@ def main() -> int:
             traces.append(trace)
             print(f"  {run.name:<12} sent {trace.sent:>7,}  processed {trace.processed:>7,}")
     figures = {t.run.name: summarize(t, args, settings) for t in traces}
-    checks = {name: verdicts(f, settings) for name, f in figures.items()}
+    checks = {
+        run: {name: bool(check(f, settings)) for name, check in TARGETS}
+        for run, f in figures.items()
+    }
     print_table(
         f"{args.workers} workers x {args.service_ms} ms/message, reading {args.worker_count} "
         f"at a time, {args.seconds:.0f} s per run, "
         f"warn {settings.lag_warn} / pause {settings.lag_pause}",
         ["run", "lag p5", "p50", "p95", "max", "p95-p5", "idle", "prod/s", "cons/s"],
         [
-            (
-                name,
-                f["lag"]["p5"],
-                f["lag"]["p50"],
-                f["lag"]["p95"],
-                f["lag"]["max"],
-                f["band"],
-                f["idle_fraction"],
-                f["producer_msgs_per_s"],
-                f["consumed_msgs_per_s"],
-            )
+            [name, *(f["lag"][p] for p in ("p5", "p50", "p95", "max")), f["band"]]
+            + [f[k] for k in ("idle_fraction", "producer_msgs_per_s", "consumed_msgs_per_s")]
             for name, f in figures.items()
         ],
     )
     print_table(
-        "targets (PASS/MISS; old guards shown for comparison)",
+        "targets (PASS/MISS)",
         ["run", *(name for name, _ in TARGETS)],
         [
             (name, *("PASS" if ok else "MISS" for ok in result.values()))
@@ -391,7 +329,7 @@ def main() -> int:
         ],
     )
     skipped = chart_skipped()  # the figures first: a missing chart never loses them
-    png = None if skipped else args.png
+    png = None if skipped else str(args.png)
     emit_json(
         NAME,
         {
@@ -402,7 +340,7 @@ def main() -> int:
             "lag_pause": settings.lag_pause,
             "runs": figures,
             "targets": checks,
-            "png": None if png is None else _shown(png),
+            "png": png,
             "machine": info,
         },
     )
@@ -411,10 +349,6 @@ def main() -> int:
     else:
         print(f"\n  lag plot: {plot(traces, settings, args.png)}", flush=True)
     return 0
-
-
-def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 if __name__ == "__main__":

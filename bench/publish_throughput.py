@@ -1,6 +1,6 @@
 """Publish throughput: the Spark publish step alone against raw pipelined XADD of the same fields.
 
-Usage: ``python bench/publish_throughput.py [--quick] [--rows N] [--rounds N]``
+Usage: ``python -m bench publish_throughput [--quick] [--rows N] [--rounds N]``
 
 Starts its own server on a free port (no persistence; or uses ``REDIS_URL``) and a local
 SparkSession, generates the transactions once and caches them (generation is excluded
@@ -10,17 +10,12 @@ from every figure), collects their entries, then measures, each into an empty da
   :class:`PartitionPublisher` inside ``mapInArrow`` (sampled wire-model check,
   pipelined batches, the backpressure guard asked before each batch; no consumers run, so
   the lag limits are set above the row count and the guard measures but never holds);
-* ``spark_per_row_model``: the previous step, every row through the pydantic wire model
-  on the executors (for the before/after comparison);
 * ``raw_pipeline``: one Python process pipelining XADD of the same, pre-built entries
-  through redis-py in batches of the same size, no guard: the goal's anchor;
-* ``raw_encoded``: the same entries sent by :func:`publish_rows` (hand-encoded RESP, one
-  write per batch) from one process, no guard: the ceiling of one client;
-* ``original_guard``: Sentinel-L7's loop, ``GET`` the lag key then ``XADD`` per message.
+  through redis-py in batches of the same size, no guard: the goal's anchor.
 
 A Spark job has a fixed start (scheduling, a Python worker per task) of a few tenths
 of a second, which at 100,000 rows is half the publish; ``--quick`` therefore publishes
-300,000 rows. Each Spark path runs once on a small slice first, so Python workers are
+300,000 rows. The Spark path runs once on a small slice first, so Python workers are
 started and modules imported before timing (a long publish pays that once). Every path
 runs ``--rounds`` times, interleaved; the table shows the median. Goal (issue 16):
 ``spark >= 0.8x raw_pipeline``, printed with PASS/MISS. Ends with one JSON line.
@@ -28,26 +23,22 @@ runs ``--rounds`` times, interleaved; the table shows the median. Goal (issue 16
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import date
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 import redis
 
-from bench._common import (
+from bench.timing import (
+    Goal,
+    base_parser,
     emit_json,
-    exit_on_signals,
     machine_info,
-    raw_client,
+    print_goals,
+    print_table,
     redis_server,
 )
 from sentinel_platform.registry import TRANSACTIONS
@@ -59,8 +50,6 @@ from sentinel_platform.streams.producer.publish import (
     TRANSACTION_COLUMNS,
     PartitionPublisher,
     PublishStats,
-    publish_rows,
-    stats_batch,
 )
 
 DAY = date(2026, 11, 21)
@@ -68,17 +57,18 @@ GOAL = 0.8
 WARM_UP_ROWS = 2_000
 
 
-def spark_session() -> Any:
+def spark_session(settings: Settings) -> Any:
+    """A session configured as the platform's Spark resource configures its own
+    (``SENTINEL_SPARK_MASTER``, ``SENTINEL_SPARK_CONF``)."""
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master(os.environ.get("BENCH_SPARK_MASTER", "local[*]"))
-        .appName("publish-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    from sentinel_platform.resources.spark import spark_config, use_this_python_for_workers
+
+    use_this_python_for_workers()
+    builder = SparkSession.builder
+    for key, value in spark_config(settings).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -94,24 +84,10 @@ def cached_rows(spark: Any, rows: int, partitions: int) -> tuple[Any, float]:
     return df, time.monotonic() - started
 
 
-class PerRowModel:
-    """The previous executor function: Arrow rows to dicts, each through the wire model."""
-
-    def __init__(self, publisher: PartitionPublisher) -> None:
-        self.publisher = publisher
-
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        rows = (row for batch in batches for row in batch.to_pylist())
-        yield stats_batch(self.publisher.publish(rows))
-
-
-def spark_publish(df: Any, publisher: PartitionPublisher, wire: bool) -> PublishStats:
+def spark_publish(df: Any, publisher: PartitionPublisher) -> PublishStats:
     from sentinel_platform.resources.wire_columns import wire_frame
 
-    if wire:
-        parts = wire_frame(df, TRANSACTIONS).mapInArrow(publisher, STATS_SCHEMA).collect()
-    else:
-        parts = df.mapInArrow(PerRowModel(publisher), STATS_SCHEMA).collect()
+    parts = wire_frame(df, TRANSACTIONS).mapInArrow(publisher, STATS_SCHEMA).collect()
     return PublishStats.combine(PublishStats(**row.asDict()) for row in parts)
 
 
@@ -122,26 +98,6 @@ def raw_pipeline(client: redis.Redis, keys: StreamKeys, entries: list[str], batc
         for data in entries[start : start + batch]:
             pipe.xadd(keys.stream, {"data": data})
         pipe.execute()
-
-
-def raw_encoded(client: redis.Redis, keys: StreamKeys, entries: list[str], batch: int) -> None:
-    """The hand-encoded batches the publisher sends, without Spark and without the guard."""
-    publish_rows(client, keys, ({"data": data} for data in entries), batch)
-
-
-def original_guard(
-    client: redis.Redis, keys: StreamKeys, entries: list[str], settings: Settings
-) -> None:
-    """Sentinel-L7's producer: read the lag key, maybe sleep, XADD; per message."""
-    warn, pause = settings.lag_warn, settings.lag_pause
-    for data in entries:
-        lag = int(client.get(keys.lag) or 0)
-        if lag > pause:
-            while int(client.get(keys.lag) or 0) > pause:
-                time.sleep(settings.lag_pause_poll_ms / 1000)
-        elif lag > warn:
-            time.sleep(settings.lag_warn_sleep_ms / 1000)
-        client.xadd(keys.stream, {"data": data})
 
 
 def timed(
@@ -158,28 +114,22 @@ def timed(
 
 
 def main(argv: list[str] | None = None) -> int:
-    exit_on_signals()  # a SIGTERM still stops the server
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="300,000 rows instead of 1,000,000")
-    parser.add_argument("--rows", type=int, help="rows for the Spark and raw runs")
+    parser = base_parser("publish_throughput", __doc__)
+    parser.add_argument("--rows", type=int, help="rows (1,000,000; --quick: 300,000)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
-    parser.add_argument(
-        "--original-rows", type=int, help="rows for the per-message loop (default 20,000)"
-    )
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--partitions", type=int, default=0, help="0: Spark's parallelism")
     args = parser.parse_args(argv)
     rows = args.rows or (300_000 if args.quick else 1_000_000)
-    original_rows = min(args.original_rows or 20_000, rows)
 
     with redis_server(config={"save": '""', "appendonly": "no"}) as server:
         client = redis.Redis.from_url(server.url, decode_responses=True)
-        machine = machine_info(raw_client(server.url))
+        machine = machine_info(client)
         # No consumers run: limits above the row count keep the guard measuring every
         # batch without ever holding the producer.
         settings = load_settings(redis_url=server.url, lag_warn=10 * rows, lag_pause=20 * rows)
         keys = transaction_keys(settings)
-        spark = spark_session()
+        spark = spark_session(settings)
         partitions = args.partitions or spark.sparkContext.defaultParallelism
         df, generate_s = cached_rows(spark, rows, partitions)
         from sentinel_platform.resources.wire_columns import wire_frame
@@ -194,25 +144,12 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
         )
         warm = df.limit(WARM_UP_ROWS).repartition(partitions)
-        for wire in (True, False):
-            timed(
-                client,
-                keys,
-                WARM_UP_ROWS,
-                lambda w=wire: spark_publish(warm, publisher, w),
-                "warm-up",
-            )
+        timed(client, keys, WARM_UP_ROWS, lambda: spark_publish(warm, publisher), "warm-up")
 
         seconds: dict[str, list[float]] = {}
         paths: dict[str, tuple[int, Callable[[], object]]] = {
-            "spark": (rows, lambda: spark_publish(df, publisher, True)),
-            "spark_per_row_model": (rows, lambda: spark_publish(df, publisher, False)),
+            "spark": (rows, lambda: spark_publish(df, publisher)),
             "raw_pipeline": (rows, lambda: raw_pipeline(client, keys, entries, args.batch_size)),
-            "raw_encoded": (rows, lambda: raw_encoded(client, keys, entries, args.batch_size)),
-            "original_guard": (
-                original_rows,
-                lambda: original_guard(client, keys, entries[:original_rows], settings),
-            ),
         }
         for _ in range(args.rounds):
             for name, (count, action) in paths.items():
@@ -228,25 +165,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, values in seconds.items()
     }
-    print(f"{'path':<22} {'rows':>10} {'seconds':>9} {'rows/s (median)':>16}  each round")
-    for name, r in results.items():
-        print(
-            f"{name:<22} {r['rows']:>10,} {r['seconds']:>9.2f} {r['rows_per_s']:>16,.0f}  "
-            f"{', '.join(f'{v:,}' for v in r['rows_per_s_each'])}"
-        )
+    print_table(
+        f"generation (excluded) {generate_s:.2f}s, {partitions} partitions, batches of "
+        f"{args.batch_size}, {args.rounds} rounds, server {machine.get('server')}",
+        ["path", "rows", "seconds", "rows/s (median)", "each round"],
+        [
+            [k, r["rows"], r["seconds"], r["rows_per_s"], r["rows_per_s_each"]]
+            for k, r in results.items()
+        ],
+    )
     ratio = results["spark"]["rows_per_s"] / results["raw_pipeline"]["rows_per_s"]
-    before = results["spark_per_row_model"]["rows_per_s"] / results["raw_pipeline"]["rows_per_s"]
-    print(
-        f"(generation, excluded: {generate_s:.2f}s; {partitions} partitions; batches of "
-        f"{args.batch_size}; {args.rounds} rounds; server {machine.get('server')}; "
-        f"cpu count {os.cpu_count()}, load {machine['loadavg_1m']})"
-    )
-    encoded = results["spark"]["rows_per_s"] / results["raw_encoded"]["rows_per_s"]
-    print(f"per-row model path: {before:.2f}x raw_pipeline; spark {encoded:.2f}x raw_encoded")
-    print(
-        f"publish: spark {ratio:.2f}x raw_pipeline (goal >= {GOAL}x) "
-        f"{'PASS' if ratio >= GOAL else 'MISS'}"
-    )
+    goals = print_goals([Goal(f"publish: spark >= {GOAL}x raw_pipeline", round(ratio, 3), GOAL)])
     emit_json(
         "publish_throughput",
         {
@@ -255,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             "generate_s": generate_s,
             **results,
             "spark_x_raw": round(ratio, 3),
-            "per_row_model_x_raw": round(before, 3),
-            "spark_x_raw_encoded": round(encoded, 3),
-            "goal": GOAL,
+            "goals": goals,
             "machine": machine,
         },
     )

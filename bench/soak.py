@@ -25,18 +25,15 @@ poison may be, each exactly once), still pending, and how many workers died (mus
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench._common import (
+from bench.timing import (
     base_parser,
     bench_settings,
     emit_json,
@@ -45,10 +42,10 @@ from bench._common import (
     raw_client,
     scratch_dir,
 )
-from bench._faults import LedgerProducer, audit, bench_message
 from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.drills import AOF_ALWAYS, LedgerProducer, audit, bench_message
 from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.relay import Relay
@@ -59,15 +56,9 @@ NAME = "soak"
 PROCESSOR = TEST_PROCESSOR
 #: ``--busy-fraction``: the counting processor behind a downstream that is busy at times.
 BUSY_PROCESSOR = "sentinel_platform_tests.harness.processors:busy_counting"
-AOF_ALWAYS = {"appendfsync": "always"}
-WORKER_SETTINGS = {
-    "lease_ttl_ms": 2000,
-    "retry_backoff_ms": 200,
-    "stream_retention_s": 0,
-    "stream_retention_interval_s": 5,
-}
-WORKERS = 3
-POISON_EVERY = 5000
+WORKER_SETTINGS = {"lease_ttl_ms": 2000, "retry_backoff_ms": 200}
+WORKER_SETTINGS |= {"stream_retention_s": 0, "stream_retention_interval_s": 5}
+WORKERS, POISON_EVERY = 3, 5000
 
 
 @dataclass(frozen=True)
@@ -111,12 +102,8 @@ class Pair:
 
     def wait_synced(self, timeout_s: float = 60.0) -> None:
         client = raw_client(self.replica.url)
-        wait_until(
-            lambda: _safe(lambda: client.info("replication")["master_link_status"] == "up"),
-            timeout_s,
-            0.1,
-            "replica in sync",
-        )
+        synced = lambda: client.info("replication")["master_link_status"] == "up"  # noqa: E731
+        wait_until(lambda: _safe(synced), timeout_s, 0.1, "replica in sync")
 
     def restart_primary(self, down_s: float = 1.0) -> None:
         self.primary.kill()
@@ -150,14 +137,10 @@ def _safe(check: Callable[[], bool]) -> bool:
 
 
 def _messages(count: int) -> tuple[list[dict[str, str]], list[str]]:
-    messages, poison = [], []
-    for index in range(count):
-        kind = "poison" if index % POISON_EVERY == POISON_EVERY // 2 else "valid"
-        message = bench_message(index, kind=kind)
-        messages.append(message)
-        if kind == "poison":
-            poison.append(message["key"])
-    return messages, poison
+    """``count`` messages, one in :data:`POISON_EVERY` a poison pill; and the poison keys."""
+    poison = {index for index in range(count) if index % POISON_EVERY == POISON_EVERY // 2}
+    messages = [bench_message(i, kind="poison" if i in poison else "valid") for i in range(count)]
+    return messages, [messages[index]["key"] for index in sorted(poison)]
 
 
 class ForeignWriter:
@@ -185,11 +168,8 @@ class ForeignWriter:
         self.pair.incidents.append(f"{written} undecodable entries")
 
     def destroy_group(self) -> None:
-        client = raw_client(self.relay.url)
-        try:
+        with raw_client(self.relay.url) as client:
             client.xgroup_destroy(self.keys.stream, self.keys.group)
-        finally:
-            client.close()
         self.pair.incidents.append("consumer group deleted")
 
 
@@ -252,12 +232,8 @@ def run_soak(
             if producer.is_alive() or producer.error:
                 raise WaitTimeout(f"producer did not finish: {producer.error!r}")
             client = raw_client(pair.primary.url)
-            wait_until(
-                lambda: _safe(lambda: group_drained(client, keys.stream, keys.group)),
-                300,
-                0.2,
-                "pending list drained",
-            )
+            drained = lambda: group_drained(client, keys.stream, keys.group)  # noqa: E731
+            wait_until(lambda: _safe(drained), 300, 0.2, "pending list drained")
             deaths = [child.name for child in pool if not child.alive()]
             saw_outage = sum(1 for child in pool if "redis_unavailable" in child.log_text())
             trims = sum(child.log_text().count('"stream_trimmed"') for child in pool)
@@ -291,30 +267,32 @@ def run_soak(
     }
 
 
+#: The figures of a sound run: each 0.
+MUST_BE_ZERO: tuple[str, ...] = (
+    "lost",
+    "duplicated",
+    "dead_lettered_valid",
+    "bad_not_dead_lettered_once",
+)
+MUST_BE_ZERO += ("wrong_reason", "pending", "worker_deaths")
+#: The columns of the printed table.
+SHOWN: tuple[str, ...] = ("acknowledged", "lost", "duplicated", "dead_lettered", "poison_planted")
+SHOWN += ("undecodable_planted", "pending", "worker_deaths")
+
+
 def verdict(figures: dict[str, Any]) -> bool:
-    return (
-        figures["lost"] == 0
-        and figures["duplicated"] == 0
-        and figures["dead_lettered_valid"] == 0
-        and figures["bad_not_dead_lettered_once"] == 0
-        and figures["wrong_reason"] == 0
-        and figures["pending"] == 0
-        and figures["worker_deaths"] == 0
-    )
+    return all(figures[key] == 0 for key in MUST_BE_ZERO)
 
 
-def main() -> int:
-    parser = base_parser(__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(NAME, __doc__)
     parser.add_argument("--duration", type=float, default=None, help="seconds (600)")
     parser.add_argument("--outage", type=float, default=None, help="outage seconds (90)")
     parser.add_argument("--rate", type=int, default=200, help="messages per second published")
     parser.add_argument(
-        "--busy-fraction",
-        type=float,
-        default=0.0,
-        help="share of processor calls answered 'busy' (as a 429 + Retry-After), e.g. 0.2",
+        "--busy-fraction", type=float, default=0.0, help="share of calls answered 'busy' (429)"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     duration = args.duration or (120.0 if args.quick else 600.0)
     outage = args.outage or (20.0 if args.quick else 90.0)
     schedule = Schedule.scaled(duration, outage)
@@ -330,28 +308,8 @@ def main() -> int:
     ok = verdict(figures)
     print_table(
         f"soak: {WORKERS} workers, {duration:.0f}s, incidents: {', '.join(figures['incidents'])}",
-        [
-            "acknowledged",
-            "lost",
-            "duplicated",
-            "dead-lettered",
-            "poison",
-            "undecodable",
-            "pending",
-            "deaths",
-        ],
-        [
-            (
-                figures["acknowledged"],
-                figures["lost"],
-                figures["duplicated"],
-                figures["dead_lettered"],
-                figures["poison_planted"],
-                figures["undecodable_planted"],
-                figures["pending"],
-                figures["worker_deaths"],
-            )
-        ],
+        [key.removesuffix("_planted").replace("_", " ") for key in SHOWN],
+        [[figures[key] for key in SHOWN]],
     )
     print(
         f"  wall {figures['wall_s']} s, resent batches {figures['batches_resent']}, "

@@ -1,7 +1,8 @@
-"""The goal arithmetic of ``bench/analyzer_limits.py`` (pure parts; no server, no worker).
+"""The goal arithmetic of :mod:`bench.analyzer_limits` and :mod:`bench.cells` (pure parts;
+no server, no worker).
 
-Importing the module also checks that it imports the harness and the platform the way
-``python -m bench.analyzer_limits`` does.
+Importing the modules also checks that they import the harness and the platform the way
+``python -m bench analyzer_limits`` does.
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ from bench.analyzer_limits import (
     CAPACITY,
     COPIES_KEYS,
     LATENCY_S,
-    Cell,
     goal_sides,
     goals,
     median_ratio,
     rate_tolerance,
     spread,
-    transactions,
-    verdict,
-    window_counts,
     worst_window_error,
 )
+from bench.cells import Cell, transactions, window_counts
+from bench.timing import verdict
 
 
 @pytest.mark.parametrize(

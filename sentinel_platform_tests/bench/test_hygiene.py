@@ -1,14 +1,19 @@
 """Bench hygiene: a stopped bench leaves no processes behind, a bench without the
-``bench`` extra (matplotlib) still prints its figures.
+``bench`` extra (matplotlib) still prints its figures, and ``bench`` stays a small package.
 
-Both run real bench processes: the shared harness (:mod:`bench._common`) with its
-embedded ``redis-server`` and a child it owns, stopped by SIGTERM as a CI timeout or
-``kill`` would; and ``bench/backpressure.py`` in its shortest form with ``matplotlib``
-unimportable.
+The first two run real bench processes: the shared helpers (:mod:`bench.timing`) with
+their embedded ``redis-server`` and a child they own, stopped by SIGTERM as a CI timeout
+or ``kill`` would; and ``python -m bench backpressure`` in its shortest form with
+``matplotlib`` unimportable. The others read the package: no scenario edits ``sys.path``
+(``python -m bench`` runs from the repository root), none imports another module's
+private names, no run output is tracked under ``bench/out``, and the package stays at
+most :data:`MAX_SHARE` of the product's lines (a bench that grows past it has code to
+share or a scenario to retire; git keeps the history, RESULTS.md the figures).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -23,16 +28,19 @@ import pytest
 from sentinel_platform_tests.harness.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+BENCH = REPO_ROOT / "bench"
+#: The most lines the bench package may have, as a share of the product's (the
+#: ``sentinel_platform`` and ``workers`` packages).
+MAX_SHARE = 0.12
 
 #: A bench reduced to its harness: the parser (which installs the signal handling), the
 #: embedded server and one child process in a Fleet; it reports both pids and then waits.
 HARNESS = """
 import sys, threading
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-from bench._common import base_parser, redis_server
+from bench.timing import base_parser, redis_server
 from sentinel_platform_tests.harness.processes import Fleet
-base_parser("hygiene").parse_args([])
+base_parser("hygiene", None).parse_args([])
 idle = [sys.executable, "-c", "import threading; threading.Event().wait()"]
 with redis_server() as server, Fleet(Path(sys.argv[2])) as fleet:
     child = fleet.spawn("idle", idle, {})
@@ -90,12 +98,12 @@ def test_a_bench_without_matplotlib_prints_its_json_line_and_skips_the_chart(
 ) -> None:
     png = tmp_path / "bp.png"
     argv = [
-        "bench/backpressure.py",
-        *("--quick", "--runs", "ours", "--seconds", "1", "--workers", "1", "--png", str(png)),
+        *("bench", "backpressure", "--quick", "--runs", "ours", "--seconds", "1"),
+        *("--workers", "1", "--png", str(png)),
     ]
     blocked = (  # ``import matplotlib`` raises ImportError, as without the bench extra
         "import runpy, sys; sys.modules['matplotlib'] = None; "
-        f"sys.argv = {argv!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+        f"sys.argv = {argv!r}; runpy.run_module('bench', run_name='__main__')"
     )
     done = subprocess.run(
         [sys.executable, "-c", blocked],
@@ -112,3 +120,61 @@ def test_a_bench_without_matplotlib_prints_its_json_line_and_skips_the_chart(
     assert figures["bench"] == "backpressure" and "ours" in figures["runs"]
     assert figures["png"] is None and not png.exists()
     assert "chart skipped: matplotlib not installed" in done.stdout
+
+
+def _lines(paths: list[Path]) -> int:
+    return sum(len(path.read_text().splitlines()) for path in paths)
+
+
+def _bench_modules() -> list[Path]:
+    return sorted(BENCH.glob("*.py"))
+
+
+def test_the_bench_package_stays_small_against_the_product() -> None:
+    product = [
+        path
+        for package in ("sentinel_platform", "workers")
+        for path in (REPO_ROOT / package).rglob("*.py")
+    ]
+    bench, limit = _lines(_bench_modules()), MAX_SHARE * _lines(product)
+    assert bench <= limit, f"bench has {bench} lines, more than {MAX_SHARE:.0%}: {limit:.0f}"
+
+
+def _offences(path: Path) -> list[str]:
+    """Where ``path`` touches ``sys.path`` or imports a private name (a part with ``_``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+        value = getattr(node, "value", None)
+        of_sys = isinstance(value, ast.Name) and value.id == "sys"
+        if isinstance(node, ast.Attribute) and node.attr == "path" and of_sys:
+            found.append(f"{where}: sys.path")
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        found += [f"{where}: imports {name}" for name in names if "._" in f".{name}"]
+    return found
+
+
+def test_no_bench_module_edits_sys_path_or_imports_private_names() -> None:
+    offences = [offence for path in _bench_modules() for offence in _offences(path)]
+    assert not offences, "\n".join(offences)
+
+
+def test_the_check_finds_a_path_edit_and_a_private_import(tmp_path: Path) -> None:
+    module = tmp_path / "scenario.py"
+    module.write_text("import sys\nsys.path.insert(0, '.')\nfrom bench.cells import _spawn\n")
+    found = sorted(offence.split(": ")[1] for offence in _offences(module))
+    assert found == ["imports bench.cells._spawn", "sys.path"]
+
+
+def test_no_file_under_bench_out_is_tracked() -> None:
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "bench/out"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert tracked == [], f"run outputs are tracked: {tracked}"

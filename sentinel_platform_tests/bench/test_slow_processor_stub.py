@@ -1,5 +1,6 @@
-"""The analyzer stub of ``bench/slow_processor.py``: it must serve requests concurrently and
-count the peak in flight, or the bench would measure the stub instead of the worker.
+"""The analyzer stub of the slow-processor and analyzer-limits benches: it must serve
+requests concurrently and count the peak in flight, or the bench would measure the stub
+instead of the worker.
 
 Eight clients post at once to a stub answering after 0.5 s: all eight are answered with a
 reply the real client accepts, together in about one latency (a serial server would take
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bench.slow_processor import AnalyzerStub
+from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer import Assessment, parse_assessment
 

@@ -58,7 +58,7 @@ def test_migrate_storage_keeps_cursors_and_history(
 ) -> None:
     import dagster as dg
 
-    from sentinel_platform_tests.deploy import tiny_location
+    from sentinel_platform_tests.cli import tiny_location
 
     home = tmp_path / "home"
     dagster_home = home / "dagster"
@@ -138,7 +138,7 @@ def _sqlite_home_with_a_long_run(dagster_home: Path) -> tuple[list[str], str]:
     and the long run's id."""
     import dagster as dg
 
-    from sentinel_platform_tests.deploy import tiny_location
+    from sentinel_platform_tests.cli import tiny_location
 
     ensure_dagster_home(dagster_home)
     with dg.DagsterInstance.from_config(str(dagster_home)) as sqlite:

@@ -11,6 +11,7 @@ Plain functions and classes, no pytest, so a bench script imports them as the te
   (``--processor sentinel_platform_tests.harness.processors:<factory>``);
 * :mod:`.streams`: writing and reading the test streams;
 * :mod:`.relay`: a switchable TCP relay standing in front of a failover;
+* :mod:`.drills`: the fault drills' ledger producer and audit, and the Redis restart drill;
 * :mod:`.analyzer_stub`: a real HTTP analyzer of capacity K and latency L that refuses
   (429 + ``Retry-After``) or queues beyond K, K changeable while it runs;
 * :mod:`.spark_frames`: Spark DataFrames of valid transactions, as a publish asset has them;

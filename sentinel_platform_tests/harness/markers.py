@@ -11,7 +11,7 @@ Each test is marked with every harness it reaches:
 They are found from the fixtures a test uses (``item.fixturenames``: every fixture it
 depends on, transitively) and from the code the test and its fixtures run, followed into
 this suite's own helpers (``harness/processes.py``, ``harness/sentinel_up.py``,
-``harness/dagster_cli.py``, ``bench/_common.py``, ...), so a test that spawns processes
+``harness/dagster_cli.py``, ``bench/timing.py``, ...), so a test that spawns processes
 through a helper is found as well. The platform's own code is not followed: what of it
 starts a harness is listed in ``_PLATFORM_HARNESSES``. A test no harness reaches is pure.
 Markers a module sets itself (``pytestmark = pytest.mark.spark``) are kept.

@@ -13,7 +13,7 @@ The DataFrame is cached for the validation and unpersisted after it; the suite r
 one validation asking only for verdicts, which GX computes in a handful of Spark jobs
 (the unexpected counts of all expectations bundled in aggregations), and only failed
 expectations are validated again for their counts and sample values: at 200,000 rows
-10 Spark jobs instead of 36 (``bench/data_quality_check.py``).
+10 Spark jobs instead of 36 (measured: ``bench/RESULTS.md``).
 
 Two rules have no direct GX expectation, so the check first adds a helper column that
 holds the offending *value* and is null otherwise, and expects it to be null; the samples

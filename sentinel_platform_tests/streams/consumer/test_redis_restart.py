@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.redis_restart_drill import run_drill
+from sentinel_platform_tests.harness.drills import run_drill
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The soak drill, short: restarts, a replica promotion and an outage lose and double nothing.
 
-``bench/soak.py`` runs it for 10 minutes with a 90-second outage; this is the same drill
+``python -m bench soak`` runs it for 10 minutes with a 90-second outage; this is the same drill
 on a compressed schedule, so the drill itself cannot rot and every incident it stages
 (SIGKILL + AOF restart, ``FAILOVER`` behind a relay, a longer outage, entries whose
 bytes are not UTF-8, the consumer group deleted) runs in CI.

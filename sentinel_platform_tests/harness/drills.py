@@ -1,4 +1,4 @@
-"""Fault-drill machinery shared by the drill tests and their long ``bench/`` versions.
+"""Fault-drill machinery shared by the drill tests and the soak scenario of ``bench``.
 
 Two ideas live here because every drill needs both:
 
@@ -10,6 +10,9 @@ Two ideas live here because every drill needs both:
 * an **audit**: counts, per natural key, the result entries (effects), the dead letters
   and the pending entries, so a drill can state "nothing acknowledged was lost, nothing
   was applied twice, every bad message was dead-lettered once, the PEL is empty".
+
+:func:`run_drill` is the Redis restart drill built from them: the server SIGKILLed and
+restarted on its port and data while a producer publishes and workers consume.
 """
 
 from __future__ import annotations
@@ -19,14 +22,20 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
 
+from sentinel_platform.redis_server import RedisServer, find_redis_server
 from sentinel_platform.schemas import DeadLetter
-from sentinel_platform.settings import Settings
+from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import TRANSIENT_ERRORS, RedisClient, connect
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processors import CALLS_KEY
+from sentinel_platform_tests.harness.streams import group_drained
+from sentinel_platform_tests.harness.waits import WaitTimeout, wait_until
 
 CHUNK = 10_000
 
@@ -165,3 +174,95 @@ def audit(client: RedisClient, keys: StreamKeys, calls_key: str | None = None) -
     calls = client.hgetall(calls_key) if calls_key else {}
     processings = Counter({k: int(v) for k, v in calls.items()})
     return Audit(effects, dead_letters, reasons, pending, processings)
+
+
+#: Every acknowledged write is on disk: a SIGKILL loses nothing Redis acknowledged.
+AOF_ALWAYS = {"appendfsync": "always"}
+DRILL_SETTINGS = {"lease_ttl_ms": 1000, "retry_backoff_ms": 100}
+
+
+def run_drill(
+    tmp: Path,
+    messages: int = 3000,
+    restarts: int = 1,
+    workers: int = 2,
+    down_s: float = 2.0,
+    binary: str | None = None,
+    timeout_s: float = 60.0,
+) -> dict[str, Any]:
+    """SIGKILL the server ``restarts`` times mid-run (spread over the publish) and restart
+    it on the same port and data; the audit (``lost``/``duplicated``/``pending`` must be 0).
+
+    Workers (the ``counting`` processor) and the :class:`LedgerProducer` must reconnect
+    with backoff on their own; the workers must be the same processes at the end.
+    """
+    binary = binary or find_redis_server(load_settings())
+    data_dir = tmp / "redis"
+    server = RedisServer(binary, data_dir, config=AOF_ALWAYS).start()
+    home = tmp / "home"
+    settings = load_settings(redis_url=server.url, home=home, **DRILL_SETTINGS)
+    keys = transaction_keys(settings)
+    env = child_env(server.url, home, **DRILL_SETTINGS)
+    ledger = [bench_message(i) for i in range(messages)]
+    producer = LedgerProducer(settings, keys, ledger, pause_s=0.01, deadline_s=timeout_s)
+    started = time.monotonic()
+    try:
+        with Fleet(tmp) as fleet:
+            pool = [
+                fleet.worker("transactions", f"drill-{n}", env, TEST_PROCESSOR)
+                for n in range(workers)
+            ]
+            wait_leases(redis.Redis.from_url(server.url, decode_responses=True), keys, pool)
+            producer.start()
+            acked_at_kills: list[int] = []
+            for restart in range(restarts):
+                # Spread the kills over the publish: after 1/(restarts+1), 2/(restarts+1), ...
+                mark = messages * (restart + 1) // (restarts + 1)
+                wait_until(
+                    lambda mark=mark: len(producer.acknowledged) >= mark or not producer.is_alive(),
+                    timeout_s,
+                    0.005,
+                    "producer progress",
+                )
+                acked_at_kills.append(len(producer.acknowledged))
+                server.kill()
+                time.sleep(down_s)
+                server = RedisServer(binary, data_dir, port=server.port, config=AOF_ALWAYS)
+                server.start()
+            producer.join(timeout_s)
+            if producer.is_alive() or producer.error:
+                raise WaitTimeout(f"producer did not finish: {producer.error!r}")
+            client = redis.Redis.from_url(server.url, decode_responses=True, socket_timeout=30)
+            wait_until(
+                lambda: group_drained(client, keys.stream, keys.group),
+                timeout_s,
+                0.05,
+                "pending list drained after the restarts",
+            )
+            crashed = [child.name for child in pool if not child.alive()]
+            saw_outage = [child.name for child in pool if "redis_unavailable" in child.log_text()]
+            exits = [child.stop() for child in pool]
+            wall = time.monotonic() - started
+            result = audit(client, keys, CALLS_KEY)
+            stream_entries = int(client.xlen(keys.stream))
+    finally:
+        producer.stop()
+        server.stop()
+    acked = producer.acknowledged
+    return {
+        "messages": messages,
+        "acknowledged": len(acked),
+        "stream_entries": stream_entries,
+        "batches_resent": producer.batches_retried,
+        "restarts": restarts,
+        "acknowledged_at_kills": acked_at_kills,
+        "workers_saw_outage": saw_outage,
+        "lost": len(result.lost(acked)),
+        "duplicated": len(result.applied_twice()),
+        "dead_lettered": sum(result.dead_letters.values()),
+        "pending": result.pending,
+        "duplicate_processings": sum(max(0, n - 1) for n in result.processings.values()),
+        "workers_crashed": crashed,
+        "worker_exit_codes": exits,
+        "wall_s": round(wall, 2),
+    }
