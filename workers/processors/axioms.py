@@ -10,15 +10,13 @@ quietly. The W3C trace context goes to the log only; results stay free of it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer import Analyzer, analyzer_from_settings
+from workers.analyzer import analyzer_from_settings
+from workers.processors.base import WireProcessor
 
 FALLBACK_PREFIX = "Rule-based fallback"
 STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}
@@ -45,7 +43,7 @@ def trace_context(axiom: Axiom) -> dict[str, str]:
     return {name: value for name, value in pairs if value is not None}
 
 
-class AxiomProcessor:
+class AxiomProcessor(WireProcessor[Axiom]):
     """Turns an axiom into one ``sentinel:compliance_events`` entry.
 
     ``routed_to_ai`` is "true" when the analyzer was asked (even if it then failed);
@@ -53,34 +51,8 @@ class AxiomProcessor:
     :class:`Busy` through :meth:`process` (the loop calls again later), never a fallback.
     """
 
+    stream = "axioms"
     name = "axioms"
-
-    def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
-        self.settings = settings
-        self.analyzer = analyzer
-        #: an analyzer call is paid for: copies of a key on other workers wait for its
-        #: claim instead of calling again (``streams/consumer/claims.py``)
-        self.paid_calls = analyzer is not None
-
-    def bind_metrics(self, metrics: Metrics) -> None:
-        """Count the analyzer's calls and circuit changes in the worker's metrics (the
-        worker calls this once its metrics exist; without an analyzer there is nothing)."""
-        bind = getattr(self.analyzer, "bind_metrics", None)
-        if bind is not None:
-            bind(metrics)
-
-    def bind_redis(self, client: RedisClient) -> None:
-        """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
-        the worker's Redis client (the worker calls this once, before the first message)."""
-        bind = getattr(self.analyzer, "bind_redis", None)
-        if bind is not None:
-            bind(client)
-
-    def parse(self, fields: Mapping[str, str]) -> Axiom:
-        return Axiom.from_fields(fields)
-
-    def natural_key(self, message: Axiom) -> str:
-        return message.natural_key
 
     def process(self, message: Axiom) -> Effect:
         threshold = self.settings.axiom_audit_threshold

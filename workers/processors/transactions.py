@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -37,10 +37,9 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer import Analyzer, analyzer_from_settings
+from workers.analyzer import analyzer_from_settings
+from workers.processors.base import WireProcessor
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +119,7 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class TransactionProcessor:
+class TransactionProcessor(WireProcessor[Transaction]):
     """Turns a transaction into a verdict for ``sentinel:verdicts`` and the recent feed.
 
     The result carries every verdict field except ``source_message_id``: only the
@@ -131,34 +130,8 @@ class TransactionProcessor:
     later, so no message gets a rules verdict because the analyzer was busy.
     """
 
+    stream = "transactions"
     name = "transactions"
-
-    def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
-        self.settings = settings
-        self.analyzer = analyzer
-        #: an analyzer call is paid for: copies of a key on other workers wait for its
-        #: claim instead of calling again (``streams/consumer/claims.py``)
-        self.paid_calls = analyzer is not None
-
-    def bind_metrics(self, metrics: Metrics) -> None:
-        """Count the analyzer's calls and circuit changes in the worker's metrics (the
-        worker calls this once its metrics exist; without an analyzer there is nothing)."""
-        bind = getattr(self.analyzer, "bind_metrics", None)
-        if bind is not None:
-            bind(metrics)
-
-    def bind_redis(self, client: RedisClient) -> None:
-        """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
-        the worker's Redis client (the worker calls this once, before the first message)."""
-        bind = getattr(self.analyzer, "bind_redis", None)
-        if bind is not None:
-            bind(client)
-
-    def parse(self, fields: Mapping[str, str]) -> Transaction:
-        return Transaction.from_fields(fields)
-
-    def natural_key(self, message: Transaction) -> str:
-        return message.natural_key
 
     def process(self, message: Transaction) -> Effect:
         rules = evaluate_rules(message, self.settings)

@@ -1,0 +1,75 @@
+"""What every domain processor shares: its stream's wire model, the analyzer, the binds.
+
+A processor is declared by its stream: :class:`WireProcessor` takes the wire model from
+the stream's registry entry (``StreamSpec.wire_model``), so parsing and the natural key
+are the wire model's own (``from_fields``, ``natural_key``) and are written once, not per
+stream. A subclass names its stream and writes :meth:`WireProcessor.process`, the only
+thing that is truly per stream (the rules, the audit, the result fields).
+
+The analyzer is optional. With one, the processor's calls are paid for
+(``paid_calls``: copies of a key on other workers wait for this worker's claim instead
+of calling again), and the worker hands it its metrics and its Redis client once, before
+the first message (``bind_metrics``, ``bind_redis``: the analyzer's calls and circuit in
+the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Generic, TypeVar, cast
+
+from sentinel_platform.registry import WireModel, spec_for
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from workers.analyzer import Analyzer
+
+M = TypeVar("M", bound=WireModel)
+
+
+class WireProcessor(Generic[M]):
+    """A processor of the stream named :attr:`stream` (a registry name).
+
+    Subclasses set :attr:`stream` (and :attr:`name`, its name in logs and metrics) and
+    implement :meth:`process`; everything else follows from the stream's declaration.
+    """
+
+    #: the registry name of the stream this processor consumes
+    stream: ClassVar[str]
+    #: short name in logs and metrics ("transactions", "axioms")
+    name: ClassVar[str]
+
+    def __init__(self, settings: Settings, analyzer: Analyzer | None = None) -> None:
+        self.settings = settings
+        self.analyzer = analyzer
+        self.wire_model: type[WireModel] = spec_for(self.stream).wire_model
+        #: an analyzer call is paid for: copies of a key on other workers wait for its
+        #: claim instead of calling again (``Claims``)
+        self.paid_calls = analyzer is not None
+
+    def bind_metrics(self, metrics: Metrics) -> None:
+        """Count the analyzer's calls and circuit changes in the worker's metrics (the
+        worker calls this once its metrics exist; without an analyzer there is nothing)."""
+        bind = getattr(self.analyzer, "bind_metrics", None)
+        if bind is not None:
+            bind(metrics)
+
+    def bind_redis(self, client: RedisClient) -> None:
+        """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
+        the worker's Redis client (the worker calls this once, before the first message)."""
+        bind = getattr(self.analyzer, "bind_redis", None)
+        if bind is not None:
+            bind(client)
+
+    def parse(self, fields: Mapping[str, str]) -> M:
+        """The entry as the stream's wire model reads it (``SchemaError`` naming the bad
+        field otherwise)."""
+        return cast(M, self.wire_model.from_fields(fields))
+
+    def natural_key(self, message: M) -> str:
+        """The wire model's natural key (a transaction's id, an axiom's source and time)."""
+        return message.natural_key
+
+    def process(self, message: M) -> Effect:
+        raise NotImplementedError
