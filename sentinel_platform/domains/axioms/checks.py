@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-import dagster as dg
 from pyspark.sql import DataFrame
 
 from sentinel_platform.domains.axioms.assets import axioms
-from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.data_quality import (
     ISO_8601,
-    run_suite,
+    quality_check,
     timestamp_unparseable,
 )
 from sentinel_platform.domains.shared.landing import CORRUPT
@@ -50,11 +47,11 @@ def axiom_view(df: DataFrame) -> DataFrame:
     )
 
 
-with warnings.catch_warnings():
-    # ``partitions_def`` on an asset check is a Dagster preview; daily checks need it.
-    warnings.simplefilter("ignore", category=dg.PreviewWarning)
-
-    @dg.asset_check(asset=axioms, blocking=True, partitions_def=DAILY)
-    def axioms_quality(axioms: DataFrame) -> dg.AssetCheckResult:
-        """Non-null unique (source_id, emitted_at), scores in [0,1], known statuses, ISO times."""
-        return run_suite(axioms, "axioms", axiom_view, axiom_expectations())
+axioms_quality = quality_check(
+    axioms,
+    "axioms_quality",
+    "axioms",
+    axiom_view,
+    axiom_expectations,
+    "Non-null unique (source_id, emitted_at), scores in [0,1], known statuses, ISO times.",
+)

@@ -13,11 +13,12 @@ tick. ``reporting_automation_sensor`` (running by default) evaluates the conditi
 """
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sentinel_platform.domains.axioms.assets import axiom_stream
@@ -56,55 +57,72 @@ def _field(name: str, cast: str | None = None) -> Any:
     return (column.try_cast(cast) if cast else column).alias(name)
 
 
-@dg.asset(
-    group_name="reporting",
-    deps=[transaction_stream],
-    io_manager_key=IO_MANAGER_KEY,
-    kinds={"spark", "redis", "parquet"},
-    automation_condition=READ_BACK_CONDITION,
-)
-def transaction_verdicts(
-    context: dg.AssetExecutionContext,
-    pyspark: PySparkResource,
-    redis_publisher: RedisPublisherResource,
-) -> DataFrame:
-    """Every verdict the transaction workers wrote to `sentinel:verdicts`."""
-    keys = redis_publisher.stream_keys("transactions")
-    raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
-    df = raw.select(
-        "stream_id",
+def read_back(
+    name: str,
+    stream: str,
+    upstream: dg.AssetsDefinition,
+    columns: Callable[[], list[Column]],
+    description: str,
+) -> dg.AssetsDefinition:
+    """The read-back asset ``name``: the result stream of the registry's ``stream``, read
+    by the executors (``RedisPublisherResource.read_stream``), each entry's fields as the
+    ``columns()`` that are truly this stream's (which fields, which types), after its
+    ``stream_id``. Refreshed once per ``REFRESH_CRON`` tick, downstream of ``upstream``
+    (the stream's publish asset)."""
+
+    @dg.asset(
+        name=name,
+        group_name="reporting",
+        deps=[upstream],
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"spark", "redis", "parquet"},
+        automation_condition=READ_BACK_CONDITION,
+        description=description,
+    )
+    def results(
+        context: dg.AssetExecutionContext,
+        pyspark: PySparkResource,
+        redis_publisher: RedisPublisherResource,
+    ) -> DataFrame:
+        keys = redis_publisher.stream_keys(stream)
+        raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
+        context.add_output_metadata({"stream": keys.results})
+        return raw.select("stream_id", *columns())
+
+    return results
+
+
+def _verdict_columns() -> list[Column]:
+    return [
         *[_field(n) for n in VERDICT_FIELDS],
         _field("amount", "double"),
         (F.lower(F.col("fields").getItem("is_threat")) == "true").alias("is_threat"),
         _field("source_message_id"),
-    )
-    context.add_output_metadata({"stream": keys.results})
-    return df
+    ]
 
 
-@dg.asset(
-    group_name="reporting",
-    deps=[axiom_stream],
-    io_manager_key=IO_MANAGER_KEY,
-    kinds={"spark", "redis", "parquet"},
-    automation_condition=READ_BACK_CONDITION,
-)
-def compliance_events(
-    context: dg.AssetExecutionContext,
-    pyspark: PySparkResource,
-    redis_publisher: RedisPublisherResource,
-) -> DataFrame:
-    """Every compliance event the axiom workers wrote to `sentinel:compliance_events`."""
-    keys = redis_publisher.stream_keys("axioms")
-    raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
-    df = raw.select(
-        "stream_id",
+def _event_columns() -> list[Column]:
+    return [
         *[_field(n) for n in EVENT_FIELDS],
         _field("metric_value", "double"),
         _field("anomaly_score", "double"),
-    )
-    context.add_output_metadata({"stream": keys.results})
-    return df
+    ]
+
+
+transaction_verdicts = read_back(
+    "transaction_verdicts",
+    "transactions",
+    transaction_stream,
+    _verdict_columns,
+    "Every verdict the transaction workers wrote to `sentinel:verdicts`.",
+)
+compliance_events = read_back(
+    "compliance_events",
+    "axioms",
+    axiom_stream,
+    _event_columns,
+    "Every compliance event the axiom workers wrote to `sentinel:compliance_events`.",
+)
 
 
 def _table(df: DataFrame) -> dg.TableMetadataValue:

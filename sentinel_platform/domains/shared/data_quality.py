@@ -1,7 +1,8 @@
 """Blocking data-quality checks with great-expectations: the machinery the domains share.
 
 Each data domain defines its view and expectations next to its assets; this module runs
-them.
+them, and :func:`quality_check` builds the blocking daily check of every domain from them
+(the shape is the same for every stream; only the view and the expectations are not).
 
 A failed check stops the publish of its run (the publish assets sit downstream of the
 checked assets, and the checks are ``blocking``), and its metadata lists each failed
@@ -26,6 +27,7 @@ that did not fit the schema.
 import json
 import os
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -221,3 +223,29 @@ def timestamp_unparseable(column: str) -> Column:
     return F.when(
         F.col(column).isNotNull() & F.try_to_timestamp(F.col(column)).isNull(), F.col(column)
     ).alias("timestamp_unparseable")
+
+
+def quality_check(
+    asset: dg.AssetsDefinition,
+    name: str,
+    kind: str,
+    view: Callable[[DataFrame], DataFrame],
+    expectations: Callable[[], Sequence[Any]],
+    description: str,
+) -> dg.AssetChecksDefinition:
+    """The blocking, daily-partitioned check ``name`` of ``asset``: :func:`run_suite` of
+    ``expectations()`` (built when the check runs, so great-expectations is imported only
+    then) on ``view`` of the partition. ``kind`` names the suite (the stream's name)."""
+    from sentinel_platform.domains.shared.common import DAILY
+
+    with warnings.catch_warnings():
+        # ``partitions_def`` on an asset check is a Dagster preview; daily checks need it.
+        warnings.simplefilter("ignore", category=dg.PreviewWarning)
+
+        @dg.asset_check(
+            asset=asset, name=name, blocking=True, partitions_def=DAILY, description=description
+        )
+        def check(data: DataFrame) -> dg.AssetCheckResult:
+            return run_suite(data, kind, view, expectations())
+
+    return check

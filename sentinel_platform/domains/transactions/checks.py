@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.data_quality import (
     ISO_8601,
-    run_suite,
+    quality_check,
     timestamp_unparseable,
 )
 from sentinel_platform.domains.shared.landing import CORRUPT
@@ -56,13 +53,11 @@ def transaction_view(df: DataFrame) -> DataFrame:
     )
 
 
-with warnings.catch_warnings():
-    # ``partitions_def`` on an asset check is a Dagster preview; daily checks need it.
-    warnings.simplefilter("ignore", category=dg.PreviewWarning)
-
-    @dg.asset_check(asset=enriched_transactions, blocking=True, partitions_def=DAILY)
-    def transactions_quality(enriched_transactions: DataFrame) -> dg.AssetCheckResult:
-        """Unique non-null ids, positive 2-dp amounts, known currencies/categories, ISO times."""
-        return run_suite(
-            enriched_transactions, "transactions", transaction_view, transaction_expectations()
-        )
+transactions_quality = quality_check(
+    enriched_transactions,
+    "transactions_quality",
+    "transactions",
+    transaction_view,
+    transaction_expectations,
+    "Unique non-null ids, positive 2-dp amounts, known currencies/categories, ISO times.",
+)

@@ -9,6 +9,11 @@ thread cut a blocked read short with ``CLIENT UNBLOCK``: the liveness watch does
 moment it confirms another worker's death, so recovery does not wait out the block.
 ``CLIENT UNBLOCK`` needs ``+client|unblock`` (see the README's ACL); without it the
 read simply runs to its block time, logged once.
+
+Until a read's reply is in hand the read is *uncertain* (:attr:`GroupReader.uncertain`): it
+may have delivered a batch that only the PEL knows of, which
+:meth:`GroupReader.take_back_lost` then returns (``lost_read``), before recovery would
+count another delivery of it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import redis
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.liveness import dedicated_client, node_client
+from sentinel_platform.streams.consumer.lost_read import lost_read
+from sentinel_platform.streams.consumer.recovery import Delivery
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 
@@ -40,6 +47,24 @@ class GroupReader:
         self._connection: redis.Redis | None = None
         self._client_id: int | None = None
         self._blocking = False
+        #: a read was sent and its reply is not in hand (see the module docstring)
+        self.uncertain = False
+
+    def read_new(self, count: int, block_ms: int | None) -> list[Delivery]:
+        """New messages (``XREADGROUP ... >``) as first deliveries, sent once: a lost reply
+        is never re-sent, and leaves :attr:`uncertain` set."""
+        self.uncertain = True
+        reply = self.read(count, block_ms)
+        self.uncertain = False
+        return deliveries(reply)
+
+    def take_back_lost(self, scan: int, in_hand: set[str]) -> list[Delivery]:
+        """What a read whose reply was lost delivered (looking through at most ``scan`` of
+        our pending entries, ``in_hand`` excluded)."""
+        bodies = lost_read(self.client, self.keys, self.consumer, scan, in_hand)
+        self.uncertain = False
+        self.log.warning("uncertain_read", extra={"taken_back": len(bodies)})
+        return bodies
 
     def read(self, count: int, block_ms: int | None) -> Any:
         """The parsed reply (as ``client.xreadgroup`` returns it); raises on a lost reply."""
@@ -100,3 +125,12 @@ class GroupReader:
                 "(grant +client|unblock to wake it at a death)",
             },
         )
+
+
+def deliveries(reply: Any) -> list[Delivery]:
+    """The new messages of an XREADGROUP reply (first deliveries)."""
+    return [
+        Delivery(message_id, fields or {}, 1)
+        for _stream, entries in (reply or [])
+        for message_id, fields in entries
+    ]

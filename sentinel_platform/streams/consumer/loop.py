@@ -35,13 +35,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.lease import LeaseHeldError
-from sentinel_platform.streams.consumer.lost_read import lost_read
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
@@ -113,7 +112,6 @@ class Consumer:
         self.name_taken = False
         self.lease_taken = False  # by start(): what a start-up cut short gives back
         self._burst = False
-        self._uncertain_read = False
         self._started = False
         self._next_recovery = 0.0
         self._last_read = 0.0
@@ -193,8 +191,9 @@ class Consumer:
         wait a little for a call to finish (a fast processor's are settled in the pass)."""
         self.outbox.extend(self.calls.collect())
         self._flush_due()
-        if self._uncertain_read:  # before recovery, which would count another delivery
-            self._take_back_lost_read()
+        if self.reader.uncertain:  # before recovery, which would count another delivery
+            lost = self.reader.take_back_lost(LOST_READ_SCAN * self.count, self._in_hand_ids())
+            self._take(lost, "read")
         self.calls.resubmit_due(time.monotonic())
         if self.claims is not None:  # copies waiting on another worker's claim
             mine, done = self.claims.recheck(time.monotonic())
@@ -207,7 +206,7 @@ class Consumer:
         room = self.calls.room(self.count)
         if room and not self.stop.is_set() and self._read_due(room):
             waiting = bool(recovered) or bool(self.calls.running)
-            batch = self._read(self._block(waiting), room)
+            batch = self.reader.read_new(room, self._block(waiting))
             self._take(batch, "read")
         if self.calls.running:  # wait for a call rather than spin
             self.outbox.extend(self.calls.collect(FLUSH_INTERVAL_S))
@@ -309,25 +308,6 @@ class Consumer:
         """Everything in hand but the calls in progress (a stop hands it back)."""
         return self.calls.take_back() + (self.claims.take_back() if self.claims else [])
 
-    def _read(self, block: int | None, count: int) -> list[Delivery]:
-        """New messages (``XREADGROUP ... >``), sent once: a lost reply is never re-sent.
-
-        Until the reply is in hand the read is uncertain: it may have delivered a batch
-        that only the PEL knows of (:meth:`_take_back_lost_read` processes it).
-        """
-        self._uncertain_read = True
-        reply = self.reader.read(count, block)
-        self._uncertain_read = False
-        return _deliveries(reply)
-
-    def _take_back_lost_read(self) -> None:
-        """Process what a read whose reply was lost delivered (``lost_read.py``)."""
-        scan = LOST_READ_SCAN * self.count
-        bodies = lost_read(self.client, self.keys, self.consumer, scan, self._in_hand_ids())
-        self._uncertain_read = False
-        self.log.warning("uncertain_read", extra={"taken_back": len(bodies)})
-        self._take(bodies, "read")
-
     def report(self) -> IterationReport:
         """The tally since the last report, as a report (added to ``totals``)."""
         report = IterationReport(**self.tally)
@@ -337,13 +317,9 @@ class Consumer:
         return report
 
     def _block(self, waiting: bool) -> int | None:
-        """How long the read may block: not while calls or recovered messages wait, nor
-        past the moment a parked message is due."""
-        if waiting or self.block_ms == 0 or self._burst:
-            return None
-        block = min(self.block_ms, MAX_BLOCK_MS)
+        """How long the read may block (:func:`read_block`)."""
         due_in = self.calls.next_due_in(time.monotonic())
-        return block if due_in is None else max(1, min(block, int(due_in * 1000)))
+        return read_block(self.block_ms, waiting or self._burst, due_in)
 
     def _drained(self) -> bool:
         """Nothing uncommitted, nothing in hand, no message pending on us (burst may end)."""
@@ -394,13 +370,15 @@ class Consumer:
             self.tally["healed"] += 1
 
 
-def _deliveries(reply: Any) -> list[Delivery]:
-    """The new messages of an XREADGROUP reply (first deliveries)."""
-    return [
-        Delivery(message_id, fields or {}, 1)
-        for _stream, entries in (reply or [])
-        for message_id, fields in entries
-    ]
+def read_block(block_ms: int, waiting: bool, due_in_s: float | None) -> int | None:
+    """How long a read may block (None: not at all): not while calls or recovered
+    messages wait (``waiting``, or a burst run), not with ``--block-ms 0``, never past
+    :data:`MAX_BLOCK_MS` (recovery runs at least that often) nor past the moment a parked
+    message is due (``due_in_s``)."""
+    if waiting or block_ms == 0:
+        return None
+    block = min(block_ms, MAX_BLOCK_MS)
+    return block if due_in_s is None else max(1, min(block, int(due_in_s * 1000)))
 
 
 __all__ = ["Consumer", "Delivery", "IterationReport"]

@@ -14,7 +14,7 @@ import pytest
 from sentinel_platform.streams.consumer import settle as settle_module
 from sentinel_platform.streams.consumer.attempts import queue_error as queue_error_today
 from sentinel_platform.streams.consumer.attempts import read_attempts
-from sentinel_platform.streams.consumer.loop import Delivery, IterationReport
+from sentinel_platform.streams.consumer.loop import Delivery, IterationReport, read_block
 from sentinel_platform.streams.consumer.processor import Effect, Processor
 from sentinel_platform.streams.consumer.settle import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -245,3 +245,20 @@ def test_an_effect_built_for_another_key_is_a_processor_failure_and_commits_noth
     assert "natural key 'a-other' is not the message's 'a'" in failed.__dict__["error"]
     assert pending_of(redis_client, tx_keys, consumer.consumer) == 1  # retried, then DLQ
     consumer.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("block_ms", "waiting", "due_in_s", "expected"),
+    [
+        (5000, False, None, 1000),  # never past MAX_BLOCK_MS: recovery runs every second
+        (200, False, None, 200),
+        (200, True, None, None),  # calls or recovered messages wait: no block
+        (0, False, None, None),  # --block-ms 0: poll
+        (5000, False, 0.25, 250),  # a parked message is due in 250 ms
+        (5000, False, 0.0, 1),  # due now: the shortest block, never "forever" (0)
+    ],
+)
+def test_a_read_blocks_only_while_nothing_waits(
+    block_ms: int, waiting: bool, due_in_s: float | None, expected: int | None
+) -> None:
+    assert read_block(block_ms, waiting, due_in_s) == expected
