@@ -12,6 +12,9 @@ Contenders, each a separate process against the same stream on the same redis-se
   work.
 * ``ours``: the worker with the harness's no-op processor (recovery, lease, lag key, atomic
   result + idempotency marker + batched XACK), 1 and 2 processes (and 4 in a full run).
+* ``ours@REV`` (``--against REV``): the same worker from another commit, checked out in a
+  scratch worktree and imported from there (``PYTHONPATH``, ``PYTHONSAFEPATH``), one
+  process, interleaved with the others: a before/after of a change in one run.
 
 Every contender is timed alike (:func:`~bench.timing.park`, then
 :func:`~bench.timing.release`): the clock runs from the release until the group has every
@@ -28,7 +31,9 @@ Goals (issue 16), printed with PASS/MISS: ours x1 >= 0.7x the same-work ceiling 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -213,8 +218,10 @@ def measure(
     batch = messages(total)
     park(client, keys, batch)
     env = child_env(url, home, lag_key_ttl_s=10, **({"read_count": count} if count else {}))
+    if contender.startswith("ours@"):  # another commit's worker: its tree first on the path
+        env.update(PYTHONPATH=str(home / contender), PYTHONSAFEPATH="1")
     with Fleet(home) as fleet:
-        if contender == "ours":
+        if contender.startswith("ours"):
             workers = [
                 fleet.worker("transactions", f"ours-{processes}-{i}", env, NOOP_PROCESSOR)
                 for i in range(processes)
@@ -251,6 +258,21 @@ def _median_cpu(runs: list[Run]) -> float | None:
 
 def _label(contender: str, processes: int) -> str:
     return f"ours x{processes}" if contender == "ours" else contender
+
+
+@contextlib.contextmanager
+def checkout(home: Path, rev: str | None) -> Iterator[str | None]:
+    """``rev`` checked out as ``home/ours@rev`` for the run (a detached worktree)."""
+    if rev is None:
+        yield None
+        return
+    tree = home / f"ours@{rev}"
+    git = ["git", "-C", str(Path(__file__).resolve().parents[1]), "worktree"]
+    subprocess.run([*git, "add", "--detach", str(tree), rev], check=True, capture_output=True)
+    try:
+        yield tree.name
+    finally:
+        subprocess.run([*git, "remove", "--force", str(tree)], check=False, capture_output=True)
 
 
 def _report(
@@ -292,6 +314,10 @@ def _report(
     # ceiling's CPU over ours is the throughput ratio a saturated host would show.
     cpu_ratio = ratio(cpu.get("same-work"), cpu.get("ours x1"))
     print(f"  cpu: same-work / ours x1 per message = {cpu_ratio} (1.0 = no overhead)")
+    for other in [label for label in median if label.startswith("ours@")]:  # --against
+        rate = ratio(median.get("ours x1"), median[other])
+        cpu_us = ratio(cpu.get(other), cpu.get("ours x1"))
+        print(f"  ours x1 / {other}: msg/s {rate}, cpu per message {other} / ours {cpu_us}")
     emit_json(
         NAME,
         {
@@ -317,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="runs per contender")
     parser.add_argument("--only", default="", help="a subset: baseline,same-work,ours1,ours2,ours4")
     parser.add_argument("--count", type=int, help="batch size of ours and same-work")
+    parser.add_argument("--against", help="also run the worker of this commit, interleaved")
     parser.add_argument("--role", choices=sorted(LOOPS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.role:
@@ -331,7 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         wanted = set(args.only.split(","))
         contenders = [c for c in contenders if _label(*c).replace(" x", "") in wanted]
     runs: dict[str, list[Run]] = {}
-    with redis_server() as server, scratch_dir("bench-throughput-") as tmp:
+    with (
+        redis_server() as server,
+        scratch_dir("bench-throughput-") as tmp,
+        checkout(tmp, args.against) as other,
+    ):
+        if other is not None:
+            contenders.insert(contenders.index(("ours", 1)) + 1, (other, 1))
         info = machine_info(raw_client(server.url))
         process = getattr(server, "process", None)  # None: REDIS_URL, not ours to measure
         server_pid = process.pid if process is not None else None
@@ -339,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             for repeat in range(repeats):  # interleaved, so drift hits every contender alike
                 for contender, processes in contenders:
                     label = _label(contender, processes)
-                    size = int(total * SIZE_FACTOR[contender])
+                    size = int(
+                        total * SIZE_FACTOR[contender.split("@")[0] + "@" * ("@" in contender)]
+                    )
                     run = measure(
                         contender, processes, size, server.url, tmp, args.count, server_pid
                     )

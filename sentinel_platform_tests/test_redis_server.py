@@ -200,7 +200,7 @@ def test_the_suite_keeps_sentinel_redis_server_and_drops_other_settings(
     run on it, while any other developer setting is kept out of the tests."""
     env = {**os.environ, "SENTINEL_REDIS_SERVER": redis_binary, "SENTINEL_HOME": str(tmp_path)}
     probe = (
-        "import os, sentinel_platform_tests.conftest as c; "
+        "import os, sentinel_platform_tests.harness.plugin as p; "
         "print(os.environ.get('SENTINEL_REDIS_SERVER'), os.environ.get('SENTINEL_HOME'))"
     )
     out = subprocess.run(
