@@ -372,9 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             for repeat in range(repeats):  # interleaved, so drift hits every contender alike
                 for contender, processes in contenders:
                     label = _label(contender, processes)
-                    size = int(
-                        total * SIZE_FACTOR[contender.split("@")[0] + "@" * ("@" in contender)]
-                    )
+                    size = int(total * SIZE_FACTOR[contender.split("@")[0]])
                     run = measure(
                         contender, processes, size, server.url, tmp, args.count, server_pid
                     )
