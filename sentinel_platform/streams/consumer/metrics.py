@@ -11,10 +11,12 @@ creating a series nobody scrapes.
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from wsgiref.simple_server import WSGIServer
 
@@ -244,9 +246,7 @@ class Metrics:
         """The age at commit of each of ``message_ids`` (stream entry ids), at ``now_s``
         (epoch seconds; default: now, read once for the whole batch)."""
         now = time.time() if now_s is None else now_s
-        observe = self.observer("commit_age_seconds")
-        for message_id in message_ids:
-            observe(age_s(message_id, now))
+        observe_many(self._histograms["commit_age_seconds"], [age_s(m, now) for m in message_ids])
 
     def set_oldest_pending_age(self, seconds: float) -> None:
         """The group's oldest pending message's age (0 when nothing is pending)."""
@@ -256,10 +256,10 @@ class Metrics:
         """The in-flight limit in force now (set at start and at every change)."""
         self.set_gauge("in_flight_limit", limit)
 
-    def count_verdict(self, driver: str) -> None:
-        """One committed verdict decided by ``driver`` (:data:`VERDICT_DRIVERS`); an unknown
-        driver raises rather than creating a series no rule reads."""
-        self.count("verdicts", driver)
+    def count_verdict(self, driver: str, amount: int = 1) -> None:
+        """``amount`` committed verdicts decided by ``driver`` (:data:`VERDICT_DRIVERS`); an
+        unknown driver raises rather than creating a series no rule reads."""
+        self.count("verdicts", driver, amount)
 
     def _value(self, sample: str) -> float:
         return self.registry.get_sample_value(f"{self.prefix}_{sample}", self.labels) or 0.0
@@ -295,3 +295,20 @@ class Metrics:
             if self._thread is not None:
                 self._thread.join(5)
             self._server = self._thread = None
+
+
+def observe_many(histogram: Any, values: Sequence[float]) -> None:
+    """``histogram.observe(v)`` for every value, a bucket and the sum added to once per
+    call rather than once per value: a commit observes the ages of its whole batch, and a
+    histogram observation is a lock and two increments (a fifth of the no-op worker's
+    time per message when made one by one).
+
+    It fills ``prometheus_client``'s own bucket and sum values, as ``Histogram.observe``
+    does (an upper bound is inclusive); the metrics tests compare the exposition of both.
+    """
+    if not values:
+        return
+    bounds = histogram._upper_bounds
+    for index, count in Tally(bisect.bisect_left(bounds, v) for v in values).items():
+        histogram._buckets[index].inc(count)
+    histogram._sum.inc(sum(values))

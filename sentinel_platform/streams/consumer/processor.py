@@ -35,9 +35,7 @@ def waited_for_turn(seconds: float) -> None:
 def take_turn_wait() -> float:
     """The seconds reported by :func:`waited_for_turn` on this thread since the last
     call, and reset to zero (the consumer calls it after each processor call)."""
-    seconds = getattr(_turns, "seconds", 0.0)
-    _turns.seconds = 0.0
-    return float(seconds)
+    return float(_turns.__dict__.pop("seconds", 0.0))
 
 
 class Busy(Exception):

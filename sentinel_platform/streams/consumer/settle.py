@@ -137,10 +137,10 @@ class Outbox:
         their stream entry ids) and who decided each verdict (``driver_used``)."""
         self.metrics.inc("processed", len(commits))
         self.metrics.observe_commit_ages([c.delivery.id for c in commits])
-        for commit in commits:
-            driver = commit.effect.log_fields.get("driver_used")
+        drivers = Counter(c.effect.log_fields.get("driver_used") for c in commits)
+        for driver, count in drivers.items():
             if driver in VERDICT_DRIVERS:
-                self.metrics.count_verdict(driver)
+                self.metrics.count_verdict(driver, count)
         if log.isEnabledFor(logging.DEBUG):
             for commit in commits:
                 details = {"message_id": commit.delivery.id, **commit.effect.log_fields}

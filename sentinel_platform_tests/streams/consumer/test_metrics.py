@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+from prometheus_client import generate_latest
 
 from sentinel_platform.streams.consumer.metrics import (
     BUCKETS,
@@ -20,6 +21,7 @@ from sentinel_platform.streams.consumer.metrics import (
     HISTOGRAMS,
     LABELLED_COUNTERS,
     Metrics,
+    observe_many,
 )
 
 LABELS = {"stream": "transactions", "group": "sentinel-consumers", "consumer": 'h"o\\st\n-1'}
@@ -241,3 +243,21 @@ def test_processing_time_carries_the_processor_label_when_given() -> None:
     unnamed = parse_exposition(Metrics(labels={"stream": "s"}).render())
     labels = unnamed["sentinel_worker_processing_seconds"]["labels"]
     assert isinstance(labels, dict) and "processor" not in labels
+
+
+def test_observing_a_batch_gives_the_exposition_of_observing_each_value() -> None:
+    """``observe_many`` (a commit's batch of ages at once) fills the same buckets, count
+    and sum as ``Histogram.observe`` per value, bounds included (``le`` is inclusive)."""
+    values = [0.0, 0.001, 0.005, 0.0051, 0.3, 1.0, 2.5, 7.0, 1e9]
+    one_by_one, batched = Metrics(), Metrics()
+    for value in values:
+        one_by_one.observe("commit_age_seconds", value)
+    observe_many(batched._histograms["commit_age_seconds"], values)
+    observe_many(batched._histograms["commit_age_seconds"], [])
+
+    def series(metrics: Metrics) -> list[str]:
+        text = generate_latest(metrics.registry).decode()
+        return [line for line in text.splitlines() if "commit_age_seconds_" in line]
+
+    assert any(line.endswith(f" {len(values)}.0") for line in series(batched))
+    assert series(batched) == series(one_by_one)
