@@ -63,7 +63,7 @@ from bench.timing import (
     scratch_dir,
 )
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub, Mode
-from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, PYTHON, child_env
+from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR
 from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "analyzer_limits"
@@ -147,18 +147,15 @@ class Context:
     url: str
     home: Path
     mode: str
-    #: The default of SENTINEL_WORKER_CONCURRENCY a worker of this tree starts with.
-    default: str = "1"
+    #: The default of SENTINEL_WORKER_CONCURRENCY (``auto``): C = 1 is the previous one.
+    default: str = "auto"
     cells: dict[str, Cell] = field(default_factory=dict)
 
     def sides(self, scenario: str) -> list[tuple[str, str | None]]:
         """The concurrencies each "on defaults" cell of ``scenario`` is measured with
-        (None: the default). When the default is ``auto`` already, the auto cell stands
-        for both, and C = 1 (the previous default) is measured instead: in every scenario
+        (None: the default): ``auto``, and C = 1 (the previous default) in every scenario
         of a full run, only without limits in ``--quick`` (one call at a time gives
         about 1 / L whatever the analyzer's limits)."""
-        if self.default != "auto":
-            return [*SIDES]
         if self.mode == "quick" and scenario != "unlimited":
             return [("auto", "auto")]
         return [("auto", "auto"), ("C=1", "1")]
@@ -173,10 +170,6 @@ class Context:
     def count(self, rate: float) -> int:
         """Messages for a cell whose best rate is ``rate`` msg/s."""
         return max(40, math.ceil(rate * WINDOW_S[self.mode]))
-
-
-#: The concurrencies each "on defaults" cell is measured with (None: the default).
-SIDES: tuple[tuple[str, str | None], ...] = (("default", None), ("auto", "auto"))
 
 
 def unlimited(ctx: Context) -> None:
@@ -487,20 +480,6 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
     )
 
 
-def default_concurrency() -> str:
-    """The default of ``SENTINEL_WORKER_CONCURRENCY`` a worker started now would use
-    (asked of a fresh interpreter: this tree's code as it is on disk now)."""
-    probe = (
-        "from sentinel_platform.settings import load_settings\n"
-        "print(load_settings().worker_concurrency_pinned or 'auto')"
-    )
-    env = child_env("redis://127.0.0.1:1/0", Path("/nonexistent"))
-    out = subprocess.run(
-        [PYTHON, "-c", probe], env=env, check=True, capture_output=True, text=True, timeout=60
-    )
-    return out.stdout.strip().splitlines()[-1]
-
-
 def tree_state() -> str:
     """The commit, and a digest of the uncommitted changes to tracked files (others may
     edit the tree during a run): ``957460d+dirty:1a2b3c4d`` or ``957460d``."""
@@ -530,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     with redis_server() as server, scratch_dir("bench-limits-") as tmp:
         info = machine_info(raw_client(server.url))
         info["tree"] = tree_state()
-        ctx = Context(server.url, tmp, "quick" if args.quick else "full", default_concurrency())
+        ctx = Context(server.url, tmp, "quick" if args.quick else "full")
         print(f"default SENTINEL_WORKER_CONCURRENCY: {ctx.default}; tree {info['tree']}")
         for name, scenario in SCENARIOS.items():
             if name not in ran:
@@ -543,7 +522,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name} failed: {exc}", flush=True)
         info["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
         info["tree_end"] = tree_state()
-        info["default_concurrency_end"] = default_concurrency()
         if info["tree_end"] != info["tree"]:  # a note, not a failure: the figures stand
             print(f"note: the working tree changed during the run: {info['tree_end']}")
     report(ctx, ran, info, errors)

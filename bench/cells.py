@@ -224,8 +224,10 @@ def run_cell(
     processor: str | None = None,
     settings: Mapping[str, Any] | None = None,
     poll_s: float = 0.01,
+    env_extra: Mapping[str, str] | None = None,
 ) -> Cell:
-    """``workers`` workers on ``messages`` until drained or ``budget_s`` is up."""
+    """``workers`` workers on ``messages`` until drained or ``budget_s`` is up
+    (``env_extra``: added to their environment, e.g. another tree's ``tree_env``)."""
     client = raw_client(url)
     keys = transaction_keys(load_settings(redis_url=url, home=home))
     park(client, keys, messages)
@@ -235,7 +237,7 @@ def run_cell(
     values.update(settings or {})  # an analyzer of their own, another timeout
     if concurrency is not None:
         values["worker_concurrency"] = concurrency
-    env = child_env(url, home, **values)
+    env = {**child_env(url, home, **values), **(env_extra or {})}
     cell = Cell(label, workers, concurrency or "default", len(messages))
     ports = [free_port() for _ in range(workers)]
     with Fleet(home) as fleet, contextlib.ExitStack() as stack:

@@ -21,6 +21,9 @@ The worker reads with its default batch size unless ``--count`` says otherwise.
   transactions each (150,000 in a full run), within the cell's time budget. The fallback
   to the rules must not make the worker much slower than the rules alone.
 
+* **Against** (``--against REV``): the two goal cells three times each, this tree's worker
+  and REV's alternating; the medians' ratio is a before/after of a change in one run.
+
 Goals, printed with PASS/MISS: >= 0.8x C/L at L = 100 ms, C = 32; >= 0.9x C/L at L = 2 s,
 C = 128; with the analyzer refusing or timing out, >= 0.8x the rules-only msg/s; 0
 duplicate effects. A goal whose figure could not be measured (its part failed, or the
@@ -31,7 +34,9 @@ others still run; the scenario then exits with status 1 after its figures.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
+import statistics
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +46,7 @@ from bench.cells import Cell, cell_json, print_cells, run_cell, transactions
 from bench.timing import (
     Goal,
     base_parser,
+    checkout,
     emit_json,
     machine_info,
     print_goals,
@@ -49,6 +55,7 @@ from bench.timing import (
     raw_client,
     redis_server,
     scratch_dir,
+    tree_env,
 )
 from sentinel_platform.redis_server import free_port
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
@@ -65,6 +72,7 @@ BUDGET_S = {"quick": 8.0, "full": 40.0}
 #: Transactions of each analyzer-down cell and of its rules-only reference.
 #: Enough that the first calls' timeout (before any breaker opens) is not all that is timed.
 DOWN_MESSAGES = {"quick": 30_000, "full": 150_000}
+GOAL_CELLS = ((0.1, 32), (2.0, 128))
 GOAL_FAST = 0.8  # L = 100 ms, C = 32
 GOAL_SLOW = 0.9  # L = 2 s, C = 128
 GOAL_DOWN = 0.8
@@ -73,14 +81,17 @@ GOAL_DOWN = 0.8
 class Run:
     """The cells of one run by label, each :func:`run_cell` on N fresh transactions."""
 
-    def __init__(self, url: str, home: Path, mode: str, count: int | None) -> None:
-        self.url, self.home, self.mode = url, home, mode
+    def __init__(
+        self, url: str, home: Path, mode: str, count: int | None, other: str | None = None
+    ) -> None:
+        self.url, self.home, self.mode, self.other = url, home, mode, other
         self.read = {"read_count": count} if count else {}
         self.cells: dict[str, Cell] = {}
         self.ideal: dict[str, float] = {}  # C / L of a matrix cell
 
     def cell(self, label: str, concurrency: int, total: int, **settings: Any) -> None:
         stub = settings.pop("stub", None)
+        env = settings.pop("env_extra", None)
         self.cells[label] = cell = run_cell(
             label,
             self.url,
@@ -90,6 +101,7 @@ class Run:
             concurrency=str(concurrency),
             stub=stub,
             settings={**self.read, **settings},
+            env_extra=env,
         )
         print(
             f"  {label:<14} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
@@ -107,6 +119,19 @@ class Run:
                 total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
                 with AnalyzerStub(latency) as stub:
                     self.cell(label, c, total, stub=stub, analyzer_timeout_s=max(5.0, 3 * latency))
+
+    def against(self) -> None:
+        """The goal cells of this tree and of :attr:`other`, alternating, three times."""
+        assert self.other is not None
+        for latency, c in GOAL_CELLS:
+            total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
+            for n, tree in itertools.product(range(3), ("ours", self.other)):
+                label = f"L={latency:g}s C={c} {tree} #{n + 1}"
+                env = tree_env(self.home / tree) if tree != "ours" else None
+                self.ideal[label] = c / latency
+                with AnalyzerStub(latency) as stub:
+                    timeout = max(5.0, 3 * latency)
+                    self.cell(label, c, total, stub=stub, env_extra=env, analyzer_timeout_s=timeout)
 
     def down(self) -> None:
         """Rules only, analyzer refusing, analyzer timing out: the same worker at C = 32."""
@@ -153,6 +178,20 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
             value = figures.get(label, {}).get("x rules only")
             text = f"analyzer {text}, C={DOWN_CONCURRENCY}: >= {GOAL_DOWN}x rules only"
             goals.append(Goal(text, value, GOAL_DOWN))
+    if "against" in parts and run.other is not None:
+        for latency, c in GOAL_CELLS:
+            medians = [
+                statistics.median(
+                    figures[k]["x ideal"] or 0.0
+                    for k in figures
+                    if k.startswith(f"L={latency:g}s C={c} {tree} ")
+                )
+                for tree in ("ours", run.other)
+            ]
+            print(
+                f"  L={latency:g}s C={c}: x C/L median ours {medians[0]}, {run.other} "
+                f"{medians[1]}: ours / {run.other} = {ratio(*medians)}"
+            )
     duplicates = sum(c.duplicates for c in run.cells.values())
     goals.append(Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
     verdicts = print_goals(goals)
@@ -172,13 +211,18 @@ def main(argv: list[str] | None = None) -> int:
         "--count", type=int, default=None, help="the worker's batch size (default: its default)"
     )
     parser.add_argument("--only", default="matrix,down", help="comma-separated parts: matrix,down")
+    parser.add_argument("--against", help="the goal cells of this commit too, alternating")
     args = parser.parse_args(argv)
-    parts = set(args.only.split(","))
+    parts = {"against"} if args.against else set(args.only.split(","))
     errors: list[str] = []  # a part that fails leaves the others' figures
-    with redis_server() as server, scratch_dir("bench-slow-") as tmp:
+    with (
+        redis_server() as server,
+        scratch_dir("bench-slow-") as tmp,
+        checkout(tmp, args.against) as other,
+    ):
         info = machine_info(raw_client(server.url))
-        run = Run(server.url, tmp, "quick" if args.quick else "full", args.count)
-        for part, measure in (("matrix", run.matrix), ("down", run.down)):
+        run = Run(server.url, tmp, "quick" if args.quick else "full", args.count, other)
+        for part, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
             if part in parts:
                 with _part(part, errors):
                     measure()

@@ -20,6 +20,7 @@ import os
 import platform
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -262,3 +263,23 @@ def base_parser(name: str, doc: str | None) -> argparse.ArgumentParser:
         "--quick", action="store_true", help="smaller run that finishes in a few minutes"
     )
     return parser
+
+
+@contextlib.contextmanager
+def checkout(home: Path, rev: str | None) -> Iterator[str | None]:
+    """``rev`` checked out as ``home/ours@rev`` for the run (a detached worktree)."""
+    if rev is None:
+        yield None
+        return
+    tree = home / f"ours@{rev}"
+    git = ["git", "-C", str(Path(__file__).resolve().parents[1]), "worktree"]
+    subprocess.run([*git, "add", "--detach", str(tree), rev], check=True, capture_output=True)
+    try:
+        yield tree.name
+    finally:
+        subprocess.run([*git, "remove", "--force", str(tree)], check=False, capture_output=True)
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    """What makes a child import ``tree``'s code (a :func:`checkout`) before this one's."""
+    return {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}

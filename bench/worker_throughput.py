@@ -12,9 +12,8 @@ Contenders, each a separate process against the same stream on the same redis-se
   work.
 * ``ours``: the worker with the harness's no-op processor (recovery, lease, lag key, atomic
   result + idempotency marker + batched XACK), 1 and 2 processes (and 4 in a full run).
-* ``ours@REV`` (``--against REV``): the same worker from another commit, checked out in a
-  scratch worktree and imported from there (``PYTHONPATH``, ``PYTHONSAFEPATH``), one
-  process, interleaved with the others: a before/after of a change in one run.
+* ``ours@REV`` (``--against REV``): the worker of another commit (:func:`~bench.timing.checkout`),
+  one process, interleaved with the others: a before/after of a change in one run.
 
 Every contender is timed alike (:func:`~bench.timing.park`, then
 :func:`~bench.timing.release`): the clock runs from the release until the group has every
@@ -31,9 +30,7 @@ Goals (issue 16), printed with PASS/MISS: ours x1 >= 0.7x the same-work ceiling 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +43,7 @@ from bench.timing import (
     Goal,
     base_parser,
     bench_settings,
+    checkout,
     cpu_seconds,
     emit_json,
     machine_info,
@@ -57,6 +55,7 @@ from bench.timing import (
     redis_server,
     release,
     scratch_dir,
+    tree_env,
 )
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
@@ -219,7 +218,7 @@ def measure(
     park(client, keys, batch)
     env = child_env(url, home, lag_key_ttl_s=10, **({"read_count": count} if count else {}))
     if contender.startswith("ours@"):  # another commit's worker: its tree first on the path
-        env.update(PYTHONPATH=str(home / contender), PYTHONSAFEPATH="1")
+        env.update(tree_env(home / contender))
     with Fleet(home) as fleet:
         if contender.startswith("ours"):
             workers = [
@@ -258,21 +257,6 @@ def _median_cpu(runs: list[Run]) -> float | None:
 
 def _label(contender: str, processes: int) -> str:
     return f"ours x{processes}" if contender == "ours" else contender
-
-
-@contextlib.contextmanager
-def checkout(home: Path, rev: str | None) -> Iterator[str | None]:
-    """``rev`` checked out as ``home/ours@rev`` for the run (a detached worktree)."""
-    if rev is None:
-        yield None
-        return
-    tree = home / f"ours@{rev}"
-    git = ["git", "-C", str(Path(__file__).resolve().parents[1]), "worktree"]
-    subprocess.run([*git, "add", "--detach", str(tree), rev], check=True, capture_output=True)
-    try:
-        yield tree.name
-    finally:
-        subprocess.run([*git, "remove", "--force", str(tree)], check=False, capture_output=True)
 
 
 def _report(
