@@ -201,6 +201,8 @@ class Consumer:
             self.calls.submit(mine)
         room = self.calls.room(self.count)
         recovered = self.recovery.step(room) if room and self._recovery_due() else []
+        if recovered and len(recovered) >= room:  # the room was the bound: look again now
+            self._next_recovery = 0.0
         self._take(recovered, "recovered")
         batch: list[Delivery] = []
         room = self.calls.room(self.count)

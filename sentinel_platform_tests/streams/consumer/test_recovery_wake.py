@@ -44,3 +44,23 @@ def test_a_confirmed_death_cuts_the_survivors_blocked_read_short(
     wait_until(lambda: redis_client.hlen(CALLS_KEY) == 5)
     assert _unblocks(redis_client) >= 1
     assert survivor.events("holder_disconnected")
+
+
+def test_a_survivor_on_auto_recovers_a_dead_workers_whole_backlog_without_waiting_a_block(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    """A survivor whose limit is still unknown (``auto``, no call timed yet) claims a few
+    messages per recovery step. It must look again at once while the dead worker holds
+    more, not block its read (1 s at most) first: 3.4 s from the kill to the last call
+    before, 0.45 s after; the deadline is 2 s."""
+    publish(redis_client, tx_keys, [{"key": f"m{n}"} for n in range(20)])
+    env = {**SLOW_LEASE_LONG_BLOCK, "SENTINEL_BLOCK_MS": "5000"}
+    victim = start_worker(env=env, args=["--count", "20", "--simulate-latency-ms", "600000"])
+    wait_until(lambda: pending_of(redis_client, tx_keys, victim.consumer) == 20)
+    survivor_env = {**env, "SENTINEL_WORKER_CONCURRENCY": "auto"}
+    survivor = start_worker(env=survivor_env).wait_ready(redis_client)
+    wait_until(lambda: redis_client.get(registration_key(tx_keys, survivor.consumer)))
+
+    victim.kill()
+
+    wait_until(lambda: redis_client.hlen(CALLS_KEY) == 20, 2.0, what="all 20 recovered")
