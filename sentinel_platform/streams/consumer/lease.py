@@ -50,7 +50,7 @@ from typing import Literal
 import redis
 
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.streams.consumer.liveness import Link
+from sentinel_platform.streams.consumer.link import Link
 from sentinel_platform.streams.plumbing.connection import (
     FAILOVER_ERRORS,
     TRANSIENT_ERRORS,
