@@ -31,8 +31,8 @@ from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
 from sentinel_platform.streams.backlog.peaks import queue_record_lag
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
-from sentinel_platform.streams.consumer.lease import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.side_writes import SideWriteFailures
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

@@ -51,6 +51,7 @@ import redis
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.link import Link
+from sentinel_platform.streams.consumer.side_writes import SideWriteFailures, SideWrites
 from sentinel_platform.streams.plumbing.connection import (
     FAILOVER_ERRORS,
     TRANSIENT_ERRORS,
@@ -347,74 +348,6 @@ class Heartbeat(threading.Thread):
             if thread is not None and thread.is_alive():
                 thread.join(timeout=max(deadline - time.monotonic(), 0.0))
         return not any(t is not None and t.is_alive() for t in (self, self.side))
-
-
-class SideWriteFailures:
-    """Logs failed side writes: the first of a streak, a changed error, then once a minute;
-    and ``side_write_recovered`` when one succeeds again. Any thread may report."""
-
-    #: Between two lines about the same failing write and error.
-    REPEAT_S = 60.0
-
-    def __init__(self, log_fields: dict[str, str]) -> None:
-        self.log = BoundLogger(log, log_fields)
-        self._lock = threading.Lock()
-        self._last: dict[str, tuple[str, float, int]] = {}  # write -> (error, logged at, since)
-
-    def failed(self, write: str, exc: Exception) -> None:
-        error, now = str(exc), time.monotonic()
-        with self._lock:
-            last_error, logged_at, since = self._last.get(write, ("", 0.0, 0))
-            repeats = since + 1
-            quiet = last_error == error and now - logged_at < self.REPEAT_S
-            self._last[write] = (last_error, logged_at, repeats) if quiet else (error, now, 0)
-        if not quiet:
-            self.log.warning(
-                "side_write_failed",
-                extra={"write": write, "error": error, "repeats": repeats},
-            )
-
-    def succeeded(self, write: str) -> None:
-        with self._lock:
-            streak = self._last.pop(write, None)
-        if streak is not None:
-            self.log.info("side_write_recovered", extra={"write": write})
-
-
-class SideWrites(threading.Thread):
-    """Runs the heartbeat's side writes on its period, beside it: never before a refresh."""
-
-    def __init__(
-        self,
-        write: Callable[[], object],
-        interval_s: float,
-        halt: threading.Event,
-        failures: SideWriteFailures,
-        on_unreachable: Callable[[], None] | None = None,
-        name: str = "lag",
-    ) -> None:
-        super().__init__(name="heartbeat-side-writes", daemon=True)
-        self.write = write
-        self.interval_s = interval_s
-        self._halt = halt
-        self.failures = failures
-        self.on_unreachable = on_unreachable
-        self.write_name = name
-
-    def run(self) -> None:
-        while not self._halt.wait(self.interval_s):
-            self.once()
-
-    def once(self) -> None:
-        try:
-            self.write()
-        except Exception as exc:  # logged, never raised: nothing waits for a side write
-            unreachable = isinstance(exc, (*TRANSIENT_ERRORS, *FAILOVER_ERRORS))
-            if unreachable and self.on_unreachable is not None:
-                self.on_unreachable()  # leases may expire meanwhile: see recovery_grace.py
-            self.failures.failed(self.write_name, exc)
-        else:
-            self.failures.succeeded(self.write_name)
 
 
 def heartbeat_interval_s(lease_ttl_ms: int, lag_key_ttl_s: int) -> float:
