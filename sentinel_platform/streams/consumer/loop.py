@@ -69,8 +69,6 @@ LOST_READ_SCAN = 10
 BURST_POLL_S = 0.02
 #: Recovery steps are at most this frequent (a death still wakes the read at once).
 RECOVERY_INTERVAL_S = 0.1
-#: While calls run, a read waits at most this long for a quarter of the limit to be free.
-READ_GATHER_S = 0.02
 
 
 class Consumer:
@@ -114,7 +112,6 @@ class Consumer:
         self._burst = False
         self._started = False
         self._next_recovery = 0.0
-        self._last_read = 0.0
         #: what the current pass handled, by report field (``IterationReport``)
         self.tally: Counter[str] = Counter()
         #: everything handled since this consumer was made (the sum of every pass)
@@ -206,7 +203,7 @@ class Consumer:
         self._take(recovered, "recovered")
         batch: list[Delivery] = []
         room = self.calls.room(self.count)
-        if room and not self.stop.is_set() and self._read_due(room):
+        if room and not self.stop.is_set():
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self.reader.read_new(room, self._block(waiting))
             self._take(batch, "read")
@@ -229,19 +226,6 @@ class Consumer:
         self._decide(batch)
         deadline = time.monotonic() + self.settings.shutdown_timeout_s
         self._settle(self.calls.collect_until(deadline))
-
-    def _read_due(self, room: int) -> bool:
-        """Read now, or gather more room first: while calls run, a read waits until a
-        quarter of the limit is free or :data:`READ_GATHER_S` has passed, so many calls
-        in flight share a read (and its triage) instead of one round trip per call."""
-        if not self.calls.running or room >= max(1, self.calls.limit.limit // 4):
-            self._last_read = time.monotonic()
-            return True
-        now = time.monotonic()
-        if now - self._last_read >= READ_GATHER_S:
-            self._last_read = now
-            return True
-        return False
 
     def _recovery_due(self) -> bool:
         """Recovery runs at most every :data:`RECOVERY_INTERVAL_S`: a pass per finished
