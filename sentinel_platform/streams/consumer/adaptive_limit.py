@@ -43,9 +43,10 @@ windows as Netflix's ``WindowedLimit`` does, with an explicit cut on drops:
 * **Drops** (HTTP 429, 503 with ``Retry-After``, a timeout): :meth:`AdaptiveLimit.on_drop`
   cuts at once. The drops until the next window closes are one *burst* (a ``Retry-After``
   stops every call, so no window closes during the hold): the limit loses one per call
-  refused in it, at least ``DROP_FACTOR`` (0.9, Netflix's ``AIMDLimit``) of itself and at
-  most half. A burst's size is what this worker sent beyond what the service held, so a
-  sudden fall of capacity is followed within a few bursts (32 to 4: 16, 8, 4), and
+  refused in it, at least ``DROP_FACTOR`` (0.9, Netflix's ``AIMDLimit``) of itself and,
+  with fewer than ``COLLAPSE_DROPS`` (4) refusals, at most half. A burst's size is what
+  this worker sent beyond what the service held, so a collapse of capacity is followed
+  in one burst (32 to 4: 28 refused), and
   workers sharing a service are cut in proportion to their shares: multiplicative
   decrease, which is what makes shares converge (Chiu and Jain). An earlier rule, "cut to
   the calls in flight less one", is exact for a worker alone but takes the same one call
@@ -108,8 +109,10 @@ PROBE_INTERVAL_S = 30.0
 PROBE_INTERVAL_RTTS = 100
 #: On a drop the limit is cut to at most this fraction (Netflix's AIMD back-off ratio).
 DROP_FACTOR = 0.9
-#: One burst of drops cuts the limit by the calls refused, to at most this fraction of it.
+#: One burst of drops cuts the limit by the calls refused, to at most this fraction of it,
+#: unless it has this many: the service's capacity fell, and the count says by how much.
 BURST_FLOOR = 0.5
+COLLAPSE_DROPS = 4
 #: After a drop, how long the limit stays at or below the level the drop left.
 CEILING_HOLD_S = 20.0
 #: ``limit`` of a worker on ``auto`` before the first measurement (capped by ``maximum``).
@@ -289,7 +292,9 @@ class AdaptiveLimit:
             self._burst_base, self._burst_drops = current, 0
         self._burst_drops += 1
         base = self._burst_base
-        target = min(base * DROP_FACTOR, max(base - self._burst_drops, base * BURST_FLOOR))
+        drops = self._burst_drops
+        floor = 0.0 if drops >= COLLAPSE_DROPS else base * BURST_FLOOR  # capacity fell
+        target = min(base * DROP_FACTOR, max(base - drops, floor))
         self._step = 1.0
         if target >= current:
             return
