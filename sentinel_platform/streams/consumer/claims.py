@@ -167,8 +167,7 @@ class Claims:
         """Queue the claim of ``names`` (distinct) on ``pipe``: triage sends it in its own
         round trip, where the claim's marker check replaces the markers' ``MGET``. Its
         reply goes to :meth:`split`."""
-        pairs = [k for n in names for k in (self.keys.marker(n), claim_key(self.keys, n))]
-        CLAIM.queue(pipe, pairs, [self.consumer, self.ttl_ms])
+        CLAIM.queue(pipe, self._pairs(names), [self.consumer, self.ttl_ms])
 
     def split(
         self, due: Sequence[Prepared], flags: dict[str, int]
@@ -179,12 +178,15 @@ class Claims:
         self.waiting.update((p.delivery.id, p) for p in waiting)
         return mine, done
 
+    def _pairs(self, names: Sequence[str]) -> list[str]:
+        """The claim script's keys: per natural key, its marker then its claim."""
+        return [k for n in names for k in (self.keys.marker(n), claim_key(self.keys, n))]
+
     def _claim(
         self, due: Sequence[Prepared]
     ) -> tuple[list[Prepared], list[Prepared], list[Outcome]]:
         names = _names(due)
-        pairs = [k for n in names for k in (self.keys.marker(n), claim_key(self.keys, n))]
-        flags = CLAIM.run(self.client, pairs, [self.consumer, self.ttl_ms])
+        flags = CLAIM.run(self.client, self._pairs(names), [self.consumer, self.ttl_ms])
         return sort_claimed(due, flags)
 
 
