@@ -32,7 +32,7 @@ Scenarios (goals printed with PASS/MISS; a figure that could not be measured is 
   stream): analyzer calls (the stub's count per ``payload.id``) = 24; also at C = 1, where
   each worker holds one message, so a key's copies are certainly on three workers at once.
 * ``server``: C = 32 against a 100 ms analyzer: the server's ``INFO cpu`` (user + sys)
-  over the run, divided by the messages: <= 60 us.
+  over the run, divided by the messages, median of three runs: <= 60 us.
 """
 
 from __future__ import annotations
@@ -257,17 +257,14 @@ def copies(ctx: Context) -> None:
 
 
 def server_cpu(ctx: Context) -> None:
+    """``CPU_REPEATS`` cells (one in ``--quick``): the figure is their median, since this
+    machine's CPU cost per unit of work drifts by +-10% between runs."""
     c = SERVER_CPU_CONCURRENCY
     messages = list(transactions(ctx.count(c / LATENCY_S)))
-    with AnalyzerStub(LATENCY_S) as stub:
-        ctx.run(
-            "server",
-            f"server cpu C={c}",
-            messages=messages,
-            concurrency=str(c),
-            stub=stub,
-            poll_s=0.1,
-        )
+    for n in range(1 if ctx.mode == "quick" else CPU_REPEATS):
+        with AnalyzerStub(LATENCY_S) as stub:
+            ctx.run(f"server {n}", f"server cpu C={c} #{n + 1}", messages=messages,
+                    concurrency=str(c), stub=stub, poll_s=0.1)  # fmt: skip
 
 
 SCENARIOS: dict[str, Callable[[Context], None]] = {
@@ -420,12 +417,12 @@ def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
                 )
             )
     if "server" in ran:
-        cell = get("server")
+        figures = [c.server_cpu_us for k, c in cells.items() if k.startswith("server ")]
         out.append(
             Goal(
                 f"server CPU per message at C={SERVER_CPU_CONCURRENCY}, L=100 ms "
-                f"<= {GOAL_SERVER_CPU_US:g} us",
-                cell.server_cpu_us if cell else None,
+                f"<= {GOAL_SERVER_CPU_US:g} us (median of {len(figures)})",
+                statistics.median(f for f in figures if f is not None) if figures else None,
                 GOAL_SERVER_CPU_US,
                 at_most=True,
                 unit=" us",

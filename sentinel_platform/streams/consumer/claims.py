@@ -15,8 +15,11 @@ so: ``Processor.paid_calls``) has its keys *claimed* before the call:
 * The claimant refreshes the claims of the keys it holds with every lag write once they
   are older than a third of their TTL (:meth:`Claims.queue_refresh`, the heartbeat's
   side write too), so a claim lives exactly as long as its holder: it lapses within one
-  lease TTL of the holder's death, like the lease. A settled key's claim is simply left
-  to lapse: its marker answers from then on.
+  lease TTL of the holder's death, like the lease.
+* The commit that sets a key's marker deletes its claim in the same script call
+  (``idempotency.py``): the marker answers for the key from then on, and a claim left
+  to lapse would cost the server its memory and an expiry per message. A claim whose
+  message was dead-lettered or handed back lapses with its TTL.
 
 Processors that make no paid call (the rules, a no-op) skip all of this: no claim key is
 ever written and the batch costs no extra round trip.

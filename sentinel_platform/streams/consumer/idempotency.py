@@ -12,6 +12,10 @@ together inside one Lua call. For each message, in order:
 * otherwise, the marker now set with its TTL, XADD to the result stream (capped), push
   the recent-feed list (capped), XACK -> ``applied``.
 
+Either way the key's in-flight claim, if the item names one (``claims.py``), is deleted
+with the call: the marker answers for the key from then on, so a claim left to lapse by
+its TTL would only cost the server memory and an expiry per message.
+
 Redis does not roll back a script that fails half-way, so the order is chosen for that.
 The key types the writes depend on are checked before the first write. Memory is the
 other failure, and Redis checks it only until a script's first write: once a script has
@@ -82,12 +86,18 @@ if #ids > 1 then
     for _, entry in ipairs(entries) do pending[entry[1]] = true end
   end
 end
-local statuses, acks, pushes = {}, {}, {}
+local statuses, acks, pushes, released = {}, {}, {}, {}
 local k = 4
 a = 5
 while a <= #ARGV do
-  local id, clear, recent_value, nfields = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local id, flags, recent_value = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local nfields = tonumber(ARGV[a + 3])
   local marker = KEYS[k]
+  local claim = nil
+  if flags >= 2 then
+    claim = KEYS[k + 1]
+    k = k + 1
+  end
   local status, is_pending
   if pending then
     is_pending = pending[id]
@@ -109,7 +119,10 @@ while a <= #ARGV do
     acks[#acks + 1] = id
     status = 1
   end
-  if clear == '1' then
+  if claim and status >= 0 then
+    released[#released + 1] = claim  -- the marker answers for the key from now on
+  end
+  if flags % 2 == 1 then
     redis.call('DEL', KEYS[k + 1])
     k = k + 1
   end
@@ -120,6 +133,7 @@ end
 -- One XACK for the call: after the first write nothing in it can fail on memory, so
 -- the acknowledgements land with their markers all the same.
 if #acks > 0 then redis.call('XACK', stream, group, unpack(acks)) end
+if #released > 0 then redis.call('DEL', unpack(released)) end
 -- One LPUSH for the call, in commit order (the newest first, as one push each would).
 if #pushes > 0 then
   redis.call('LPUSH', recent, unpack(pushes))
@@ -155,6 +169,8 @@ class CommitItem:
     result: Mapping[str, str]
     recent: str | None = None
     clear_attempts: bool = False
+    #: the key's in-flight claim (``claims.py``), deleted once the marker answers for it
+    claim: str | None = None
 
 
 def queue_commits(
@@ -181,9 +197,12 @@ def queue_commits(
             if not result:  # an XADD without fields would fail the whole call
                 raise InvalidEffectError(f"effect of {item.message_id} has no result fields")
             script_keys.append(marker_prefix + item.natural_key)
+            if item.claim is not None:
+                script_keys.append(item.claim)
             if item.clear_attempts:
                 script_keys.append(attempt_key(keys, item.message_id))
-            args += (item.message_id, "1" if item.clear_attempts else "0", item.recent or "")
+            flags = (2 if item.claim is not None else 0) + (1 if item.clear_attempts else 0)
+            args += (item.message_id, flags, item.recent or "")
             args.append(len(result))
             for name, value in result.items():
                 args += (name, value)

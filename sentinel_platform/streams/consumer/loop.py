@@ -112,6 +112,8 @@ class Consumer:
         self._burst = False
         self._started = False
         self._next_recovery = 0.0
+        #: the last read got all it asked for: the stream has more (``Calls.room``)
+        self._backlogged = False
         #: what the current pass handled, by report field (``IterationReport``)
         self.tally: Counter[str] = Counter()
         #: everything handled since this consumer was made (the sum of every pass)
@@ -196,16 +198,17 @@ class Consumer:
             mine, done = self.claims.recheck(time.monotonic())
             self.outbox.extend(done)
             self.calls.submit(mine)
-        room = self.calls.room(self.count)
+        room = self.calls.room(self.count, self._backlogged)
         recovered = self.recovery.step(room) if room and self._recovery_due() else []
         if recovered and len(recovered) >= room:  # the room was the bound: look again now
             self._next_recovery = 0.0
         self._take(recovered, "recovered")
         batch: list[Delivery] = []
-        room = self.calls.room(self.count)
+        room = self.calls.room(self.count, self._backlogged)
         if room and not self.stop.is_set():
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self.reader.read_new(room, self._block(waiting))
+            self._backlogged = len(batch) >= room  # more to read: read ahead (calls.py)
             self._take(batch, "read")
         if self.calls.running:  # wait for a call rather than spin
             self.outbox.extend(self.calls.collect(FLUSH_INTERVAL_S))

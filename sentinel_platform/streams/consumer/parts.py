@@ -85,8 +85,8 @@ def build_parts(
     limit = limit_for(settings.worker_concurrency_pinned, auto_maximum(settings))
     # threads: the pinned number, or the maximum for auto
     calls = Calls(calling, calling.aborted, limit, settings.worker_concurrency, stop, hooks.on_busy)
-    outbox = Outbox(client, keys, settings, consumer, metrics, fields)
     paid = bool(getattr(processor, "paid_calls", False))  # one paid call per key: claims.py
+    outbox = Outbox(client, keys, settings, consumer, metrics, fields, releases_claims=paid)
     claims = Claims(client, keys, consumer, ttl_ms) if paid else None
     recovery = Recovery(
         client,

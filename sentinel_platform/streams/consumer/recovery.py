@@ -13,6 +13,8 @@ Each loop iteration (at least once a second, see ``Consumer.iteration``) runs :m
 3. Claimable holders, each with its own minimum idle time:
 
    * ourselves, for messages whose processing failed: after ``SENTINEL_RETRY_BACKOFF_MS``;
+     looked for only when we hold more pending messages than we have in hand (a busy
+     worker's every pending message is in hand: no query for it);
    * holders whose registered connection closed (SIGKILL, crash): at once; the claim
      script takes only ids the holder still holds, so two survivors never take one
      message from each other;
@@ -191,7 +193,7 @@ class Recovery:
         oldest = summary.get("min")  # the group's oldest pending entry, whoever holds it
         self.metrics.set_oldest_pending_age(age_s(str(oldest), time.time()) if oldest else 0.0)
         targets: list[tuple[str, int]] = []
-        if holders.get(self.consumer):
+        if holders.get(self.consumer, 0) > len(self.in_hand()):
             targets.append((self.consumer, self.retry_backoff_ms))
         now = time.monotonic()
         self.grace.reached(now)

@@ -23,6 +23,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.attempts import RECORD_CALL, queue_error
 from sentinel_platform.streams.consumer.claims import CLAIM as CLAIM_KEYS
 from sentinel_platform.streams.consumer.claims import REFRESH as REFRESH_CLAIMS
+from sentinel_platform.streams.consumer.claims import claim_key
 from sentinel_platform.streams.consumer.dead_letter import (
     ALREADY_DEAD_LETTERED,
     DEAD_LETTER,
@@ -73,8 +74,11 @@ class Outbox:
         consumer: str,
         metrics: Metrics,
         log_fields: dict[str, str],
+        releases_claims: bool = False,
     ) -> None:
         self.client = client
+        #: commits delete their keys' in-flight claims (a processor with paid calls)
+        self.releases_claims = releases_claims
         self.keys = keys
         self.settings = settings
         self.consumer = consumer
@@ -151,7 +155,8 @@ class Outbox:
         commits = [o for o in outbox if isinstance(o, Commit)]
         pipe: TaggedPipeline[Sequence[Outcome]] = TaggedPipeline(client.pipeline(transaction=False))
         if commits:
-            items = [_commit_item(o) for o in commits]
+            claims = self.keys if self.releases_claims else None
+            items = [_commit_item(o, claims) for o in commits]
             pipe.queue(commits, lambda p: queue_commits(p, self.keys, items, self.limits))
         for outcome in outbox:
             if not isinstance(outcome, Commit):
@@ -249,7 +254,8 @@ class Outbox:
         )
 
 
-def _commit_item(commit: Commit) -> CommitItem:
+def _commit_item(commit: Commit, claims: StreamKeys | None) -> CommitItem:
+    """The commit of ``commit``; with ``claims``, its key's claim is released with it."""
     delivery = commit.delivery
     return CommitItem(
         delivery.id,
@@ -257,6 +263,7 @@ def _commit_item(commit: Commit) -> CommitItem:
         {**commit.effect.result, "source_message_id": delivery.id},
         commit.effect.recent,
         clear_attempts=delivery.deliveries > 1,
+        claim=claim_key(claims, commit.natural_key) if claims is not None else None,
     )
 
 

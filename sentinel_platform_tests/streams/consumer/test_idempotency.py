@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.claims import claim_key
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.idempotency import (
     COMMIT_EFFECTS,
@@ -77,3 +78,29 @@ def test_a_batch_commit_gives_each_message_its_own_status(
     assert redis_client.lrange(tx_keys.recent, 0, -1) == [
         f"recent-{n}" for n in reversed(range(BATCH)) if expected[n] == "applied"
     ]
+
+
+def test_a_commit_releases_its_keys_claims_unless_the_message_was_settled_elsewhere(
+    redis_client: RedisClient, tx_keys: StreamKeys, settings: Settings
+) -> None:
+    """Applied and duplicate: the marker answers for the key from now on, so its claim is
+    deleted with the commit. Stale (settled elsewhere): the claim may be the worker's
+    that took the message over, and stays."""
+    ensure_group(redis_client, tx_keys)
+    ids = publish(redis_client, tx_keys, [{"key": f"c{n}"} for n in range(3)])
+    redis_client.xreadgroup(tx_keys.group, "us", {tx_keys.stream: ">"})
+    redis_client.set(tx_keys.marker("key-1"), "earlier")
+    redis_client.xack(tx_keys.stream, tx_keys.group, ids[2])
+    claims = [claim_key(tx_keys, f"key-{n}") for n in range(3)]
+    for claim in claims:
+        redis_client.set(claim, "us", px=60_000)
+    limits = CommitLimits(settings.results_maxlen, 60, settings.recent_transactions_size)
+    items = [
+        CommitItem(i, f"key-{n}", {"n": str(n)}, None, claim=claims[n]) for n, i in enumerate(ids)
+    ]
+    COMMIT_EFFECTS.load(redis_client)
+    pipe = redis_client.pipeline(transaction=False)
+    queue_commits(pipe, tx_keys, items, limits)
+
+    assert commit_statuses(pipe.execute()[0]) == ["applied", "duplicate", "stale"]
+    assert [redis_client.exists(claim) for claim in claims] == [0, 0, 1]

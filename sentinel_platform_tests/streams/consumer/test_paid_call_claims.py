@@ -15,6 +15,7 @@ import signal
 from typing import Any
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.claims import claim_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
@@ -66,6 +67,8 @@ def test_copies_on_three_workers_make_one_analyzer_call_per_key(
     verdicts = [fields for _id, fields in redis_client.xrange(keys.results)]
     assert {v["driver_used"] for v in verdicts} == {"analyzer"}
     assert redis_client.xlen(keys.dlq) == 0
+    # each commit deleted its key's claim: none is left to lapse
+    assert list(redis_client.scan_iter(match=claim_key(keys, "*"))) == []
 
 
 def test_a_claim_lapses_with_its_dead_holder_and_a_survivor_calls(
