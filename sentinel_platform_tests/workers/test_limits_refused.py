@@ -1,8 +1,8 @@
 """A count pause limit the workers fill by design is refused at start-up, never changed.
 
-What a worker holds at its most is its whole read at a concurrency of 1 and its threads
-above (it reads only as many messages as it has free threads), never read count x
-concurrency: ``SENTINEL_LAG_PAUSE=200`` with 32 threads starts.
+What a worker holds at its most is its whole read at a concurrency of 1, and above that
+its threads and a read-ahead of half as many (never past the larger of the two and a
+read), never read count x concurrency: ``SENTINEL_LAG_PAUSE=200`` with 32 threads starts.
 """
 
 from __future__ import annotations
@@ -27,16 +27,18 @@ NAMED = ("SENTINEL_LAG_PAUSE", "SENTINEL_READ_COUNT", "SENTINEL_WORKER_CONCURREN
         ({"worker_concurrency": 1024}, 64, False),
         ({"lag_pause": 200}, 1, False),  # auto, capped at a read under count limits: 100
         ({"lag_pause": 200}, 2, True),  # auto: 200 in flight, the pause limit by design
-        ({"lag_pause": 300, "worker_concurrency_max": 64}, 4, False),  # auto, 4 x 64
+        ({"lag_pause": 300, "worker_concurrency_max": 64}, 3, False),  # auto, 3 x (64 + 32)
+        ({"lag_pause": 300, "worker_concurrency_max": 64}, 4, True),
         ({"lag_pause": 200, "worker_concurrency": 1}, 1, False),  # 100 in flight
         ({"lag_pause": 200, "worker_concurrency": 1}, 2, True),  # 200 in flight: by design
-        ({"lag_pause": 200, "worker_concurrency": 4}, 1, False),  # 4 held, not 400
-        ({"lag_pause": 200, "worker_concurrency": 32}, 1, False),  # the issue's case
-        ({"lag_pause": 200, "worker_concurrency": 32}, 6, False),  # 192
-        ({"lag_pause": 200, "worker_concurrency": 32}, 7, True),  # 224
+        ({"lag_pause": 200, "worker_concurrency": 4}, 1, False),  # 4 + 2 held, not 400
+        ({"lag_pause": 200, "worker_concurrency": 32}, 1, False),  # the issue's case: 48
+        ({"lag_pause": 200, "worker_concurrency": 32}, 4, False),  # 192
+        ({"lag_pause": 200, "worker_concurrency": 32}, 5, True),  # 240
         ({"lag_pause": 200, "worker_concurrency": 200}, 1, True),
-        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 49, False),  # 196
-        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 50, True),  # 200
+        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 33, False),  # 198
+        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 4}, 34, True),  # 204
+        ({"lag_pause": 200, "read_count": 10, "worker_concurrency": 8}, 19, False),  # 8 + 2 each
         ({"lag_warn": 20, "worker_concurrency": 1}, 1, True),  # the derived pause: 80 < 100
     ],
 )
@@ -67,7 +69,8 @@ def test_worker_starts_when_its_share_fits(
 def test_a_worker_with_32_threads_starts_under_a_pause_limit_of_200(
     start_worker: StartWorker, redis_client: RedisClient
 ) -> None:
-    """It holds at most 32 messages; the old formula asked for 100 x 32 = 3,200."""
+    """It holds at most 48 messages (32 calls, 16 read ahead); the old formula asked for
+    100 x 32 = 3,200."""
     env = {"SENTINEL_LAG_PAUSE": "200", "SENTINEL_WORKER_CONCURRENCY": "32"}
     worker = start_worker(env=env)
     worker.wait_ready(redis_client)

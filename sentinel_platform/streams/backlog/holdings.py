@@ -2,9 +2,10 @@
 
 A worker holds messages it has read and not yet acknowledged (its part of the group's
 pending count). How many depends on how it runs: calls made inline (a concurrency of 1)
-hold a whole read (``SENTINEL_READ_COUNT``); calls on threads hold at most as many as the
-worker has threads, because it reads only as many messages as it has free threads; and a
-limit that changes at run time holds what it is now. No formula over the settings can
+hold a whole read (``SENTINEL_READ_COUNT``); slow calls on threads hold as many as the
+worker has threads and a read-ahead of half that (:func:`read_ahead_size`), never more
+than the larger of the two and a read; and a limit that changes at run time holds what
+it is now. No formula over the settings can
 know the last case, so each worker *publishes* the most it may hold now (its limit in
 force) and readers add up what the live workers published. That sum is the in-flight
 allowance of :mod:`~sentinel_platform.streams.backlog.zones`: lag up to it is work in hand,
@@ -43,6 +44,12 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, holding_key, holdings_key
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
+#: The part of its limit a worker with slow calls reads ahead of its free runs
+#: (``Calls.room``), so that one read serves many finished calls. Half, as Dramatiq's
+#: prefetch of twice its threads is a whole limit: a read then serves half a limit of
+#: finished calls, while a worker of a fleet holds little its neighbours could have taken.
+READ_AHEAD = 0.5
+
 #: Removes, atomically, the names (ARGV) of the index (KEYS[1]) whose figure (KEYS[i+1])
 #: is gone: a name published again meanwhile still has its figure and stays.
 PRUNE_HOLDINGS = LuaScript(
@@ -59,14 +66,23 @@ return removed
 )
 
 
+def read_ahead_size(limit: int, read_count: int) -> int:
+    """How many messages a worker with slow calls holds beyond its ``limit`` of calls:
+    :data:`READ_AHEAD` of the limit, never past the larger of the limit and a read (so a
+    limit of one holds one message, and ``auto`` capped at a read holds at most a read)."""
+    return max(0, min(int(limit * READ_AHEAD), read_count - limit))
+
+
 def most_held(read_count: int, concurrency: int) -> int:
     """The most messages one worker holds at once with a pinned concurrency: its whole
-    read when calls run inline (``concurrency`` 1), else ``concurrency`` (it reads only
-    as many messages as it has free threads). What such a worker publishes, and what a
+    read when calls run inline (``concurrency`` 1), else ``concurrency`` and the read-ahead
+    of slow calls (:func:`read_ahead_size`). What such a worker publishes, and what a
     start-up check can know before any worker runs."""
     if concurrency < 1 or read_count < 1:
         raise ValueError(f"read_count ({read_count}) and concurrency ({concurrency}) must be >= 1")
-    return read_count if concurrency == 1 else concurrency
+    if concurrency == 1:
+        return read_count
+    return concurrency + read_ahead_size(concurrency, read_count)
 
 
 def queue_holding(pipe: Any, keys: StreamKeys, consumer: str, limit: int, ttl_s: int) -> None:

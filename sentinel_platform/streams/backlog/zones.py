@@ -174,9 +174,10 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the flee
     the lag as they are, so a pause limit at or below what the workers hold at their most
     pauses the producers whenever the fleet is merely busy. What a worker holds at its most
     is known before it runs (:func:`~sentinel_platform.streams.backlog.holdings.most_held`:
-    its whole read at a pinned concurrency of 1, the pinned number above, a read with
-    ``auto``, whose limit count limits cap at the read size: :func:`auto_maximum`); limits
-    the operator set are never changed: the combination is refused, naming the settings.
+    its whole read at a pinned concurrency of 1, the pinned number and its read-ahead
+    above, a read with ``auto``, whose limit count limits cap at the read size:
+    :func:`auto_maximum`); limits the operator set are never changed: the combination is
+    refused, naming the settings.
     """
     counts = count_limits(settings)
     if counts is None:
@@ -200,8 +201,8 @@ def in_flight_problem(settings: Settings, workers: int = 1, who: str = "the flee
         lower = "SENTINEL_READ_COUNT"
     else:
         per_worker = (
-            f"SENTINEL_WORKER_CONCURRENCY ({settings.worker_concurrency}) per worker (it reads "
-            "only as many messages as it has free threads)"
+            f"{each} per worker (SENTINEL_WORKER_CONCURRENCY ({settings.worker_concurrency}) "
+            f"calls and a read-ahead of {each - settings.worker_concurrency})"
         )
         lower = "SENTINEL_WORKER_CONCURRENCY"
     return (

@@ -11,7 +11,7 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
   a processor that answers in microseconds (the rules, a no-op) has a whole batch called
   in one run, one hand-off per batch; a slow one (an analyzer call) has runs of one, so
   ``limit`` calls run side by side. The limit thus counts calls at once for slow calls.
-* **Read-ahead.** A worker with slow calls holds :data:`READ_AHEAD` of its limit beyond
+* **Read-ahead.** A worker with slow calls holds half its limit beyond
   its runs while the stream has more than it reads, and reads again only once that has
   run out (:func:`room_for`): a read and its triage then serve many finished calls, not
   one each. The holding it publishes counts
@@ -49,6 +49,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sentinel_platform.streams.backlog.holdings import read_ahead_size
 from sentinel_platform.streams.consumer.adaptive_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.calling import operator_interrupt
 from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared
@@ -59,12 +60,6 @@ from sentinel_platform.streams.consumer.processor import Busy, take_turn_wait
 RUN_TARGET_S = 0.01
 #: Calls faster than this on average run on the consumer's own thread (``Calls._inline``).
 INLINE_BELOW_S = 0.0005
-#: Slow calls: the part of the limit read ahead of the free runs (rounded down: none at
-#: a limit of one, so one call at a time holds one message). Half, as Dramatiq's
-#: prefetch of twice its threads is a whole limit: enough that a read serves half a
-#: limit of finished calls, while a worker of a fleet holds little its neighbours could
-#: have taken.
-READ_AHEAD = 0.5
 #: Weight of the newest latency in the mean that sizes runs.
 LATENCY_WEIGHT = 0.2
 #: A busy downstream that gave no delay is asked again after this, doubling to the cap.
@@ -93,8 +88,9 @@ def run_length(mean_latency_s: float | None, available: int, free_runs: int = 1)
 
 
 def read_ahead(limit: int, count: int, mean_latency_s: float | None) -> int:
-    """Messages held beyond what the runs can take: :data:`READ_AHEAD` of ``limit`` for
-    slow calls (runs of one), none for fast or untimed ones (a run takes a whole read).
+    """Messages held beyond what the runs can take: for slow calls (runs of one)
+    :func:`~sentinel_platform.streams.backlog.holdings.read_ahead_size`, none for fast or
+    untimed ones (a run takes a whole read).
 
     Why: each read and its triage cost the server a round trip, and a slow worker without
     it reads once per finished call, about one message at a time (at C = 32 against a
@@ -102,7 +98,7 @@ def read_ahead(limit: int, count: int, mean_latency_s: float | None) -> int:
     for a free run, pending on this worker like every message it holds."""
     if run_length(mean_latency_s, 2) > 1:
         return 0
-    return min(count, int(limit * READ_AHEAD))
+    return read_ahead_size(limit, count)
 
 
 def room_for(

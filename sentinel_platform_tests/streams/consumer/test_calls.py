@@ -123,7 +123,8 @@ SLOW, FAST = 0.1, 0.000_001
         (32, 32, 1, 100, SLOW, 0),
         (32, 32, 16, 100, SLOW, 0),
         (32, 30, 0, 100, SLOW, 18),
-        (32, 32, 0, 10, SLOW, 10),  # the read size bounds the read-ahead too
+        (32, 32, 0, 10, SLOW, 0),  # never more held than the larger of limit and read
+        (90, 90, 0, 100, SLOW, 10),
         (8, 12, 0, 100, SLOW, 0),  # the limit was cut below what runs
         (3, 3, 0, 100, SLOW, 1),
         (3, 2, 0, 100, SLOW, 2),
