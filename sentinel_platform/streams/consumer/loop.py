@@ -15,8 +15,9 @@ One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 Every call goes through :class:`~sentinel_platform.streams.consumer.calls.Calls`, whatever
 the concurrency: a pinned ``SENTINEL_WORKER_CONCURRENCY=1`` is a limit of one, ``auto`` an
 adaptive limit (``adaptive_limit.py``). ``room`` is how many more messages the limit lets
-the worker take, so it holds what it can work on and every message it holds is in its PEL
-(counted in the lag, recovered if it dies).
+the worker take (with a read-ahead for slow calls while the stream is backlogged:
+``Calls.room``), so it holds what it can work on and every message it holds is in its
+PEL (counted in the lag, recovered if it dies).
 
 :meth:`Consumer.run` repeats it: as a service (``burst=False``, the worker process) until
 asked to stop, or in burst mode (``burst=True``) until a pass finds nothing to do, nothing

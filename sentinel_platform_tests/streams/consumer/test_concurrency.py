@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from sentinel_platform.schemas import DeadLetter
+from sentinel_platform.streams.backlog.holdings import read_holdings
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -49,6 +50,31 @@ def test_one_worker_runs_c_calls_at_once_and_applies_each_effect_once(
     assert int(redis_client.get(PEAK_KEY) or 0) == C  # never more, and really C at once
     assert _effects(redis_client, tx_keys) == {m["key"]: 1 for m in messages}
     assert set(redis_client.hvals(CALLS_KEY)) == {"1"}
+
+
+def _reads(client: RedisClient) -> int:
+    stats = client.info("commandstats").get("cmdstat_xreadgroup", {})
+    return int(stats.get("calls", 0))
+
+
+def test_a_slow_worker_reads_ahead_in_batches_and_says_it_holds_them(
+    redis_client: RedisClient, tx_keys: StreamKeys, start_worker: StartWorker
+) -> None:
+    """Without the read-ahead a worker of slow calls read once per finished call, about
+    one message a read; with it one read serves half a limit of finished calls."""
+    ensure_group(redis_client, tx_keys)
+    worker = start_worker(args=["--concurrency", str(C)]).wait_ready(redis_client)
+    messages = _slow("m", 20 * C, 100)
+    before = _reads(redis_client)
+    publish(redis_client, tx_keys, messages)
+
+    wait_until(lambda: read_holdings(redis_client, tx_keys).by_consumer.get(worker.consumer) == 12)
+    wait_until(lambda: _all_settled(redis_client, tx_keys, len(messages)), timeout_s=30)
+
+    reads = _reads(redis_client) - before
+    assert reads <= len(messages) / 3, f"{reads} reads for {len(messages)} messages"
+    assert int(redis_client.get(PEAK_KEY) or 0) == C  # read ahead, never called ahead
+    assert _effects(redis_client, tx_keys) == {m["key"]: 1 for m in messages}
 
 
 def test_lag_counts_the_messages_in_flight(
