@@ -43,6 +43,16 @@ SECRET_PARAMS = frozenset(
         "signature",
     )
 )
+#: Secret in a URL's query only (a hosted model API's ``?key=``): in free text
+#: ``key=value`` is as often an example of a syntax (a settings error's).
+URL_SECRET_PARAMS = frozenset(("key",))
+#: Names ending so are credentials too, after ``-`` is read as ``_`` (``api-key``,
+#: ``Subscription-Key``, ``X-Amz-Signature``, ``refresh_token``). Not every ``_key``:
+#: ``partition_key`` or ``run_key`` in Dagster's texts name no secret.
+SECRET_SUFFIXES = (
+    *("api_key", "access_key", "secret_key", "private_key", "subscription_key", "account_key"),
+    *("_token", "_secret", "_password", "_signature", "_credential"),
+)
 #: A ``key=value`` pair as in a query string; the key is checked percent-decoded, because
 #: redis-py decodes it too (``?pass%77ord=`` is a password).
 _PARAM = re.compile(r"(?<![A-Za-z0-9_%.+-])(?P<key>[A-Za-z0-9_%.+-]+)=(?P<value>[^&;#\s]*)")
@@ -86,7 +96,7 @@ def redact_url(url: str) -> str:
     """
     if not url:
         return url
-    scheme, sep, rest = _redact_params(url).partition("://")
+    scheme, sep, rest = _redact_params(url, in_url=True).partition("://")
     if not sep:
         return scheme
     userinfo, at, location = rest.rpartition("@")
@@ -136,7 +146,7 @@ def _long(texts: set[str]) -> frozenset[str]:
 
 def _secret_parts(url: str) -> set[str]:
     rest = url.partition("://")[2]
-    parts = {m["value"] for m in _PARAM.finditer(url) if _is_secret_key(m["key"])}
+    parts = {m["value"] for m in _PARAM.finditer(url) if _is_secret_key(m["key"], True)}
     first = rest.partition("@")
     if first[1]:
         parts.add(first[0].partition(":")[2])
@@ -163,15 +173,20 @@ def _mask_known(text: str, known: KnownSecrets) -> str:
     return _QUOTED.sub(quoted, text)
 
 
-def _redact_params(text: str) -> str:
-    return _PARAM.sub(_mask_param, text)
+def _redact_params(text: str, in_url: bool = False) -> str:
+    """``text`` with the value of every secret ``name=value`` pair masked (``in_url``:
+    ``text`` is a URL, whose query may also name :data:`URL_SECRET_PARAMS`)."""
+
+    def mask(match: re.Match[str]) -> str:
+        if _is_secret_key(match["key"], in_url):
+            return f"{match['key']}={MASK}"
+        return match.group(0)
+
+    return _PARAM.sub(mask, text)
 
 
-def _is_secret_key(key: str) -> bool:
-    return unquote_plus(key).lower() in SECRET_PARAMS
-
-
-def _mask_param(match: re.Match[str]) -> str:
-    if _is_secret_key(match["key"]):
-        return f"{match['key']}={MASK}"
-    return match.group(0)
+def _is_secret_key(key: str, in_url: bool) -> bool:
+    name = unquote_plus(key).lower().replace("-", "_")
+    if in_url and name in URL_SECRET_PARAMS:
+        return True
+    return name in SECRET_PARAMS or name.endswith(SECRET_SUFFIXES)

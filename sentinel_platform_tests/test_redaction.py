@@ -40,6 +40,24 @@ SECRET = "s3cret"
             "unix:///run/redis.sock?password=***&db=1",
         ),
         ("https://hooks.example/x?token=s3cretpw", "https://hooks.example/x?token=***"),
+        # API keys and signed URLs of hosted model APIs and object stores
+        (
+            "https://ai.example/v1/m:generate?key=s3cretpw",
+            "https://ai.example/v1/m:generate?key=***",
+        ),
+        (
+            "https://ai.example/d?api-version=2024-02-01&api-key=s3cretpw",
+            "https://ai.example/d?api-version=2024-02-01&api-key=***",
+        ),
+        (
+            "https://ai.example/x?Subscription-Key=s3cretpw",
+            "https://ai.example/x?Subscription-Key=***",
+        ),
+        (
+            "https://b.s3.example/o?X-Amz-Credential=s3cretpw&X-Amz-Signature=s3cretpw&x=1",
+            "https://b.s3.example/o?X-Amz-Credential=***&X-Amz-Signature=***&x=1",
+        ),
+        ("https://h/cb?refresh_token=s3cretpw", "https://h/cb?refresh_token=***"),
     ],
 )
 def test_password_is_hidden_and_the_rest_kept(url: str, shown: str) -> None:
@@ -49,11 +67,22 @@ def test_password_is_hidden_and_the_rest_kept(url: str, shown: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://host:6379/0", "redis://user@host/0", "http://127.0.0.1:9/assess?mode=fast", ""],
+    [
+        "redis://host:6379/0",
+        "redis://user@host/0",
+        "http://127.0.0.1:9/assess?mode=fast",
+        "rediss://h:1/0?ssl_keyfile=/k.pem&monkey=1&partition_key=2026-11-24",
+        "",
+    ],
 )
 def test_url_without_password_is_unchanged(url: str) -> None:
     assert redact_url(url) == url
     assert scrub(f"at {url} now") == f"at {url} now"
+
+
+def test_key_is_a_secret_in_a_url_and_a_syntax_in_free_text() -> None:
+    assert scrub("see https://ai.example/v1?key=s3cretpw") == "see https://ai.example/v1?key=***"
+    assert scrub("'spark.x' is not key=value") == "'spark.x' is not key=value"
 
 
 def test_malformed_urls_never_raise() -> None:
