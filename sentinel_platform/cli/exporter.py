@@ -20,13 +20,14 @@ import signal
 import threading
 from types import FrameType
 
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from sentinel_platform import argtypes
 from sentinel_platform.cli.common import CliError, settings_from_env
 from sentinel_platform.cli.stream_signals import DEFAULT_TIMEOUT_S, StreamCollector
 from sentinel_platform.exit_codes import EXIT_OK, EXIT_USAGE
 from sentinel_platform.logs import configure_json_logging
+from sentinel_platform.metrics_server import serve_registry
 from sentinel_platform.redis_server import running_embedded_url
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import (
@@ -100,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
     collector = StreamCollector(settings, lambda: redis_connector(settings), args.timeout)
     try:
         try:
-            server, thread = start_http_server(
-                args.port, addr=host, registry=build_registry(collector)
-            )
+            server, thread = serve_registry(build_registry(collector), args.port, host)
         except OSError as exc:
             raise CliError(
                 f"--port {args.port} / --host {host}: cannot serve metrics there: {exc}",

@@ -28,10 +28,10 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
     generate_latest,
-    start_http_server,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from sentinel_platform.metrics_server import serve_registry
 from sentinel_platform.streams.backlog.entry_ages import age_s
 
 # ``*_created`` series double every counter for no use here.
@@ -285,7 +285,7 @@ class Metrics:
         bound port (``port`` 0 picks a free one)."""
         if self._server is not None:
             raise RuntimeError("metrics server already running")
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = serve_registry(self.registry, port, host)
         return int(self._server.server_address[1])
 
     def close(self) -> None:
