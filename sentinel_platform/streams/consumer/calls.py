@@ -11,11 +11,10 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
   a processor that answers in microseconds (the rules, a no-op) has a whole batch called
   in one run, one hand-off per batch; a slow one (an analyzer call) has runs of one, so
   ``limit`` calls run side by side. The limit thus counts calls at once for slow calls.
-* **Read-ahead.** A worker with slow calls holds half its limit beyond
-  its runs while the stream has more than it reads, and reads again only once that has
-  run out (:func:`room_for`): a read and its triage then serve many finished calls, not
-  one each. The holding it publishes counts
-  it (:meth:`Calls.capacity`).
+* **Read-ahead.** A worker with slow calls holds half its limit beyond its runs while
+  the stream has more than it reads, and reads again only once that has run out
+  (:func:`room_for`): a read and its triage then serve many finished calls, not one
+  each. The holding it publishes counts it (:meth:`Calls.capacity`).
 * **Copies.** Copies of a natural key wait for the first's outcome: they share its effect
   (the commit acknowledges them as duplicates) or, if it did not commit, get calls of
   their own. One paid call per key on this worker.
@@ -124,7 +123,7 @@ def room_for(
     """
     unknown = mean_latency_s is None and limit > 1
     length = 1 if unknown else run_length(mean_latency_s, count)
-    ahead = 0 if unknown or not backlogged else read_ahead(limit, count, mean_latency_s)
+    ahead = read_ahead(limit, count, mean_latency_s) if backlogged else 0  # 0 untimed
     room = min(count, (limit - running) * length + ahead - waiting)
     return room if room >= max(ahead, 1) else 0
 
