@@ -7,13 +7,13 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
 * **Runs.** A job is a *run*: messages called one after another by one thread. At most
   ``limit`` runs are in flight; the rest of what the worker holds waits in a backlog. A
   run hands back what it has not started once it has run for :data:`RUN_TARGET_S`, and new
-  runs are cut to about that long from the calls' measured latency (:func:`run_length`):
+  runs are cut to about that long from the calls' measured latency (``room.run_length``):
   a processor that answers in microseconds (the rules, a no-op) has a whole batch called
   in one run, one hand-off per batch; a slow one (an analyzer call) has runs of one, so
   ``limit`` calls run side by side. The limit thus counts calls at once for slow calls.
 * **Read-ahead.** A worker with slow calls holds half its limit beyond its runs while
   the stream has more than it reads, and reads again only once that has run out
-  (:func:`room_for`): a read and its triage then serve many finished calls, not one
+  (``room.room_for``): a read and its triage then serve many finished calls, not one
   each. The holding it publishes counts it (:meth:`Calls.capacity`).
 * **Copies.** Copies of a natural key wait for the first's outcome: they share its effect
   (the commit acknowledges them as duplicates) or, if it did not commit, get calls of
@@ -48,15 +48,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sentinel_platform.streams.backlog.holdings import read_ahead_size
 from sentinel_platform.streams.consumer.adaptive_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.calling import operator_interrupt
 from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared
 from sentinel_platform.streams.consumer.processor import Busy, take_turn_wait
+from sentinel_platform.streams.consumer.room import RUN_TARGET_S, read_ahead, room_for, run_length
 
-#: A run hands back what it has not started after this long, and new runs are cut to
-#: about this long: a stop or a flush never waits much longer for a run.
-RUN_TARGET_S = 0.01
 #: Calls faster than this on average run on the consumer's own thread (``Calls._inline``).
 INLINE_BELOW_S = 0.0005
 #: Weight of the newest latency in the mean that sizes runs.
@@ -67,65 +64,6 @@ BUSY_BACKOFF_CAP_S = 5.0
 
 Call = Callable[[Prepared], Outcome]
 Aborted = Callable[[Prepared, BaseException], Outcome]
-
-
-def run_length(mean_latency_s: float | None, available: int, free_runs: int = 1) -> int:
-    """How many messages one run takes: about :data:`RUN_TARGET_S` of calls, at least one.
-
-    Before any call was timed, what is available is spread evenly over the ``free_runs``:
-    a fast processor then pays few hand-offs from the start, a slow one gets its calls
-    side by side, and a run hands back its rest after its time is up (:meth:`Calls._run`),
-    by when the latency is known.
-    """
-    if available <= 0:
-        return 0
-    if mean_latency_s is None:
-        return -(-available // max(free_runs, 1))
-    if mean_latency_s <= 0:
-        return available
-    return max(1, min(available, int(RUN_TARGET_S / mean_latency_s)))
-
-
-def read_ahead(limit: int, count: int, mean_latency_s: float | None) -> int:
-    """Messages held beyond what the runs can take: for slow calls (runs of one)
-    :func:`~sentinel_platform.streams.backlog.holdings.read_ahead_size`, none for fast or
-    untimed ones (a run takes a whole read).
-
-    Why: each read and its triage cost the server a round trip, and a slow worker without
-    it reads once per finished call, about one message at a time (at C = 32 against a
-    100 ms analyzer, 0.56 reads a message). Held ahead, the messages wait in the backlog
-    for a free run, pending on this worker like every message it holds."""
-    if run_length(mean_latency_s, 2) > 1:
-        return 0
-    return read_ahead_size(limit, count)
-
-
-def room_for(
-    limit: int,
-    running: int,
-    waiting: int,
-    count: int,
-    mean_latency_s: float | None,
-    backlogged: bool,
-) -> int:
-    """How many more messages a worker may take now, at most ``count``: what its free
-    runs can take and the read-ahead (:func:`read_ahead`), less the ``waiting`` messages
-    (each will need a run); 0 until that is at least the read-ahead, so slow calls are
-    fed by reads of several messages, not by one read per finished call.
-
-    The read-ahead applies only while the stream is ``backlogged`` (the last read got
-    all it asked for): a burst smaller than the fleet's free runs is spread over the
-    workers as before, not taken by the first to read.
-
-    Before any call was timed, a limit above one takes a message per free run (a slow
-    processor's worker must not take a whole read its neighbours could share), and a
-    limit of one takes a whole read, as one run.
-    """
-    unknown = mean_latency_s is None and limit > 1
-    length = 1 if unknown else run_length(mean_latency_s, count)
-    ahead = read_ahead(limit, count, mean_latency_s) if backlogged else 0  # 0 untimed
-    room = min(count, (limit - running) * length + ahead - waiting)
-    return room if room >= max(ahead, 1) else 0
 
 
 @dataclass(slots=True)
@@ -185,7 +123,7 @@ class Calls:
     # --- what the loop asks -----------------------------------------------------------------
     def room(self, count: int, backlogged: bool) -> int:
         """How many more messages may be taken now (read or recovered), at most ``count``
-        (:func:`room_for`; ``backlogged``: the last read got all it asked for)."""
+        (``room.room_for``; ``backlogged``: the last read got all it asked for)."""
         waiting = len(self._backlog) + len(self._parked)  # each will need a run
         latency = self._mean_latency_s
         return room_for(self.limit.limit, self._running, waiting, count, latency, backlogged)
@@ -403,4 +341,4 @@ class Calls:
         return outcomes, back
 
 
-__all__ = ["Calls", "Finished", "RunResult", "read_ahead", "room_for", "run_length"]
+__all__ = ["Calls", "Finished", "RunResult"]

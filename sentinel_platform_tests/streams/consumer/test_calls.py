@@ -14,10 +14,11 @@ import time
 import pytest
 
 from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
-from sentinel_platform.streams.consumer.calls import Calls, read_ahead, room_for
+from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.outcomes import Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
 from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.room import read_ahead
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.fleet_limits import FleetBusy, FleetHeld
 
@@ -112,50 +113,7 @@ def test_a_wait_for_a_rate_limit_slot_is_not_the_calls_latency() -> None:
     calls.settle_running(time.monotonic())
 
 
-SLOW, FAST = 0.1, 0.000_001
-
-
-@pytest.mark.parametrize(
-    ("limit", "running", "waiting", "count", "latency", "room"),
-    [
-        # slow calls: a read of the read-ahead once the backlog ran out, none before
-        (32, 32, 0, 100, SLOW, 16),
-        (32, 32, 1, 100, SLOW, 0),
-        (32, 32, 16, 100, SLOW, 0),
-        (32, 30, 0, 100, SLOW, 18),
-        (32, 32, 0, 10, SLOW, 0),  # never more held than the larger of limit and read
-        (90, 90, 0, 100, SLOW, 10),
-        (8, 12, 0, 100, SLOW, 0),  # the limit was cut below what runs
-        (3, 3, 0, 100, SLOW, 1),
-        (3, 2, 0, 100, SLOW, 2),
-        # a limit of one reads no further: one call at a time holds one message
-        (1, 1, 0, 100, SLOW, 0),
-        (1, 0, 0, 100, SLOW, 1),
-        # untimed: a message per free run (neighbours share a read), a whole read at 1
-        (32, 0, 0, 100, None, 32),
-        (32, 32, 0, 100, None, 0),
-        (1, 0, 0, 100, None, 100),
-        # fast calls: a run takes a whole read
-        (4, 0, 0, 100, FAST, 100),
-        (4, 4, 0, 100, FAST, 0),
-    ],
-)
-def test_room_reads_slow_calls_ahead_in_batches(
-    limit: int, running: int, waiting: int, count: int, latency: float | None, room: int
-) -> None:
-    assert room_for(limit, running, waiting, count, latency, backlogged=True) == room
-
-
-@pytest.mark.parametrize(
-    ("limit", "running", "waiting", "room"),
-    [(32, 32, 0, 0), (32, 30, 0, 2), (4, 0, 0, 4), (4, 2, 1, 1)],
-)
-def test_no_read_ahead_unless_the_last_read_was_full(
-    limit: int, running: int, waiting: int, room: int
-) -> None:
-    """A burst smaller than the fleet's free runs is spread over the workers: a worker
-    takes what its free runs can call, no more, until a read comes back full."""
-    assert room_for(limit, running, waiting, 100, SLOW, backlogged=False) == room
+SLOW = 0.1
 
 
 def test_the_holding_a_worker_publishes_counts_its_read_ahead() -> None:
