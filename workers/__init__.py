@@ -9,8 +9,8 @@ lines, log set-up or a metrics endpoint.
 * :mod:`workers.runtime`: wiring one process (:func:`workers.runtime.run`): settings, JSON
   logs, signals, the processor, the metrics endpoint, Redis, then the consumer loop.
 * :mod:`workers.processors`: what a message means (one processor per built-in stream),
-  with the analyzer client (:mod:`workers.analyzer`), its circuit breaker and the limits
-  shared by the fleet (:mod:`workers.fleet_limits`).
+  with the analyzer client (the package :mod:`workers.analyzer`: its HTTP client, circuit
+  breaker and the limits shared by the fleet).
 * :mod:`workers.watch_transactions`, :mod:`workers.watch_axioms`: the historical commands,
   each the same worker as ``python -m sentinel_platform.workers <stream>``.
 

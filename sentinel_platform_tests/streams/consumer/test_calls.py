@@ -20,7 +20,7 @@ from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
 from sentinel_platform.streams.consumer.recovery import Delivery
 from sentinel_platform.streams.consumer.room import read_ahead
 from sentinel_platform_tests.harness.waits import wait_until
-from workers.fleet_limits import FleetBusy, FleetHeld
+from workers.analyzer.fleet_limits import FleetBusy, FleetHeld
 
 
 class RecordingLimit(FixedLimit):

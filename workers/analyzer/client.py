@@ -1,8 +1,8 @@
-"""An optional second opinion for the processors, behind a small interface.
+"""The analyzer's HTTP client: one call, its deadline, its connections, its outcome.
 
-The rules in :mod:`workers.processors` always work; an analyzer (an HTTP service, in the
-original a hosted model) may know better but can be slow, down, busy or wrong. What the
-caller gets for each (:mod:`workers.analyzer_replies`):
+An analyzer (an HTTP service, in the original a hosted model) may know better than the
+rules but can be slow, down, busy or wrong. What the caller gets for each
+(:mod:`workers.analyzer.replies`):
 
 * **busy** (429, 503 with ``Retry-After``, the fleet's hold or rate limit, no local
   connection in time): :class:`~sentinel_platform.streams.consumer.processor.Busy`. The
@@ -10,7 +10,7 @@ caller gets for each (:mod:`workers.analyzer_replies`):
   busy, and the circuit breaker does not count it.
 * **down** (refused, timed out, 5xx without ``Retry-After``): :class:`AnalyzerDown`, so
   the rules decide (``SENTINEL_ANALYZER_WHEN_DOWN=rules``), or :class:`Busy`
-  (``wait``). A circuit breaker (:mod:`workers.circuit_breaker`) stops asking an
+  (``wait``). A circuit breaker (:mod:`workers.analyzer.breaker`) stops asking an
   analyzer that keeps failing, so its outage costs each message milliseconds instead of
   the timeout.
 * **wrong** (4xx, a reply outside the contract): :class:`AnalyzerError`, the rules decide.
@@ -37,7 +37,9 @@ from sentinel_platform.settings import Settings, SettingsError, redact_url, url_
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer_replies import (
+from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
+from workers.analyzer.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
+from workers.analyzer.replies import (
     MAX_RETRY_AFTER_S,
     AnalyzerBusy,
     AnalyzerDown,
@@ -52,8 +54,6 @@ from workers.analyzer_replies import (
     status_error,
     unreachable,
 )
-from workers.circuit_breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
 
 __all__ = [
     "MAX_RETRY_AFTER_S",

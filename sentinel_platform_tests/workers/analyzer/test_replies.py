@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from sentinel_platform.streams.consumer.processor import Busy
-from workers.analyzer_replies import (
+from workers.analyzer.replies import (
     MAX_RETRY_AFTER_S,
     AnalyzerBusy,
     AnalyzerDown,

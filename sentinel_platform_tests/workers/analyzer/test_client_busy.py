@@ -29,7 +29,7 @@ from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_axioms import make_axiom
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import HttpAnalyzer, NoFreeConnection, analyzer_from_settings
-from workers.circuit_breaker import CircuitBreaker
+from workers.analyzer.breaker import CircuitBreaker
 from workers.processors import AxiomProcessor, TransactionProcessor
 
 

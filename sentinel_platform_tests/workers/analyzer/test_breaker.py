@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 import pytest
 
 from workers.analyzer import retry_after_seconds
-from workers.circuit_breaker import CircuitBreaker, Ticket, Transition
+from workers.analyzer.breaker import CircuitBreaker, Ticket, Transition
 
 FAILURES, COOLDOWN = 3, 30.0
 Step = tuple[float, str, str, str]  # time, action, expected result, state afterwards

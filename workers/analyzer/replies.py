@@ -1,7 +1,7 @@
 """What the analyzer's answers mean: the errors, a valid assessment, "busy" and "down".
 
 Pure functions of an HTTP answer (and the clock, for a ``Retry-After`` date), kept apart
-from the client in :mod:`workers.analyzer` so each is table-tested. Three kinds of answer
+from the client in :mod:`workers.analyzer.client` so each is table-tested. Three kinds of answer
 other than a valid assessment matter to the caller:
 
 * **busy**: HTTP 429, or 503 with ``Retry-After``: the analyzer is up but at capacity.

@@ -1,6 +1,6 @@
 """A second worker's analyzer client, in its own process, for the fleet-hold test.
 
-Run as ``python -m sentinel_platform_tests.workers.analyzer_caller`` with the worker's
+Run as ``python -m sentinel_platform_tests.workers.analyzer.analyzer_caller`` with the worker's
 environment (``SENTINEL_ANALYZER_URL``, ``REDIS_URL``, ``SENTINEL_HOME``). It builds the
 analyzer exactly as a worker does (``analyzer_from_settings``, then ``bind_redis`` with
 its own client), prints ``ready``, waits for one line on stdin, then calls until the

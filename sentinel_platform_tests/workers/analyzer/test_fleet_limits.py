@@ -27,7 +27,7 @@ from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.streams.plumbing.test_security import PLATFORM_COMMANDS, PLATFORM_KEYS
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import HttpAnalyzer, analyzer_from_settings
-from workers.fleet_limits import (
+from workers.analyzer.fleet_limits import (
     RATE_WAIT_BOUND_S,
     FleetLimits,
     analyzer_key_id,
@@ -36,7 +36,7 @@ from workers.fleet_limits import (
 )
 from workers.processors import TransactionProcessor
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SECRET = "s3cr3t-T0ken"
 
 
@@ -165,7 +165,7 @@ def test_a_retry_after_seen_by_one_worker_holds_another_worker_process(
     settings = make_settings(analyzer_url=analyzer_server.url)
     env = {**settings_env, "SENTINEL_ANALYZER_URL": analyzer_server.url}
     other = subprocess.Popen(
-        [sys.executable, "-m", "sentinel_platform_tests.workers.analyzer_caller"],
+        [sys.executable, "-m", "sentinel_platform_tests.workers.analyzer.analyzer_caller"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.PIPE,

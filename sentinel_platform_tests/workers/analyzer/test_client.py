@@ -159,7 +159,7 @@ def test_outage_and_recovery_are_each_logged_once(
     analyzer_server: AnalyzerServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     analyzer = HttpAnalyzer(analyzer_server.url.replace("http://", "http://u:pw-9x@"), 2.0)
-    caplog.set_level(logging.INFO, logger="workers.analyzer")
+    caplog.set_level(logging.INFO, logger="workers.analyzer.client")
     analyzer_server.mode = "error"
     for _ in range(3):
         with pytest.raises(AnalyzerError):

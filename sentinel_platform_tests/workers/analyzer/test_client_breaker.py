@@ -4,7 +4,7 @@ What is promised: after ``SENTINEL_ANALYZER_BREAKER_FAILURES`` consecutive failu
 breaker opens and every call fails in milliseconds (the rules decide) instead of waiting
 for the timeout; after the cool-down exactly one probe reaches the analyzer and its
 success closes the breaker (a busy analyzer, 429 or 503 with ``Retry-After``, never
-opens it: ``test_analyzer_busy.py``); and however many threads share one client, the
+opens it: ``test_client_busy.py``); and however many threads share one client, the
 analyzer never sees more connections or requests at once than
 ``SENTINEL_WORKER_CONCURRENCY``.
 """
@@ -28,7 +28,7 @@ from sentinel_platform_tests.harness.analyzer_server import (
 )
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerError, HttpAnalyzer, analyzer_from_settings
-from workers.circuit_breaker import CircuitBreaker
+from workers.analyzer.breaker import CircuitBreaker
 from workers.processors import TransactionProcessor
 
 PASSWORD = "Br34k3r-Pw"
@@ -69,7 +69,7 @@ def test_after_n_failures_calls_fail_fast_and_the_rules_decide(
     caplog: pytest.LogCaptureFixture,
     failure: str,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="workers.analyzer")
+    caplog.set_level(logging.INFO, logger="workers.analyzer.client")
     url = refusing_url() if failure == "refused" else analyzer_server.url
     analyzer_server.mode = "hang"
     analyzer = HttpAnalyzer(
@@ -103,7 +103,7 @@ def test_after_n_failures_calls_fail_fast_and_the_rules_decide(
 def test_after_the_cool_down_one_probe_goes_through_and_its_success_closes_the_breaker(
     analyzer_server: AnalyzerServer, metrics: Metrics, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="workers.analyzer")
+    caplog.set_level(logging.INFO, logger="workers.analyzer.client")
     cooldown_s = 0.5
     analyzer = HttpAnalyzer(analyzer_server.url, 5.0, 4, breaker=CircuitBreaker(2, cooldown_s))
     analyzer.bind_metrics(metrics)
