@@ -62,6 +62,21 @@ class CircuitOpenError(AnalyzerDown):
     outcome = "rejected_open"
 
 
+class AnalyzerExhausted(AnalyzerError):
+    """The analyzer will not answer until something changes outside the fleet: a quota
+    or spend limit spent, a rejected key. Retrying does not help, so the whole fleet stops
+    calling it (a hold until ``until_s`` seconds from now, or until an operator releases it
+    when None) and the messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``. ``cause`` is a
+    short word for operators (``insufficient_quota``, ``rejected_key``, ...)."""
+
+    outcome = "exhausted"
+
+    def __init__(self, message: str, until_s: float | None, cause: str) -> None:
+        super().__init__(message)
+        self.until_s = until_s
+        self.cause = cause
+
+
 class AnalyzerBusy(Busy):
     """The analyzer answered "busy" (429, or 503 with ``Retry-After``)."""
 
