@@ -2,7 +2,8 @@
 
 Contenders, each a separate process against the same stream on the same redis-server:
 
-* ``baseline``: the original Sentinel-L7 loop (seed 000/004): XAUTOCLAIM idle 30 s COUNT 10,
+* ``baseline``: the original Sentinel-L7 loop ("Self-Healing Worker Pools", "Graduated
+  Backpressure"): XAUTOCLAIM idle 30 s COUNT 10,
   an XPENDING per claimed message, XREADGROUP COUNT 10 BLOCK 2000, one XACK per message,
   and an XPENDING summary written to the lag key after every cycle.
 * ``same-work``: one round trip per batch, XREADGROUP COUNT n plus, per message of the
@@ -89,7 +90,7 @@ def _noop(fields: dict[str, str]) -> None:
 
 
 def run_baseline(client: redis.Redis, keys: StreamKeys, consumer: str) -> Iterator[int]:
-    """The original's loop (seed 000 and 004), one iteration per yield."""
+    """The original's loop (its two write-ups' worker and lag key), one iteration per yield."""
     stream, group = keys.stream, keys.group
     while True:
         _, claimed, *_ = client.xautoclaim(stream, group, consumer, 30_000, "0-0", count=10)

@@ -8,12 +8,19 @@ repository root, ``sentinel_platform/``, its ``streams/``, the tests or ``docs/`
 file name anywhere in the repository. Files the platform writes at run time (a Dagster
 home's ``dagster.yaml``) and the README's example of a new stream are not files of the
 repository and are listed below.
+
+A name that leaves the repository (an absolute path, a home directory, ``../`` climbing out
+of it) is refused even when the file exists on this machine: whoever clones the repository
+has only the repository, so such a sentence is broken for them (outside write-ups are cited
+by title instead).
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BASES = (
@@ -27,7 +34,7 @@ BASES = (
 NOT_IN_THE_REPOSITORY = frozenset(
     {"dagster.yaml", "prometheus.yml", "orders/assets.py", "orders/stream.py", "orders/wire.py"}
 )
-NAMED = re.compile(r"`{1,2}([A-Za-z0-9_./-]*[A-Za-z0-9_-]\.(?:py|md|yml|yaml|toml))`{1,2}")
+NAMED = re.compile(r"`{1,2}([A-Za-z0-9_./~-]*[A-Za-z0-9_-]\.(?:py|md|yml|yaml|toml))`{1,2}")
 SKIPPED_PARTS = {".venv", ".git", "out", "__pycache__", "node_modules"}
 
 
@@ -38,7 +45,19 @@ def _sources() -> list[Path]:
     return [*files, ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _leaves_the_repository(name: str) -> bool:
+    """True when ``name`` is absolute, in a home directory or climbs out of the root.
+
+    Read from the root, not from the other bases: from ``sentinel_platform/streams/`` a
+    ``../shared/...`` would land back inside the repository and hide the escape."""
+    if name.startswith(("/", "~")):
+        return True
+    return not (ROOT / name).resolve().is_relative_to(ROOT)
+
+
 def _exists(name: str, basenames: set[str]) -> bool:
+    if _leaves_the_repository(name):
+        return False
     if "/" not in name:
         return name in basenames
     return any((base / name).exists() for base in BASES)
@@ -50,9 +69,7 @@ def test_every_file_named_in_a_docstring_or_doc_exists() -> None:
         f"{source.relative_to(ROOT)}: {name}"
         for source in _sources()
         for name in NAMED.findall(source.read_text(errors="replace"))
-        if name not in NOT_IN_THE_REPOSITORY
-        and not name.startswith(("/", "http"))
-        and not _exists(name, basenames)
+        if name not in NOT_IN_THE_REPOSITORY and not _exists(name, basenames)
     ]
     assert not missing, "named but not in the repository:\n" + "\n".join(missing)
 
@@ -64,3 +81,24 @@ def test_the_check_finds_a_stale_name(tmp_path: Path) -> None:
     assert found == ["consumer.py", "streams/consumer/work_pool.py", "calls.py"]
     basenames = {"calls.py"}
     assert [n for n in found if not _exists(n, basenames)] == found[:2]
+
+
+@pytest.mark.parametrize(
+    ("name", "leaves"),
+    [
+        ("calls.py", False),
+        ("streams/consumer/calls.py", False),
+        ("docs/../README.md", False),
+        ("../README.md", True),
+        ("../shared/seeds/README.md", True),
+        ("../../shared/seeds/README.md", True),
+        ("/work/shared/seeds/README.md", True),
+        ("~/notes.md", True),
+    ],
+)
+def test_a_name_outside_the_repository_is_refused(name: str, leaves: bool) -> None:
+    """A path out of the repository fails even when it exists where the suite runs."""
+    assert _leaves_the_repository(name) is leaves
+    assert NAMED.findall(f"see `{name}`") == [name]
+    if leaves:
+        assert not _exists(name, {Path(name).name})

@@ -25,7 +25,8 @@ Each loop iteration (at least once a second, see ``Consumer.iteration``) runs :m
      ``SENTINEL_RECLAIM_IDLE_MS`` of idleness, as they expect.
 
    Their PELs are paged with the extended ``XPENDING ... IDLE min COUNT n consumer`` and
-   a cursor per consumer, so the *whole* PEL is scanned across iterations (seed 001),
+   a cursor per consumer, so the *whole* PEL is scanned across iterations (the stuck
+   pending entry write-up's cursor loop, see the design notes' sources),
    and the ids are claimed with one Lua call (XCLAIM keeps and bumps the delivery count;
    its min-idle check means two survivors never both claim one message).
 
