@@ -18,6 +18,7 @@ import psutil
 
 _PR_SET_PDEATHSIG = 1
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
+_EXITED = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
 def start_time(pid: int) -> float:
@@ -61,9 +62,10 @@ def descendants(pid: int, tree: dict[int, list[int]] | None = None) -> set[int]:
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie has already exited)."""
+    """True while ``pid`` exists and has not exited: a zombie (exited, not yet reaped) and a
+    dead task (being reaped) are gone, whatever the process table still shows."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return psutil.Process(pid).status() not in _EXITED
     except _GONE:
         return False
     except psutil.AccessDenied:
@@ -97,7 +99,12 @@ def kill_all(pids: set[int], sig: int = signal.SIGKILL) -> None:
 
 def reap(seen: dict[int, float], grace_s: float = 5.0) -> list[int]:
     """SIGTERM what is left of ``seen``, wait up to ``grace_s`` for it to exit, SIGKILL the
-    rest. Returns the pids that had to be killed."""
+    rest. Returns the pids that had to be killed.
+
+    A process still in the table when the grace ends is not necessarily ignoring SIGTERM:
+    under load one that obeyed may still be tearing itself down. It gets SIGKILL too (no
+    harm), but it is counted as killed only if :func:`ended_by_sigkill` says so, from the
+    exit status where the process is our child and so has one."""
     processes = _same_processes(seen)
     for process in processes:
         with contextlib.suppress(psutil.Error):
@@ -108,7 +115,17 @@ def reap(seen: dict[int, float], grace_s: float = 5.0) -> list[int]:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(survivors, timeout=grace_s)
-    return sorted(process.pid for process in survivors)
+    return sorted(p.pid for p in survivors if ended_by_sigkill(getattr(p, "returncode", None)))
+
+
+def ended_by_sigkill(returncode: int | None) -> bool:
+    """Whether a process that outlived the grace was ended by the SIGKILL that followed.
+
+    ``returncode`` is what waiting for it gave: ``-signal`` or an exit code for our own
+    children, ``None`` for a process we cannot wait for (re-parented, or still there).
+    The kernel fixes the exit status when a fatal SIGTERM is sent, so a slow exit after it
+    still reads ``-SIGTERM``; without a status, surviving the grace is all we know."""
+    return returncode is None or returncode == -signal.SIGKILL
 
 
 def die_with_parent() -> None:
