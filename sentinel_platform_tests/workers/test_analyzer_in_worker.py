@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -252,6 +253,51 @@ def test_worker_with_a_refusing_analyzer_opens_the_breaker_and_lets_the_rules_de
     assert f"{failures} consecutive failures" in opened["reason"]
     assert opened["analyzer"].startswith("http://bot:***@127.0.0.1:")
     assert ANALYZER_PASSWORD not in worker.log_text()
+
+
+def circuit_state(url: str) -> float:
+    (value,) = [
+        v
+        for k, v in scrape_samples(url).items()
+        if k.startswith("sentinel_worker_analyzer_circuit_state")
+    ]
+    return value
+
+
+def test_the_breaker_gauge_says_open_only_while_the_cool_down_refuses_calls(
+    analyzer_server: AnalyzerServer, fleet: Fleet, settings: Settings, redis_client: RedisClient
+) -> None:
+    """A short outage opens the breaker; the stream then goes idle, so no call moves the
+    breaker on. Once its cool-down is over nothing is refused, and the scraped gauge
+    must say so (it said open for ever, and ``SentinelAnalyzerBreakerOpen`` fired)."""
+    cooldown_s = 5.0
+    analyzer_server.mode = "error"
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_url=analyzer_server.url,
+        analyzer_breaker_failures=2,
+        analyzer_breaker_cooldown_s=cooldown_s,
+        worker_concurrency=1,
+    )
+    keys = transaction_keys(settings)
+    worker = fleet.worker("transactions", "idle-breaker", env, extra=["--metrics-port", "0"])
+    wait_leases(redis_client, keys, [worker], timeout_s=60)
+    (serving,) = worker.events("metrics_serving")
+    entries = [{"data": json.dumps({**BASE, "id": f"idle-{i}"})} for i in range(4)]
+    process_all(redis_client, keys, entries)
+    opened_by = time.monotonic()
+    assert len(analyzer_server.requests) == 2, "the breaker opened after two failures"
+    assert circuit_state(serving["url"]) == 2, "open: the cool-down refuses calls"
+    wait_until(
+        lambda: circuit_state(serving["url"]) == 0,
+        timeout_s=cooldown_s + 30,
+        interval_s=0.2,
+        what="the gauge no longer saying open once the cool-down is over",
+    )
+    assert time.monotonic() - opened_by >= cooldown_s - 1, "not before its cool-down"
+    assert len(analyzer_server.requests) == 2, "no call moved the breaker on"
+    assert worker.stop() == 0, worker.tail()
 
 
 def test_a_concurrent_worker_never_has_more_analyzer_calls_out_than_its_concurrency(

@@ -95,8 +95,19 @@ class CircuitBreaker:
     @property
     def state(self) -> State:
         """The state as of the last call (an open breaker past its cool-down still says
-        ``open`` until someone asks to call)."""
+        ``open`` until someone asks to call); :meth:`state_now` is what is true now."""
         with self._lock:
+            return self._state
+
+    def state_now(self) -> State:
+        """What is true now, for a gauge read at any time: ``open`` only while calls are
+        refused (its cool-down running), ``half_open`` while the probe is out. An open
+        breaker past its cool-down refuses nothing (the next call goes out, as the
+        probe), so it reads ``closed``: on an idle stream no call ever moves the machine
+        on, and "open" as of the last call would say so, and alert, for ever."""
+        with self._lock:
+            if self._state == "open" and self._clock() >= self._open_until:
+                return "closed"
             return self._state
 
     def admit(self) -> Admission:

@@ -174,10 +174,15 @@ class HttpAnalyzer:
         self._pool.clear()
 
     def bind_metrics(self, metrics: Metrics) -> None:
-        """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on.
-        Called once at start-up, before the worker's threads run."""
+        """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on,
+        and read the breaker's state at every scrape (``analyzer_circuit_state``). Called
+        once at start-up, before the worker's threads run."""
         self._metrics = metrics
-        metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[self.breaker.state])
+        metrics.gauge_from("analyzer_circuit_state", self._circuit_state_now)
+
+    def _circuit_state_now(self) -> float:
+        """The breaker's state as true when read (a scrape), not as of the last call."""
+        return STATE_VALUES[self.breaker.state_now()]
 
     def bind_redis(self, client: RedisClient) -> None:
         """Share the ``Retry-After`` hold and the rate limit with the fleet through
@@ -280,7 +285,6 @@ class HttpAnalyzer:
         log.log(level, "analyzer_circuit", extra=fields)
         if self._metrics is not None:
             self._metrics.count("analyzer_circuit_changes", transition.state)
-            self._metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[transition.state])
 
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:

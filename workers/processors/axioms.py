@@ -88,7 +88,8 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "audit_narrative": narrative,
             "driver_used": driver,
         }
-        return Effect(message.natural_key, result, None, {**log_fields, "driver_used": driver})
+        fields = {**log_fields, "driver_used": driver}
+        return Effect(message.natural_key, result, None, fields, sample=self.is_sample(driver))
 
 
 def from_settings(settings: Settings) -> AxiomProcessor:

@@ -28,6 +28,16 @@ from workers.analyzer import Analyzer
 M = TypeVar("M", bound=WireModel)
 
 
+def is_latency_sample(driver: str, with_analyzer: bool) -> bool:
+    """Whether a verdict decided by ``driver`` timed the processor's downstream
+    (``Effect.sample``). With an analyzer only its answers do: a fallback (it was down,
+    or its breaker open) or a verdict of the rules alone (an axiom below the audit
+    threshold) is over in a millisecond and says nothing of the analyzer, and the
+    in-flight limit, fed those, reads the analyzer's real latency as a queue. Without
+    one every verdict is the rules', and their own time is what the limit measures."""
+    return driver == "analyzer" or not with_analyzer
+
+
 class WireProcessor(Generic[M]):
     """A processor of the stream named :attr:`stream` (a registry name).
 
@@ -61,6 +71,10 @@ class WireProcessor(Generic[M]):
         bind = getattr(self.analyzer, "bind_redis", None)
         if bind is not None:
             bind(client)
+
+    def is_sample(self, driver: str) -> bool:
+        """:func:`is_latency_sample` for this processor's analyzer (or its absence)."""
+        return is_latency_sample(driver, self.analyzer is not None)
 
     def parse(self, fields: Mapping[str, str]) -> M:
         """The entry as the stream's wire model reads it (``SchemaError`` naming the bad

@@ -161,7 +161,8 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "processed_at": utc_now_iso(),
         }
         recent = json.dumps(result, separators=(",", ":"))
-        return Effect(message.natural_key, result, recent, {**log_fields, "driver_used": driver})
+        fields = {**log_fields, "driver_used": driver}
+        return Effect(message.natural_key, result, recent, fields, sample=self.is_sample(driver))
 
 
 def from_settings(settings: Settings) -> TransactionProcessor:

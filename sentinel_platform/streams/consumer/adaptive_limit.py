@@ -190,10 +190,11 @@ class AdaptiveLimit:
       a drop, a verdict of the processor alone when no analyzer is configured);
     * when it ends in a drop (429, 503 with ``Retry-After``, a timeout), calls
       :meth:`on_drop` with that count instead;
-    * reports neither for a call that never reached the downstream (a message
-      acknowledged as a duplicate without a call, a rules verdict because the breaker is
-      open): its wall time says nothing about the service, and a mix of such instant
-      calls with real ones would move the window's median;
+    * reports neither for a call that never reached the downstream or got no answer
+      from it (a message acknowledged as a duplicate without a call, a rules fallback of
+      a down analyzer or an open breaker: ``outcomes.is_sample``): its wall time says
+      nothing about the service, and a probe of such instant calls would learn a
+      no-load latency of milliseconds and read the service's real latency as a queue;
     * logs :meth:`change` when it returns one (at most once per ``log_interval_s``),
       and publishes :attr:`steady_limit` (not :attr:`limit`, which a probe pins low for
       a moment) as the limit in force.

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 from sentinel_platform.streams.consumer.adaptive_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.calling import operator_interrupt
-from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared
+from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared, is_sample
 from sentinel_platform.streams.consumer.processor import Busy, take_turn_wait
 from sentinel_platform.streams.consumer.room import RUN_TARGET_S, read_ahead, room_for, run_length
 
@@ -189,12 +189,16 @@ class Calls:
         outcomes: list[Outcome] = []
         for result in self._finished_runs(wait_s):
             self._running -= 1
-            answered, seconds = 0, 0.0
+            timed: list[float] = []  # every call that was not busy: sizes the runs
+            samples: list[float] = []  # those the limit may learn from (``is_sample``)
             for finished in result.finished:
-                if self._settle(finished, result.in_flight, outcomes):
-                    answered, seconds = answered + 1, seconds + finished.seconds
-            if answered:  # one sample per run: its calls' mean (a slow call's run is one)
-                self._learn(seconds / answered, result.in_flight)
+                settled = self._settle(finished, result.in_flight, outcomes)
+                if settled is not None:
+                    timed.append(finished.seconds)
+                    if is_sample(settled):
+                        samples.append(finished.seconds)
+            if timed:  # one sample per run: its calls' mean (a slow call's run is one)
+                self._learn(timed, samples, result.in_flight)
             for prepared in result.rest:
                 self._in_runs.pop(prepared.delivery.id, None)
             self._backlog.extendleft(reversed(result.rest))
@@ -209,8 +213,11 @@ class Calls:
             outcomes += self.collect(left)
         return outcomes
 
-    def _settle(self, finished: Finished, in_flight: int, outcomes: list[Outcome]) -> bool:
-        """One call's outcome to ``outcomes`` (and its copies'); False: it was busy."""
+    def _settle(
+        self, finished: Finished, in_flight: int, outcomes: list[Outcome]
+    ) -> Outcome | None:
+        """One call's outcome to ``outcomes`` (and its copies'), and that outcome; None:
+        it was busy."""
         prepared = finished.prepared
         self._in_runs.pop(prepared.delivery.id, None)
         if finished.outcome is None:
@@ -219,7 +226,7 @@ class Calls:
             elif finished.shared_refusal:  # another worker was refused: grow no further
                 self.limit.on_hold()
             self._park(prepared, finished.retry_after_s)
-            return False
+            return None
         outcomes.append(finished.outcome)
         copies = self._followers.pop(prepared.natural_key, [])
         if isinstance(finished.outcome, Commit):
@@ -227,12 +234,17 @@ class Calls:
             outcomes.extend(Commit(c.delivery, c.natural_key, effect) for c in copies)
         elif copies:
             self.submit(copies)
-        return True
+        return finished.outcome
 
-    def _learn(self, seconds: float, in_flight: int) -> None:
+    def _learn(self, timed: list[float], samples: list[float], in_flight: int) -> None:
+        """A run's calls came back: their mean sizes the next runs (what the calls take,
+        fallbacks included); the mean of its ``samples`` alone is the limit's sample, so
+        a run of instant fallbacks teaches the limit nothing (``is_sample``)."""
+        seconds = sum(timed) / len(timed)
         mean = self._mean_latency_s
         self._mean_latency_s = seconds if mean is None else mean + LATENCY_WEIGHT * (seconds - mean)
-        self.limit.on_sample(seconds, in_flight)
+        if samples:
+            self.limit.on_sample(sum(samples) / len(samples), in_flight)
         self._busy_backoff_s = BUSY_BACKOFF_START_S
 
     def _park(self, prepared: Prepared, retry_after_s: float | None) -> None:

@@ -54,8 +54,9 @@ GAUGES: dict[str, str] = {
     "pel_depth": "Messages delivered to the group but not yet acknowledged.",
     "lag": "Backlog not yet delivered to the group plus pending messages.",
     "in_flight": "Processor calls running or queued on this worker's threads now.",
-    "analyzer_circuit_state": "Analyzer circuit breaker: 0 closed, 1 half-open (one probe "
-    "call out), 2 open (calls fail at once and the rules decide).",
+    "analyzer_circuit_state": "Analyzer circuit breaker as it is when scraped: 0 closed (calls "
+    "go out, the first after a cool-down as the probe), 1 half-open (one probe call out), "
+    "2 open (calls fail at once and the rules decide).",
     "oldest_pending_age_seconds": "Age of the group's oldest pending message (now minus the "
     "time in its stream entry id), whichever consumer holds it; 0 when nothing is pending.",
     "in_flight_limit": "Messages this worker may hold in flight now: the limit in force, "
@@ -215,6 +216,15 @@ class Metrics:
         if name not in self._gauges:
             raise KeyError(f"{name!r} is not a gauge")
         self._gauges[name].set(value)
+
+    def gauge_from(self, name: str, read: Callable[[], float]) -> None:
+        """Gauge ``name`` reads ``read()`` whenever it is collected (a scrape, a
+        :meth:`snapshot`) instead of a value set: for a state that changes with time
+        alone, with no event to set it (a breaker's cool-down ending). ``read`` runs on
+        the scraping thread, so it must be thread-safe and quick."""
+        if name not in self._gauges:
+            raise KeyError(f"{name!r} is not a gauge")
+        self._gauges[name].set_function(read)
 
     def observe(self, name: str, seconds: float) -> None:
         """Record one duration in histogram ``name`` (``processing_seconds``, ...)."""

@@ -61,6 +61,15 @@ class Prepared:
 Outcome = Commit | DeadLetterOp | Failure | Acknowledge
 
 
+def is_sample(outcome: Outcome) -> bool:
+    """Whether a call that ended in ``outcome`` (not busy) is a latency sample of the
+    in-flight limit (``AdaptiveLimit.on_sample``): every call that did its work, except
+    a commit whose effect says its downstream was not asked or gave no answer
+    (``Effect.sample``: a rules fallback). An error that is not a drop stays a sample,
+    as the limit's contract says."""
+    return not isinstance(outcome, Commit) or outcome.effect.sample
+
+
 @dataclass(frozen=True, slots=True)
 class IterationReport:
     """What one pass of the loop handled; reports add up (``Consumer.totals``)."""

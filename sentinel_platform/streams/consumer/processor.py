@@ -88,12 +88,21 @@ class Effect:
     retried and then dead-lettered instead of marking the wrong key done. ``result``
     becomes one entry of the stream's result stream (string fields); ``recent``, when
     set, is pushed on the stream's capped "recent" list (newest first).
+
+    ``sample`` is False when the call's wall time says nothing about the downstream the
+    processor depends on: it was not asked, or gave no answer, and the processor decided
+    alone (a rules fallback of a down analyzer, an open breaker, a message below the
+    audit threshold). The in-flight limit then learns nothing from the call: an instant
+    fallback read as a latency would teach it a no-load latency of milliseconds, and
+    the service's real 100 ms afterwards would read as a queue and cut the limit to 1.
+    A processor without a downstream leaves it True: its own time is what it measures.
     """
 
     natural_key: str
     result: Mapping[str, str]
     recent: str | None = None
     log_fields: Mapping[str, Any] = field(default_factory=dict)
+    sample: bool = True
 
 
 class Processor(Protocol):

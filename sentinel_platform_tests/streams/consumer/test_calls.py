@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
 from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.outcomes import Failure, Outcome, Prepared
-from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
+from sentinel_platform.streams.consumer.outcomes import Commit, Failure, Outcome, Prepared
+from sentinel_platform.streams.consumer.processor import Busy, Effect, waited_for_turn
 from sentinel_platform.streams.consumer.recovery import Delivery
 from sentinel_platform.streams.consumer.room import read_ahead
 from sentinel_platform_tests.harness.waits import wait_until
@@ -113,6 +114,42 @@ def test_a_wait_for_a_rate_limit_slot_is_not_the_calls_latency() -> None:
     calls.settle_running(time.monotonic())
 
 
+def answer_with(sample: bool, seconds: float) -> Callable[[Prepared], Outcome]:
+    """A call that takes ``seconds`` and commits an effect saying whether it timed the
+    downstream (``Effect.sample``)."""
+
+    def call(prepared: Prepared) -> Outcome:
+        time.sleep(seconds)
+        effect = Effect(prepared.natural_key, {"v": "1"}, sample=sample)
+        return Commit(prepared.delivery, prepared.natural_key, effect)
+
+    return call
+
+
+@pytest.mark.parametrize(("sample", "samples"), [(True, 1), (False, 0)])
+def test_only_a_call_that_timed_the_downstream_is_the_limits_sample(
+    sample: bool, samples: int
+) -> None:
+    """A rules fallback (the analyzer down, its breaker open) commits in a millisecond:
+    fed to the limit it would read as the service's no-load latency."""
+    limit = RecordingLimit()
+    calls = Calls(
+        answer_with(sample, 0.01),
+        lambda p, e: Failure(p.delivery, repr(e)),
+        limit,
+        4,
+        threading.Event(),
+        lambda *_: None,
+    )
+    calls.submit([Prepared(Delivery("1-0", {}, 1), None, "k1")])
+    results: list[Outcome] = []
+    wait_until(lambda: results.extend(calls.collect(0.05)) or results, 5, what="the answer")
+    assert [type(r) for r in results] == [Commit]
+    assert len(limit.samples) == samples
+    assert calls._mean_latency_s is not None, "every call sizes the runs"
+    calls.settle_running(time.monotonic())
+
+
 SLOW = 0.1
 
 
@@ -125,5 +162,5 @@ def test_the_holding_a_worker_publishes_counts_its_read_ahead() -> None:
         threading.Event(),
         lambda *_: None,
     )
-    calls._learn(SLOW, 1)  # a slow call measured
+    calls._learn([SLOW], [SLOW], 1)  # a slow call measured
     assert calls.capacity(100) == 32 + read_ahead(32, 100, SLOW) == 48

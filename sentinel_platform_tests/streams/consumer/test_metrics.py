@@ -118,6 +118,19 @@ def test_unknown_names_and_decreasing_counters_are_rejected(metrics: Metrics) ->
     assert metrics.snapshot()["processed"] == 0
 
 
+def test_a_gauge_read_at_collection_shows_its_value_then(metrics: Metrics) -> None:
+    """A state that changes with time alone (a breaker's cool-down ending) is read at each
+    scrape, not as of the last event that set it."""
+    state = [2.0]
+    metrics.gauge_from("analyzer_circuit_state", lambda: state[0])
+    assert metrics.snapshot()["analyzer_circuit_state"] == 2
+    state[0] = 0.0
+    assert metrics.snapshot()["analyzer_circuit_state"] == 0
+    assert "sentinel_worker_analyzer_circuit_state{" in metrics.render()
+    with pytest.raises(KeyError):
+        metrics.gauge_from("no_such_gauge", lambda: 1.0)
+
+
 def test_concurrent_increments_are_never_lost(metrics: Metrics) -> None:
     def bump() -> None:
         for _ in range(5000):

@@ -301,3 +301,39 @@ NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
 )
 def test_retry_after_is_seconds_or_an_http_date(header: str | None, seconds: float | None) -> None:
     assert retry_after_seconds(header, NOW) == seconds
+
+
+@pytest.mark.parametrize(
+    ("steps", "now", "expected"),
+    [
+        ([], 0.0, "closed"),
+        (["fail", "fail"], 0.0, "open"),  # refusing: the cool-down runs
+        (["fail", "fail"], 29.9, "open"),
+        (["fail", "fail"], 30.0, "closed"),  # cool-down over, no call: nothing refused
+        (["fail", "fail"], 999.0, "closed"),  # an idle stream stays so
+        (["fail", "fail", "probe"], 30.0, "half_open"),  # the probe is out
+        (["fail", "fail", "probe", "fail"], 30.0, "open"),  # it failed: a new cool-down
+        (["fail", "fail", "probe", "fail"], 60.0, "closed"),
+    ],
+)
+def test_the_state_now_is_open_only_while_calls_are_refused(
+    steps: list[str], now: float, expected: str
+) -> None:
+    """``state_now`` is what the gauge shows at a scrape: the state as of the last call
+    would say ``open`` on an idle stream for ever after any short outage."""
+    clock = Clock()
+    breaker = CircuitBreaker(2, 30.0, clock=clock)
+    ticket: Ticket | None = None
+    for step in steps:
+        if step == "probe":
+            clock.now = 30.0
+            ticket = breaker.admit().ticket
+            assert ticket is not None and ticket.probe
+        elif ticket is not None and ticket.probe:
+            breaker.failed(ticket, "refused")
+        else:
+            admitted = breaker.admit().ticket
+            assert admitted is not None
+            breaker.failed(admitted, "refused")
+    clock.now = now
+    assert breaker.state_now() == expected
