@@ -35,6 +35,8 @@ class ModelApiServer:
     verdict: dict[str, Any] = field(default_factory=lambda: dict(VERDICT))
     #: Answer every request with this status and an error body echoing the key (None: serve).
     refuse_with: int | None = None
+    #: The refusal's body instead of the key-echoing one (a server's own error text).
+    refusal_body: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,7 +130,8 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                         "code": "invalid_api_key",
                     }
                 }
-                self.answer(state.refuse_with, error, {"x-echoed-key": key})
+                refused = state.refusal_body or error
+                self.answer(state.refuse_with, refused, {"x-echoed-key": key})
             elif self.path.endswith("/chat/completions"):
                 self.answer(200, openai_reply(state.verdict), {})
             elif self.path.endswith("/messages"):

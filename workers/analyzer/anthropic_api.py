@@ -27,11 +27,12 @@ from workers.analyzer.model_api import (
     count,
     endpoint,
     json_reply,
+    refused_request,
     require_prompt,
     verdict_from,
 )
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import AnalyzerError, Assessment, Usage
+from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted, Assessment, Usage
 
 VERSION = "2023-06-01"
 
@@ -82,6 +83,9 @@ class AnthropicApi:
             "messages": [{"role": "user", "content": json.dumps(payload, sort_keys=True)}],
         }
         return json.dumps(body).encode()
+
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
+        return refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         reply = json_reply(body)

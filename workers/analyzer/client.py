@@ -333,7 +333,9 @@ class HttpAnalyzer:
             if not 200 <= response.status < 300:
                 refused = read_refusal(response, deadline)
                 now = datetime.now(timezone.utc)
-                raise refusal(self.api.kind, response.status, response.headers, refused, now)
+                raise self.api.misconfigured(response.status, refused) or refusal(
+                    self.api.kind, response.status, response.headers, refused, now
+                )
             reply = read_reply(response, deadline)
             kept = True
         finally:

@@ -23,9 +23,29 @@ from pydantic import BaseModel, ValidationError
 
 from workers.analyzer.answers import ApiKind
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import NARRATIVE_MAX_CHARS, AnalyzerError, Assessment, Usage
+from workers.analyzer.replies import (
+    NARRATIVE_MAX_CHARS,
+    AnalyzerError,
+    AnalyzerExhausted,
+    Assessment,
+    Usage,
+)
 
-__all__ = ["ApiKind", "ModelApi", "endpoint", "json_reply", "verdict_from"]
+__all__ = ["ApiKind", "ModelApi", "endpoint", "json_reply", "refused_request", "verdict_from"]
+
+#: Statuses servers answer a request they cannot take with (llama.cpp's Python server
+#: answers an unsupported ``response_format`` with 500).
+REFUSING_STATUSES = frozenset({400, 404, 422, 500})
+#: Words of a refusal that name what the recipe sends, and the setting that changes it.
+REFUSED_PARTS = {
+    "response_format": "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+    "json_schema": "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+    "max_tokens": "SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS",
+    "temperature": "SENTINEL_ANALYZER_MODEL",
+    "tool_choice": "SENTINEL_ANALYZER_API",
+    "model_not_found": "SENTINEL_ANALYZER_MODEL",
+    "not_found_error": "SENTINEL_ANALYZER_MODEL",
+}
 
 
 class ModelApi(Protocol):
@@ -49,6 +69,11 @@ class ModelApi(Protocol):
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         """The verdict in a 2xx reply; :class:`AnalyzerError` for anything else."""
+        ...
+
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
+        """The error for a refusal of what this recipe sends (see :func:`refused_request`),
+        or None to let :func:`~workers.analyzer.answers.refusal` read the answer."""
         ...
 
 
@@ -111,4 +136,23 @@ def count(value: Any) -> int | None:
     """A token count from a reply (a non-negative int), else None."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
+    return None
+
+
+def refused_request(status: int, body: bytes) -> AnalyzerExhausted | None:
+    """A refusal of the request itself (a parameter the server does not take, a model it
+    does not serve): no retry and no rules fallback per message fixes a recipe, so it is
+    *exhausted* (cause ``request_refused``: the fleet stops calling until an operator
+    changes the setting it names and releases it), never "down". None for anything else."""
+    if status not in REFUSING_STATUSES:
+        return None
+    text = body[:4096].decode("utf-8", errors="replace").lower()
+    for part, setting in REFUSED_PARTS.items():
+        if part in text:
+            return AnalyzerExhausted(
+                f"the analyzer refused the request (HTTP {status}, about {part}): "
+                f"check {setting} against this server's recipe in docs/analyzer.md",
+                None,
+                "request_refused",
+            )
     return None

@@ -30,11 +30,12 @@ from workers.analyzer.model_api import (
     count,
     endpoint,
     json_reply,
+    refused_request,
     require_prompt,
     verdict_from,
 )
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import AnalyzerError, Assessment, Usage
+from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted, Assessment, Usage
 
 ResponseFormat = Literal["json_schema", "json_object"]
 PATH = "/chat/completions"
@@ -88,6 +89,9 @@ class OpenAiApi:
             "type": "json_schema",
             "json_schema": {"name": prompt.schema_name, "strict": True, "schema": prompt.schema},
         }
+
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
+        return refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         reply = json_reply(body)

@@ -13,7 +13,7 @@ from typing import Any
 
 from workers.analyzer.answers import ApiKind
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import Assessment, parse_assessment
+from workers.analyzer.replies import AnalyzerExhausted, Assessment, parse_assessment
 
 
 class SentinelApi:
@@ -35,3 +35,6 @@ class SentinelApi:
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         return parse_assessment(body)
+
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
+        return None  # today's answers keep today's meaning
