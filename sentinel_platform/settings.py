@@ -422,6 +422,54 @@ class Settings(BaseSettings):
         "no limit",
     )
 
+    analyzer_api: Literal["openai", "anthropic", "sentinel"] | None = Field(
+        None,
+        description="what SENTINEL_ANALYZER_URL speaks: openai (Chat Completions at a base URL "
+        "such as https://api.openai.com/v1: OpenAI, Azure OpenAI, Gemini, vLLM, Ollama, "
+        "llama.cpp, OpenRouter), anthropic (the Messages API), sentinel (the platform's own "
+        "{kind, payload} contract); unset: sentinel (docs/analyzer.md)",
+    )
+    analyzer_model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the model the openai and anthropic APIs are asked for (e.g. gpt-4o-mini, "
+        "claude-3-5-haiku-latest); required for them",
+    )
+    analyzer_api_key: SecretStr | None = Field(
+        None,
+        description="the model API's key, sent as Authorization: Bearer (Azure: api-key; "
+        "Anthropic: x-api-key); secret: never shown. Or SENTINEL_ANALYZER_API_KEY_FILE",
+    )
+    analyzer_api_key_file: Path | None = Field(
+        None,
+        description="a file holding the model API's key (a mounted secret), read at start-up; "
+        "exclusive with SENTINEL_ANALYZER_API_KEY",
+    )
+    analyzer_max_output_tokens: int = Field(
+        400,
+        ge=16,
+        le=32_000,
+        description="most tokens the model may write per verdict (sent as max_tokens; the "
+        "verdict itself needs about 100)",
+    )
+    analyzer_response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema",
+        description="how the openai API is asked for the verdict's JSON schema: json_schema "
+        "(OpenAI, Azure, Gemini, vLLM, Ollama, OpenRouter) or json_object with the schema "
+        "beside it (llama.cpp's Python server, which answers json_schema with HTTP 500)",
+    )
+    analyzer_transactions_prompt_file: Path | None = Field(
+        None,
+        description="a text file replacing the packaged instructions the model gets for "
+        "each transaction (its content hash becomes the verdicts' prompt_version)",
+    )
+    analyzer_axioms_prompt_file: Path | None = Field(
+        None,
+        description="a text file replacing the packaged instructions the model gets for "
+        "each audited axiom (its content hash becomes the events' prompt_version)",
+    )
+
     # --- alerting ------------------------------------------------------------------------
     alert_webhook_url: SecretStr | None = Field(
         None, description="POST alerts here (secret: never logged)"
@@ -518,6 +566,11 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return value
 
+    @field_validator("analyzer_api_key")
+    @classmethod
+    def _blank_key_is_none(cls, value: SecretStr | None) -> SecretStr | None:
+        return value if value is not None and value.get_secret_value().strip() else None
+
     @field_validator("dagster_postgres_url")
     @classmethod
     def _postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
@@ -572,6 +625,7 @@ class Settings(BaseSettings):
                 f"SENTINEL_HANG_TIMEOUT_MS ({self.hang_timeout_ms}) must be above "
                 f"SENTINEL_LEASE_TTL_MS ({self.lease_ttl_ms})"
             )
+        check_model_api(self)
         return self
 
     # --- derived values -----------------------------------------------------------------
@@ -592,6 +646,22 @@ class Settings(BaseSettings):
     @property
     def spark_conf_pairs(self) -> dict[str, str]:
         return parse_spark_conf(self.spark_conf)
+
+    @property
+    def analyzer_api_kind(self) -> Literal["openai", "anthropic", "sentinel"]:
+        """The API the analyzer speaks: ``SENTINEL_ANALYZER_API``, else ``sentinel``."""
+        return self.analyzer_api or "sentinel"
+
+    @property
+    def analyzer_key_value(self) -> str:
+        """The model API's key (``SENTINEL_ANALYZER_API_KEY``, else the file's content,
+        stripped), or "" when neither is set. Read from the file on each call: a worker
+        reads it once, at start-up."""
+        if self.analyzer_api_key is not None:
+            return self.analyzer_api_key.get_secret_value()
+        if self.analyzer_api_key_file is None:
+            return ""
+        return read_key_file(self.analyzer_api_key_file)
 
     @property
     def dagster_home(self) -> Path:
@@ -642,6 +712,37 @@ def parse_spark_conf(value: str) -> dict[str, str]:
         key, item = pair.split("=", 1)
         pairs[key.strip()] = item
     return pairs
+
+
+def read_key_file(path: Path) -> str:
+    """The key in ``path`` without surrounding white space (a mounted secret often ends in a
+    newline), remembered as a secret; ValueError naming the setting when it cannot be read
+    or is empty. The error never quotes the file's content."""
+    name = "SENTINEL_ANALYZER_API_KEY_FILE"
+    try:
+        key = path.expanduser().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{name}: cannot read {str(path)!r} ({type(exc).__name__})") from None
+    if not key:
+        raise ValueError(f"{name}: {str(path)!r} is empty")
+    remember_secret(key)
+    return key
+
+
+def check_model_api(settings: Settings) -> None:
+    """Refuse, naming the setting, what cannot call a model API: no model for openai or
+    anthropic, an API without a URL, both key settings, an unreadable or empty key file."""
+    api = settings.analyzer_api
+    if api is not None and settings.analyzer_url is None:
+        raise ValueError(f"SENTINEL_ANALYZER_API={api} needs SENTINEL_ANALYZER_URL")
+    if api in ("openai", "anthropic") and settings.analyzer_model is None:
+        raise ValueError(f"SENTINEL_ANALYZER_MODEL is required with SENTINEL_ANALYZER_API={api}")
+    if settings.analyzer_api_key is not None and settings.analyzer_api_key_file is not None:
+        raise ValueError(
+            "SENTINEL_ANALYZER_API_KEY and SENTINEL_ANALYZER_API_KEY_FILE are both set: keep one"
+        )
+    if settings.analyzer_api_key_file is not None:
+        read_key_file(settings.analyzer_api_key_file)
 
 
 def url_problem(url: str, schemes: tuple[str, ...], needs_host: bool = False) -> str | None:

@@ -5,7 +5,16 @@ model) may know better but can be slow, down, busy or wrong. The package keeps o
 module:
 
 * :mod:`workers.analyzer.client`: :class:`HttpAnalyzer`, the HTTP call with its connection
-  semaphore, whole-call deadline and reply cap, and :func:`analyzer_from_settings`;
+  semaphore, whole-call deadline and reply cap (its reading in
+  :mod:`workers.analyzer.transport`);
+* :mod:`workers.analyzer.configured`: :func:`analyzer_from_settings`, the analyzer the
+  settings describe;
+* :mod:`workers.analyzer.model_api`: the protocol of an analyzer API, one module each:
+  :mod:`~workers.analyzer.sentinel_api` (the platform's own contract),
+  :mod:`~workers.analyzer.openai_api` (Chat Completions),
+  :mod:`~workers.analyzer.anthropic_api` (Messages); :mod:`workers.analyzer.prompts`
+  the prompts and verdict schemas the streams declare;
+* :mod:`workers.analyzer.answers`: what a refusal of each API means;
 * :mod:`workers.analyzer.replies`: what an answer means (busy, down, wrong) and the
   assessment it carries;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
@@ -27,10 +36,12 @@ from workers.analyzer.client import (
     CircuitOpenError,
     HttpAnalyzer,
     NoFreeConnection,
-    analyzer_from_settings,
     parse_assessment,
     retry_after_seconds,
 )
+from workers.analyzer.configured import analyzer_from_settings
+from workers.analyzer.prompts import StreamPrompt
+from workers.analyzer.replies import Usage
 
 __all__ = [
     "MAX_RETRY_AFTER_S",
@@ -43,6 +54,8 @@ __all__ = [
     "CircuitOpenError",
     "HttpAnalyzer",
     "NoFreeConnection",
+    "StreamPrompt",
+    "Usage",
     "analyzer_from_settings",
     "parse_assessment",
     "retry_after_seconds",

@@ -21,24 +21,25 @@ strictly, because a half-understood answer is worse than none (``docs/analyzer.m
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, Literal, Protocol
-from urllib.parse import unquote, urlsplit, urlunsplit
 
 import urllib3
-from urllib3.util import make_headers
 
 from sentinel_platform.schemas import Axiom, Transaction
-from sentinel_platform.settings import Settings, SettingsError, redact_url, url_problem
+from sentinel_platform.settings import redact_url, url_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
+from workers.analyzer.answers import refusal
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
 from workers.analyzer.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
+from workers.analyzer.model_api import ModelApi
+from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
     MAX_RETRY_AFTER_S,
     AnalyzerBusy,
@@ -51,8 +52,13 @@ from workers.analyzer.replies import (
     describe,
     parse_assessment,
     retry_after_seconds,
-    status_error,
     unreachable,
+)
+from workers.analyzer.sentinel_api import SentinelApi
+from workers.analyzer.transport import (
+    read_refusal,
+    read_reply,
+    split_credentials,
 )
 
 __all__ = [
@@ -65,7 +71,6 @@ __all__ = [
     "CircuitOpenError",
     "HttpAnalyzer",
     "NoFreeConnection",
-    "analyzer_from_settings",
     "parse_assessment",
     "retry_after_seconds",
 ]
@@ -73,9 +78,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 WhenDown = Literal["rules", "wait"]
-#: A reply larger than this is not an assessment; refuse it rather than buffer it.
-MAX_REPLY_BYTES = 64 * 1024
-READ_CHUNK_BYTES = 16 * 1024
 #: Connections one analyzer keeps alive when not told otherwise: one message at a time.
 POOL_SIZE = 1
 DEFAULT_BREAKER_FAILURES = 5
@@ -130,6 +132,8 @@ class HttpAnalyzer:
         breaker: CircuitBreaker | None = None,
         when_down: WhenDown = "rules",
         limits: FleetLimits | None = None,
+        api: ModelApi | None = None,
+        prompts: Mapping[str, Prompt] | None = None,
     ) -> None:
         problem = url_problem(url, ("http", "https"), needs_host=True)
         if problem:
@@ -148,8 +152,11 @@ class HttpAnalyzer:
             DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_COOLDOWN_S
         )
         self.limits = limits or FleetLimits(analyzer_key_id(url))
-        self._target, credentials = split_credentials(url)
-        self._headers = {**JSON_HEADERS, **credentials}
+        self.api: ModelApi = api or SentinelApi()
+        self.prompts: Mapping[str, Prompt] = dict(prompts or {})
+        target, credentials = split_credentials(url)
+        self._target = self.api.endpoint(target)
+        self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
         self._health_lock = threading.Lock()
         self._health = "healthy"
         self._metrics: Metrics | None = None
@@ -308,7 +315,8 @@ class HttpAnalyzer:
             self._connections.release()
 
     def _send(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
-        body = json.dumps({"kind": kind, "payload": payload}).encode()
+        prompt = self.prompts.get(kind)
+        body = self.api.request(kind, payload, prompt)
         deadline = time.monotonic() + self.timeout_s
         try:
             response = self._pool.request(
@@ -327,74 +335,15 @@ class HttpAnalyzer:
         kept = False
         try:
             if not 200 <= response.status < 300:
+                refused = read_refusal(response, deadline)
                 now = datetime.now(timezone.utc)
-                raise status_error(response.status, response.headers.get("Retry-After"), now)
+                raise self.api.misconfigured(response.status, refused) or refusal(
+                    self.api.kind, response.status, response.headers, refused, now
+                )
             reply = read_reply(response, deadline)
             kept = True
         finally:
             if not kept:
                 response.close()  # an unread or half-read body: do not reuse the connection
             response.release_conn()
-        return parse_assessment(reply)
-
-
-def read_reply(response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-    """The whole body, refusing one larger than ``MAX_REPLY_BYTES`` or slower than ``deadline``.
-
-    Reads one socket read at a time, so a server that trickles bytes cannot stretch the
-    call past the deadline by more than one read timeout.
-    """
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        while chunk := response.read1(READ_CHUNK_BYTES):
-            size += len(chunk)
-            if size > MAX_REPLY_BYTES:
-                raise AnalyzerError(f"reply larger than {MAX_REPLY_BYTES} bytes")
-            if time.monotonic() > deadline:
-                raise AnalyzerError("reply took longer than the timeout to arrive")
-            chunks.append(chunk)
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise AnalyzerDown(f"analyzer reply broke off ({describe(exc)})") from None
-    return b"".join(chunks)
-
-
-def split_credentials(url: str) -> tuple[str, dict[str, str]]:
-    """The URL without its user-info, and the Basic auth header it stood for (if any)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, {}
-    netloc = parts.netloc.rpartition("@")[2]
-    target = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    user, password = unquote(parts.username or ""), unquote(parts.password or "")
-    return target, make_headers(basic_auth=f"{user}:{password}")
-
-
-def analyzer_from_settings(settings: Settings) -> HttpAnalyzer | None:
-    """The configured analyzer, or None for rules only. A bad URL fails start-up.
-
-    Its pool holds one connection per message the worker may have in hand at once:
-    ``SENTINEL_WORKER_CONCURRENCY`` when pinned, ``SENTINEL_WORKER_CONCURRENCY_MAX`` for
-    ``auto`` (both are ``settings.worker_concurrency``). Its breaker follows
-    ``SENTINEL_ANALYZER_BREAKER_FAILURES`` / ``SENTINEL_ANALYZER_BREAKER_COOLDOWN_S``, a
-    down analyzer ``SENTINEL_ANALYZER_WHEN_DOWN``, and its fleet limits
-    ``SENTINEL_ANALYZER_ID`` and ``SENTINEL_ANALYZER_RATE_LIMIT`` (shared once the worker
-    calls :meth:`HttpAnalyzer.bind_redis`)."""
-    if settings.analyzer_url is None:
-        return None
-    url = settings.analyzer_url.get_secret_value()
-    breaker = CircuitBreaker(
-        settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
-    )
-    limits = FleetLimits(analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit)
-    try:
-        return HttpAnalyzer(
-            url,
-            settings.analyzer_timeout_s,
-            max_connections=settings.worker_concurrency,
-            breaker=breaker,
-            when_down=settings.analyzer_when_down,
-            limits=limits,
-        )
-    except ValueError as exc:
-        raise SettingsError(f"SENTINEL_ANALYZER_URL: {exc}") from None
+        return self.api.read(reply, prompt)

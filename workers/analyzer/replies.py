@@ -89,12 +89,43 @@ class NoFreeConnection(Busy):
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What one model call cost, as the API reported it: prompt tokens (cached ones
+    included), completion tokens, and the prompt tokens served from the provider's prompt
+    cache (None where the answer does not say)."""
+
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class Assessment:
-    """An analyzer's verdict on one message."""
+    """An analyzer's verdict on one message. A model API's verdict also names the model
+    that answered, the prompt's version (a content hash) and the tokens it cost; today's
+    ``sentinel`` contract reports none of them."""
 
     is_threat: bool
     risk_level: RiskLevel
     narrative: str
+    model: str | None = None
+    prompt_version: str | None = None
+    usage: Usage | None = None
+
+    def recorded(self) -> dict[str, str]:
+        """The extra fields a result entry records for this verdict (strings, as stream
+        fields are); empty for a verdict that reports none."""
+        fields: dict[str, str] = {}
+        if self.model is not None:
+            fields["model"] = self.model
+        if self.prompt_version is not None:
+            fields["prompt_version"] = self.prompt_version
+        if self.usage is not None:
+            fields["input_tokens"] = str(self.usage.input_tokens)
+            fields["output_tokens"] = str(self.usage.output_tokens)
+            if self.usage.cached_input_tokens is not None:
+                fields["cached_input_tokens"] = str(self.usage.cached_input_tokens)
+        return fields
 
 
 def parse_assessment(body: bytes) -> Assessment:

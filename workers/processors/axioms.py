@@ -12,15 +12,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from workers.analyzer import analyzer_from_settings
+from workers.analyzer import StreamPrompt, analyzer_from_settings
 from workers.processors.base import WireProcessor
 
 FALLBACK_PREFIX = "Rule-based fallback"
 STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}
 RAISED: dict[RiskLevel, RiskLevel] = {"low": "medium", "medium": "high", "high": "high"}
+
+
+class AxiomVerdict(BaseModel):
+    """What a model API must answer about an audited reading (its JSON schema is generated
+    from this model and sent with every call; a reply that does not validate is "wrong")."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    is_threat: bool = Field(description="true when the reading needs action")
+    risk_level: RiskLevel = Field(description="low, medium or high")
+    narrative: str = Field(description="one to three sentences for the audit trail")
+
+
+#: The axioms stream's prompt: packaged instructions, replaceable by a file.
+PROMPT = StreamPrompt(
+    kind="axiom",
+    text_file="axioms.txt",
+    setting="analyzer_axioms_prompt_file",
+    verdict=AxiomVerdict,
+)
 
 
 def rule_risk(axiom: Axiom, audited: bool) -> RiskLevel:
@@ -47,7 +69,8 @@ class AxiomProcessor(WireProcessor[Axiom]):
     """Turns an axiom into one ``sentinel:compliance_events`` entry.
 
     ``routed_to_ai`` is "true" when the analyzer was asked (even if it then failed);
-    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``. A busy analyzer raises
+    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``. A model API's verdict
+    also records ``model``, ``prompt_version`` and the tokens (extra fields). A busy analyzer raises
     :class:`Busy` through :meth:`process` (the loop calls again later), never a fallback.
     """
 
@@ -66,10 +89,12 @@ class AxiomProcessor(WireProcessor[Axiom]):
         analyzer = self.analyzer if audited else None
         risk, driver = rule_risk(message, audited), "rules"
         narrative = f"Rule-based audit: {reading}" if audited else f"Not audited: {reading}"
+        recorded: dict[str, str] = {}
         if analyzer is not None:
             try:
                 assessment = analyzer.assess_axiom(message)
                 risk, driver, narrative = assessment.risk_level, "analyzer", assessment.narrative
+                recorded = assessment.recorded()
             except Busy:  # at capacity: the reading waits for its audit
                 raise
             except Exception as exc:  # any analyzer failure means: assume the worst
@@ -87,6 +112,7 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "risk_level": risk,
             "audit_narrative": narrative,
             "driver_used": driver,
+            **recorded,
         }
         fields = {**log_fields, "driver_used": driver}
         return Effect(message.natural_key, result, None, fields, sample=self.is_sample(driver))
@@ -98,4 +124,4 @@ def from_settings(settings: Settings) -> AxiomProcessor:
     Called once per worker process, so the worker keeps one analyzer, and with it one
     pool of kept-alive connections, for all its messages.
     """
-    return AxiomProcessor(settings, analyzer_from_settings(settings))
+    return AxiomProcessor(settings, analyzer_from_settings(settings, PROMPT))

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from sentinel_platform.aml_rules import (
     STRUCTURING_CURRENCY,
     STRUCTURING_HIGH,
@@ -38,13 +40,33 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from workers.analyzer import analyzer_from_settings
+from workers.analyzer import StreamPrompt, analyzer_from_settings
 from workers.processors.base import WireProcessor
 
 log = logging.getLogger(__name__)
 
 THREAT_KEYWORDS = re.compile(THREAT_KEYWORDS_PATTERN, re.IGNORECASE)
 HIGH_SCORE, MEDIUM_SCORE = 4, 2
+
+
+class TransactionVerdict(BaseModel):
+    """What a model API must answer about a transaction (its JSON schema is generated from
+    this model and sent with every call; a reply that does not validate is "wrong")."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    is_threat: bool = Field(description="true when the transaction should be stopped or reported")
+    risk_level: RiskLevel = Field(description="low, medium or high")
+    narrative: str = Field(description="one to three sentences naming the signals seen")
+
+
+#: The transactions stream's prompt: packaged instructions, replaceable by a file.
+PROMPT = StreamPrompt(
+    kind="transaction",
+    text_file="transactions.txt",
+    setting="analyzer_transactions_prompt_file",
+    verdict=TransactionVerdict,
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +147,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
     The result carries every verdict field except ``source_message_id``: only the
     consumer loop knows the stream id, so the loop adds it when it writes the entry.
     ``driver_used`` says who decided: ``rules`` (no analyzer configured), ``analyzer``,
-    or ``fallback`` (the analyzer failed and the rules decided). A busy analyzer is
+    or ``fallback`` (the analyzer failed and the rules decided). An analyzer's verdict
+    also keeps its ``narrative`` and, from a model API, ``model``, ``prompt_version`` and
+    the tokens (``Assessment.recorded``): extra fields, which Sentinel-L7's readers
+    ignore. A busy analyzer is
     not a failure: its :class:`Busy` goes up to the consumer loop, which calls again
     later, so no message gets a rules verdict because the analyzer was busy.
     """
@@ -137,6 +162,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
         rules = evaluate_rules(message, self.settings)
         is_threat, risk_level, driver = rules.is_threat, rules.risk_level, "rules"
         log_fields: dict[str, Any] = {"txn_id": message.id, "rules_fired": list(rules.fired)}
+        said: dict[str, str] = {}
         if self.analyzer is not None:
             try:
                 assessment = self.analyzer.assess_transaction(message)
@@ -145,6 +171,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
                     assessment.risk_level,
                     "analyzer",
                 )
+                said = {"narrative": assessment.narrative, **assessment.recorded()}
             except Busy:  # at capacity: the message waits for its AI verdict
                 raise
             except Exception as exc:  # any analyzer failure means: trust the rules
@@ -159,6 +186,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "risk_level": risk_level,
             "driver_used": driver,
             "processed_at": utc_now_iso(),
+            **said,
         }
         recent = json.dumps(result, separators=(",", ":"))
         fields = {**log_fields, "driver_used": driver}
@@ -171,4 +199,4 @@ def from_settings(settings: Settings) -> TransactionProcessor:
     Called once per worker process, so the worker keeps one analyzer, and with it one
     pool of kept-alive connections, for all its messages.
     """
-    return TransactionProcessor(settings, analyzer_from_settings(settings))
+    return TransactionProcessor(settings, analyzer_from_settings(settings, PROMPT))

@@ -63,7 +63,7 @@ GAUGES: dict[str, str] = {
     "adaptive limits included.",
 }
 #: Outcomes of one analyzer call (``analyzer_calls_total{outcome=...}``).
-ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "busy")
+ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "busy", "exhausted")
 CIRCUIT_STATES = ("open", "half_open", "closed")
 #: Who decided a committed verdict (the effect's ``driver_used``): the analyzer, the rules
 #: because no analyzer is configured, or the rules because the analyzer was down.

@@ -11,6 +11,8 @@ import pytest
 
 from sentinel_platform.schemas import SchemaError, Transaction
 from sentinel_platform.settings import Settings
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from workers.analyzer import Assessment, HttpAnalyzer, Usage
 from workers.processors import TransactionProcessor
 from workers.processors.transactions import RULES, evaluate_rules
 
@@ -160,3 +162,48 @@ def test_invalid_transaction_raises_schema_error_naming_the_field(
     assert error.value.field == "amount"
     with pytest.raises(SchemaError):
         processor.parse({"data": "{not json"})
+
+
+def test_an_analyzer_verdict_keeps_the_models_narrative(
+    analyzer_server: AnalyzerServer, rules_settings: Settings
+) -> None:
+    analyzer_server.reply = {"is_threat": True, "risk_level": "high", "narrative": "smurfing"}
+    processor = TransactionProcessor(rules_settings, HttpAnalyzer(analyzer_server.url, 2.0))
+    effect = processor.process(make_txn(id="txn-7"))
+    assert effect.result["driver_used"] == "analyzer"
+    assert effect.result["narrative"] == "smurfing", "what the model said is kept"
+    assert effect.recent is not None and json.loads(effect.recent)["narrative"] == "smurfing"
+    # today's contract names no model nor prompt: the verdict records none
+    assert not {"model", "prompt_version", "input_tokens"} & set(effect.result)
+
+
+@pytest.mark.parametrize(
+    ("assessment", "recorded"),
+    [
+        (Assessment(True, "high", "n"), {}),
+        (
+            Assessment(True, "high", "n", "gpt-4o", "abc123", Usage(70, 105)),
+            {
+                "model": "gpt-4o",
+                "prompt_version": "abc123",
+                "input_tokens": "70",
+                "output_tokens": "105",
+            },
+        ),
+        (
+            Assessment(False, "low", "n", "claude", "abc123", Usage(1500, 90, 1400)),
+            {
+                "model": "claude",
+                "prompt_version": "abc123",
+                "input_tokens": "1500",
+                "output_tokens": "90",
+                "cached_input_tokens": "1400",
+            },
+        ),
+        (Assessment(False, "low", "n", "m", "v", None), {"model": "m", "prompt_version": "v"}),
+    ],
+)
+def test_a_verdict_records_what_its_api_reported(
+    assessment: Assessment, recorded: dict[str, str]
+) -> None:
+    assert assessment.recorded() == recorded

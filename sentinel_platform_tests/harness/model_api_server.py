@@ -1,0 +1,174 @@
+"""A real HTTP server on 127.0.0.1 speaking OpenAI's Chat Completions and Anthropic's
+Messages API as their references document them.
+
+``POST .../chat/completions`` is answered with a ``chat.completion`` object whose
+``choices[0].message.content`` is the verdict's JSON, ``POST .../messages`` with a
+``message`` whose ``tool_use`` block calls the tool the request forced with the verdict as
+its input; both carry the documented ``usage``. Every request is recorded (path, headers
+lower-cased, JSON body), so a test sees the shape the worker sent. ``refuse_with`` makes
+every answer that status with an error body that echoes the key the request carried, in
+the body and in a header, as a careless proxy might: nothing the worker shows may repeat
+it. The ``model_api_server`` fixture serves one per test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: The verdict every served request gets (valid for both streams' verdict models).
+VERDICT = {"is_threat": True, "risk_level": "medium", "narrative": "Structuring pattern."}
+OPENAI_MODEL = "gpt-4o-mini-2024-07-18"
+ANTHROPIC_MODEL = "claude-3-5-haiku-20241022"
+
+
+@dataclass
+class ModelApiServer:
+    """Test double of a hosted model API, but a real server: only its answers are fixed."""
+
+    url: str = ""
+    verdict: dict[str, Any] = field(default_factory=lambda: dict(VERDICT))
+    #: Answer every request with this status and an error body echoing the key (None: serve).
+    refuse_with: int | None = None
+    #: The refusal's body instead of the key-echoing one (a server's own error text).
+    refusal_body: dict[str, Any] | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests.append(entry)
+
+    def seen(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.requests)
+
+
+def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
+    """The Chat Completions reference's response object, the verdict as its content."""
+    return {
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": 1741570283,
+        "model": OPENAI_MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": json.dumps(verdict),
+                    "refusal": None,
+                    "annotations": [],
+                },
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 1117,
+            "completion_tokens": 46,
+            "total_tokens": 1163,
+            "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_fc9f1d7035",
+    }
+
+
+def anthropic_reply(tool: str, verdict: dict[str, Any]) -> dict[str, Any]:
+    """The Messages reference's tool-use response, calling ``tool`` with the verdict."""
+    return {
+        "id": "msg_01Aq9w938a90dw8q",
+        "type": "message",
+        "role": "assistant",
+        "model": ANTHROPIC_MODEL,
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_01A09q90qw90lq917835lq9",
+                "name": tool,
+                "input": verdict,
+            }
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 472,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 93,
+        },
+    }
+
+
+def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            state.record({"path": self.path, "headers": headers, "body": body})
+            if state.refuse_with is not None:
+                key = headers.get("authorization", "").removeprefix("Bearer ")
+                key = key or headers.get("x-api-key", "")
+                error = {
+                    "error": {
+                        "message": f"Incorrect API key provided: {key}.",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                }
+                refused = state.refusal_body or error
+                self.answer(state.refuse_with, refused, {"x-echoed-key": key})
+            elif self.path.endswith("/chat/completions"):
+                self.answer(200, openai_reply(state.verdict), {})
+            elif self.path.endswith("/messages"):
+                tool = body["tool_choice"]["name"]
+                self.answer(200, anthropic_reply(tool, state.verdict), {})
+            else:
+                self.answer(404, {"error": "not found"}, {})
+
+        def answer(self, status: int, reply: dict[str, Any], headers: dict[str, str]) -> None:
+            payload = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@contextmanager
+def serving_model_api() -> Iterator[ModelApiServer]:
+    """A :class:`ModelApiServer` on a free local port until the block ends; its ``url`` is
+    the API's base URL (``http://127.0.0.1:<port>/v1``)."""
+    state = ModelApiServer()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -1,0 +1,74 @@
+"""The model API settings: what cannot call the API fails at start-up naming the setting,
+and the key, from the environment or a file, is never shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sentinel_platform.redaction import scrub
+from sentinel_platform.settings import SettingsError, load_settings
+
+URL = "https://api.openai.com/v1"
+KEY = "sk-proj-Adapt3rs-K3y-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"analyzer_api": "openai", "analyzer_url": URL}, "SENTINEL_ANALYZER_MODEL is required"),
+        ({"analyzer_api": "anthropic", "analyzer_url": URL}, "SENTINEL_ANALYZER_MODEL is required"),
+        ({"analyzer_api": "openai", "analyzer_model": "m"}, "needs SENTINEL_ANALYZER_URL"),
+        ({"analyzer_api": "gemini", "analyzer_url": URL}, "SENTINEL_ANALYZER_API="),
+        (
+            {"analyzer_url": URL, "analyzer_api_key": KEY, "analyzer_api_key_file": "{file}"},
+            "SENTINEL_ANALYZER_API_KEY and SENTINEL_ANALYZER_API_KEY_FILE are both set",
+        ),
+        ({"analyzer_url": URL, "analyzer_api_key_file": "{missing}"}, "KEY_FILE: cannot read"),
+        ({"analyzer_url": URL, "analyzer_api_key_file": "{empty}"}, "KEY_FILE: "),
+        ({"analyzer_url": URL, "analyzer_response_format": "xml"}, "RESPONSE_FORMAT="),
+        ({"analyzer_url": URL, "analyzer_max_output_tokens": 0}, "MAX_OUTPUT_TOKENS="),
+    ],
+)
+def test_what_cannot_call_the_api_fails_naming_the_setting(
+    tmp_path: Path, values: dict[str, Any], named: str
+) -> None:
+    files = {"file": tmp_path / "key", "missing": tmp_path / "nope", "empty": tmp_path / "empty"}
+    files["file"].write_text(KEY)
+    files["empty"].write_text("\n")
+    values = {k: v.format(**files) if isinstance(v, str) else v for k, v in values.items()}
+    with pytest.raises(SettingsError) as raised:
+        load_settings(home=tmp_path, **values)
+    assert named in str(raised.value)
+    assert KEY not in str(raised.value)
+
+
+def test_the_api_defaults_to_sentinel_and_the_key_file_is_read_stripped(tmp_path: Path) -> None:
+    assert load_settings(home=tmp_path, analyzer_url=URL).analyzer_api_kind == "sentinel"
+    key_file = tmp_path / "key"
+    key_file.write_text(f"{KEY}\n")  # a mounted secret often ends with a newline
+    settings = load_settings(
+        home=tmp_path,
+        analyzer_api="openai",
+        analyzer_url=URL,
+        analyzer_model="gpt-4o-mini",
+        analyzer_api_key_file=str(key_file),
+    )
+    assert settings.analyzer_key_value == KEY
+    assert KEY not in repr(settings)
+    assert KEY not in scrub(f"echoed: {KEY}"), "a key read from a file is masked like any secret"
+
+
+def test_the_key_from_the_environment_is_never_shown(tmp_path: Path) -> None:
+    settings = load_settings(
+        home=tmp_path,
+        analyzer_api="anthropic",
+        analyzer_url="https://api.anthropic.com",
+        analyzer_model="claude-3-5-haiku-latest",
+        analyzer_api_key=KEY,
+    )
+    assert settings.analyzer_key_value == KEY
+    assert KEY not in repr(settings) and KEY not in str(settings.model_dump())
+    assert KEY not in scrub(f"echoed: {KEY}")

@@ -1,0 +1,105 @@
+"""A server refusing what a recipe sends is a misconfiguration named for the operator,
+never an "analyzer down" that fills the results with rules fallbacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sentinel_platform.settings import Settings
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
+from workers.analyzer import HttpAnalyzer
+from workers.analyzer.model_api import refused_request
+from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.prompts import load_prompt
+from workers.analyzer.replies import AnalyzerExhausted
+from workers.processors import transactions
+
+
+def error(message: str, type_: str = "invalid_request_error", code: str | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": type_, "code": code}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "setting"),
+    [
+        # llama.cpp's Python server on response_format json_schema
+        (
+            500,
+            error("1 validation error for CreateChatCompletionRequest\nresponse_format"),
+            "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+        ),
+        (
+            400,
+            error("Invalid schema for response_format 'transaction_verdict'"),
+            "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+        ),
+        (
+            400,
+            error("Unsupported parameter: 'max_tokens' is not supported with this model."),
+            "SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS",
+        ),
+        (
+            400,
+            error("Unsupported value: 'temperature' does not support 0 with this model."),
+            "SENTINEL_ANALYZER_MODEL",
+        ),
+        (
+            404,
+            error("The model `gpt-9` does not exist", code="model_not_found"),
+            "SENTINEL_ANALYZER_MODEL",
+        ),
+        (
+            404,
+            json.dumps(
+                {
+                    "type": "error",
+                    "error": {"type": "not_found_error", "message": "model: claude-9"},
+                }
+            ).encode(),
+            "SENTINEL_ANALYZER_MODEL",
+        ),
+        (
+            422,
+            b'{"detail": [{"loc": ["body", "response_format"]}]}',
+            "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+        ),
+    ],
+)
+def test_a_refused_recipe_is_exhausted_naming_the_setting(
+    status: int, body: bytes, setting: str
+) -> None:
+    refused = refused_request(status, body)
+    assert isinstance(refused, AnalyzerExhausted)
+    assert (refused.cause, refused.until_s) == ("request_refused", None)
+    assert setting in str(refused) and f"HTTP {status}" in str(refused)
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (500, b""),  # a plain server error: down, as today
+        (503, error("response_format")),  # busy or down, never a recipe
+        (429, error("Rate limit reached for max_tokens", code="rate_limit_exceeded")),
+        (401, error("Incorrect API key provided", code="invalid_api_key")),
+        (400, error("Your credit balance is too low to access the Anthropic API.")),
+    ],
+)
+def test_other_refusals_are_left_to_what_answers_mean(status: int, body: bytes) -> None:
+    assert refused_request(status, body) is None
+
+
+def test_a_server_refusing_json_schema_stops_at_the_first_call_naming_the_setting(
+    model_api_server: ModelApiServer, rules_settings: Settings
+) -> None:
+    model_api_server.refuse_with = 500
+    model_api_server.refusal_body = {"detail": "response_format: json_schema not supported"}
+    prompt = load_prompt(transactions.PROMPT, rules_settings)
+    analyzer = HttpAnalyzer(
+        model_api_server.url, 2.0, api=OpenAiApi("smollm2"), prompts={"transaction": prompt}
+    )
+    with pytest.raises(AnalyzerExhausted, match="SENTINEL_ANALYZER_RESPONSE_FORMAT"):
+        analyzer.assess_transaction(make_txn())
+    assert len(model_api_server.seen()) == 1
