@@ -60,6 +60,16 @@ MUTATIONS = [
     ("eviction warn ignored", 'verdict=~"warn|refuse"', 'verdict=~"refuse"'),
     ("breaker window shortened", "circuit_state[5m]", "circuit_state[1m]"),
     (
+        "exhausted alert on the least-told worker",
+        "max by (stream, group) (sentinel_worker_analyzer_exhausted)",
+        "min by (stream, group) (sentinel_worker_analyzer_exhausted)",
+    ),
+    (
+        "exhausted alert waits",
+        "(sentinel_worker_analyzer_exhausted) == 1\n",
+        "(sentinel_worker_analyzer_exhausted) == 1\n        for: 5m\n",
+    ),
+    (
         "dead letters by length",
         "increase(sentinel_dlq_added_total[10m])",
         "delta(sentinel_dlq_entries[10m])",

@@ -2,6 +2,7 @@
 
 The analyzer client is exercised over a real socket: the server can answer a valid
 assessment, an HTTP 500, a body that is not JSON, a 503 or 429 with ``Retry-After``, a
+refusal of the caller (``refused``: ``refused_status``, 401 by default, with a JSON body), a
 slow answer, or hang past the client's timeout; :func:`refusing_url` names a port nobody
 listens on. It speaks HTTP/1.1 with keep-alive, like a production service behind a load
 balancer, and records which TCP connection carried each request and how many connections
@@ -29,6 +30,9 @@ class AnalyzerServer:
 
     url: str = ""
     mode: str = "ok"  # ok | error | bad_json | hang | huge | unavailable | rate_limited | slow
+    # | refused
+    #: Status of the ``refused`` answers (a rejected key: 401).
+    refused_status: int = 401
     #: ``Retry-After`` of the ``unavailable`` (503) and ``rate_limited`` (429) answers.
     retry_after: str | None = None
     #: Whatever the mode, the first ``busy_first`` requests answer 429 with ``retry_after``.
@@ -97,6 +101,14 @@ def _handler(state: AnalyzerServer) -> type[BaseHTTPRequestHandler]:
                 return
             if state.mode == "error":
                 self.send_error(500, "analyzer exploded")
+                return
+            if state.mode == "refused":
+                refused = json.dumps({"error": "unauthorized: bad credentials"}).encode()
+                self.send_response(state.refused_status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(refused)))
+                self.end_headers()
+                self.wfile.write(refused)
                 return
             with state.lock:
                 busy = len(state.requests) <= state.busy_first

@@ -14,6 +14,10 @@ rules but can be slow, down, busy or wrong. What the caller gets for each
   analyzer that keeps failing, so its outage costs each message milliseconds instead of
   the timeout.
 * **wrong** (4xx, a reply outside the contract): :class:`AnalyzerError`, the rules decide.
+* **exhausted** (a quota or spend limit spent, a key rejected:
+  :func:`workers.analyzer.answers.refusal`): :class:`AnalyzerExhausted`. The whole fleet
+  stops calling at once (the fleet hold, until the answer's reset or a release), the
+  breaker does not count it, and the messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``.
 
 The HTTP client keeps its connections alive across messages and validates the reply
 strictly, because a half-understood answer is worse than none (``docs/analyzer.md``).
@@ -37,7 +41,8 @@ from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.analyzer.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
+from workers.analyzer.fleet_limits import FleetBusy, FleetExhausted, FleetLimits, analyzer_key_id
+from workers.analyzer.health import Health
 from workers.analyzer.model_api import ModelApi
 from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
@@ -45,6 +50,7 @@ from workers.analyzer.replies import (
     AnalyzerBusy,
     AnalyzerDown,
     AnalyzerError,
+    AnalyzerExhausted,
     AnalyzerTimeout,
     Assessment,
     CircuitOpenError,
@@ -66,6 +72,7 @@ __all__ = [
     "AnalyzerBusy",
     "AnalyzerDown",
     "AnalyzerError",
+    "AnalyzerExhausted",
     "AnalyzerTimeout",
     "Assessment",
     "CircuitOpenError",
@@ -83,6 +90,11 @@ POOL_SIZE = 1
 DEFAULT_BREAKER_FAILURES = 5
 DEFAULT_BREAKER_COOLDOWN_S = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+#: How long an exhaustion whose answer names no reset holds the fleet: until released.
+EXHAUSTED_HOLD_S = 24 * 3600.0
+#: With ``SENTINEL_ANALYZER_WHEN_DOWN=wait``, a message held by an exhaustion is looked at
+#: again after at most this long, so a released hold is noticed without a restart.
+EXHAUSTED_RECHECK_S = 30.0
 
 
 class Analyzer(Protocol):
@@ -157,8 +169,7 @@ class HttpAnalyzer:
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
         self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
-        self._health_lock = threading.Lock()
-        self._health = "healthy"
+        self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None
         self._closing = threading.Event()
         # One permit per pooled connection: the local wait, bounded and apart from the call.
@@ -186,6 +197,7 @@ class HttpAnalyzer:
         once at start-up, before the worker's threads run."""
         self._metrics = metrics
         metrics.gauge_from("analyzer_circuit_state", self._circuit_state_now)
+        self.health.bind_metrics(metrics)
 
     def _circuit_state_now(self) -> float:
         """The breaker's state as true when read (a scrape), not as of the last call."""
@@ -208,6 +220,11 @@ class HttpAnalyzer:
     def _post(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         try:
             self.limits.check_hold()
+        except FleetExhausted as held:  # a call of the fleet was told to stop
+            cause, _, detail = held.reason.partition(": ")
+            self._count(AnalyzerExhausted.outcome)
+            self.health.now("exhausted", detail, cause)
+            raise self._when_down(AnalyzerExhausted(held.reason, None, cause), None) from None
         except Busy:
             self._count("busy")
             raise
@@ -227,6 +244,9 @@ class HttpAnalyzer:
         except AnalyzerBusy as busy:
             self._busy(admission.ticket, busy)
             raise
+        except AnalyzerExhausted as exc:
+            self._exhausted(admission.ticket, exc)
+            raise self._when_down(exc, None) from None
         except AnalyzerError as exc:
             self._failed(admission.ticket, exc)
             raise self._when_down(exc, None) from None
@@ -235,7 +255,7 @@ class HttpAnalyzer:
             raise
         self._count("ok")
         self._changed(self.breaker.succeeded(admission.ticket))
-        self._health_now("healthy", "")
+        self.health.now("healthy", "")
         return assessment
 
     def _open_error(self, retry_in_s: float) -> CircuitOpenError:
@@ -246,36 +266,35 @@ class HttpAnalyzer:
         )
 
     def _when_down(self, exc: AnalyzerError, retry_in_s: float | None) -> Exception:
-        """``exc`` itself, or :class:`Busy` when it means "down" and the setting says wait."""
+        """``exc`` itself, or, when the setting says wait, :class:`Busy` for "down" and
+        :class:`FleetExhausted` for "exhausted" (looked at again within
+        ``EXHAUSTED_RECHECK_S``: a hold may be released at any time)."""
+        if self.when_down == "wait" and isinstance(exc, AnalyzerExhausted):
+            return FleetExhausted(EXHAUSTED_RECHECK_S, f"waiting for the analyzer: {exc}")
         if self.when_down == "wait" and isinstance(exc, AnalyzerDown):
             return Busy(retry_in_s or None, f"waiting for the analyzer: {exc}")
         return exc
+
+    def _exhausted(self, ticket: Ticket, exc: AnalyzerExhausted) -> None:
+        """Hold the whole fleet (until the answer's reset, else until released); not an
+        outage for the breaker: the analyzer answered, and asking again cannot help."""
+        self._count(exc.outcome)
+        self._changed(self.breaker.busy(ticket))
+        until, why = EXHAUSTED_HOLD_S if exc.until_s is None else exc.until_s, f"{exc.cause}: {exc}"
+        self.limits.hold(until, why, cause="exhausted")  # exhausted: until released
+        self.health.now("exhausted", str(exc), exc.cause)
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
         self._count("busy")
         self._changed(self.breaker.busy(ticket))
         if busy.retry_after_s:
             self.limits.hold(busy.retry_after_s, busy.reason)
-        self._health_now("busy", busy.reason)
+        self.health.now("busy", busy.reason)
 
     def _failed(self, ticket: Ticket, exc: AnalyzerError) -> None:
         self._count(exc.outcome)
         self._changed(self.breaker.failed(ticket, str(exc)))
-        self._health_now("unavailable", str(exc))
-
-    def _health_now(self, health: str, detail: str) -> None:
-        """Log a change of health once: ``analyzer_unavailable`` / ``analyzer_busy`` on
-        entering, ``analyzer_recovered`` on the first success after either."""
-        with self._health_lock:
-            previous, self._health = self._health, health
-        if previous == health:
-            return
-        if health == "healthy":
-            log.info("analyzer_recovered", extra={**self._log_fields, "was": previous})
-        elif health == "busy":
-            log.info("analyzer_busy", extra={**self._log_fields, "reason": detail})
-        else:
-            log.warning("analyzer_unavailable", extra={**self._log_fields, "error": detail})
+        self.health.now("unavailable", str(exc))
 
     def _changed(self, transition: Transition | None) -> None:
         """Log and count one change of the breaker (nothing when there was none)."""

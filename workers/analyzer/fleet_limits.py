@@ -9,7 +9,10 @@ kept in Redis so that every worker process sees them at once:
   ``SET`` in one step). Before each call a client checks it cheaply: a hold it knows of
   is answered from memory, and the key is re-read at most every ``HOLD_REFRESH_S`` by one
   thread at a time, so a worker asks Redis about ten times a second, not once per call.
-  Remaining time comes from ``PTTL``, so workers' clocks never need to agree.
+  Remaining time comes from ``PTTL``, so workers' clocks never need to agree. A hold
+  set because the service said it is *exhausted* (a quota spent, a key rejected) is
+  marked so in the key's value, and every worker reading it raises
+  :class:`FleetExhausted` rather than :class:`FleetHeld`.
 * **The rate limit** (optional, calls per second across the fleet): GCRA, the generic
   cell rate algorithm, in one server-side script on one key holding the theoretical
   arrival time (TAT) of the next call in the server's clock (as the key's expiry time,
@@ -120,6 +123,27 @@ class FleetHeld(FleetBusy):
     shared_refusal = True
 
 
+class FleetExhausted(FleetHeld):
+    """Not sent: the analyzer told a worker of the fleet that it is exhausted (a quota
+    spent, a key rejected), so every worker stops calling it; ``reason`` starts with the
+    exhaustion's cause (``rejected_key: ...``). What the message gets follows
+    ``SENTINEL_ANALYZER_WHEN_DOWN``, decided by the client."""
+
+
+def stored_hold(cause: str, reason: str) -> str:
+    """The hold key's value: the reason, prefixed ``exhausted|`` for an exhaustion, so
+    every worker reading the hold knows which it is (a ``Retry-After`` keeps the bare
+    reason, as before)."""
+    return reason if cause == "retry_after" else f"{cause}|{reason}"
+
+
+def read_stored_hold(value: str | bytes | None) -> tuple[str, str]:
+    """``(cause, reason)`` of a hold key's value (:func:`stored_hold`)."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else value or ""
+    cause, sep, reason = text.partition("|")
+    return (cause, reason) if sep and cause == "exhausted" else ("retry_after", text)
+
+
 def analyzer_key_id(url: str, explicit: str | None = None) -> str:
     """The name a fleet's workers share for one analyzer: ``explicit``
     (``SENTINEL_ANALYZER_ID``) if given, else the first 16 hex digits of a SHA-256 of
@@ -179,6 +203,7 @@ class FleetLimits:
         self._clock = clock
         self._lock = threading.Lock()
         self._held_until = 0.0
+        self._held_cause, self._held_reason = "retry_after", ""
         self._next_read = 0.0
         self._redis_ok = True
         self._unbound_warned = False
@@ -191,6 +216,10 @@ class FleetLimits:
         """Raise :class:`FleetHeld` with the time left while the fleet is held."""
         left = self.held_for()
         if left > 0:
+            with self._lock:
+                cause, reason = self._held_cause, self._held_reason
+            if cause == "exhausted":
+                raise FleetExhausted(left, reason)
             why = f"analyzer {self.analyzer_id} held for {left:.2f}s (Retry-After)"
             raise FleetHeld(left, why)
 
@@ -216,37 +245,48 @@ class FleetLimits:
             if not read or self._client is None:
                 return left
             self._next_read = now + self.refresh_s  # this thread reads; the others go on
-        remaining_ms = self._read_hold()
+        remaining_ms, value = self._read_hold()
         if remaining_ms <= 0:
             return 0.0
         with self._lock:
+            if now + remaining_ms / 1000 >= self._held_until:
+                self._held_cause, self._held_reason = read_stored_hold(value)
             self._held_until = max(self._held_until, now + remaining_ms / 1000)
             return max(0.0, self._held_until - self._clock())
 
-    def hold(self, seconds: float, reason: str) -> None:
+    def hold(self, seconds: float, reason: str, *, cause: str = "retry_after") -> None:
         """Hold this worker, and through Redis the fleet, for ``seconds`` (never
-        shortening a longer hold). ``reason`` is stored with it; it must hold no secret."""
+        shortening a longer hold). ``reason`` is stored with it; it must hold no secret.
+        ``cause`` is ``retry_after`` or ``exhausted`` (every worker then raises
+        :class:`FleetExhausted` instead of :class:`FleetHeld` while it lasts)."""
         if seconds <= 0:
             return
         with self._lock:
-            self._held_until = max(self._held_until, self._clock() + seconds)
+            until = self._clock() + seconds
+            if until >= self._held_until:
+                self._held_cause, self._held_reason = cause, reason
+            self._held_until = max(self._held_until, until)
         if self._client is None:
             return
         millis = max(1, math.ceil(seconds * 1000))
         try:
-            HOLD_SCRIPT.run(self._client, [self.hold_key], [millis, reason])
+            HOLD_SCRIPT.run(self._client, [self.hold_key], [millis, stored_hold(cause, reason)])
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_not_shared", exc)
 
-    def _read_hold(self) -> int:
+    def _read_hold(self) -> tuple[int, str | bytes | None]:
+        """The hold's milliseconds left and its stored value, in one round trip."""
         assert self._client is not None
         try:
-            remaining = int(self._client.pttl(self.hold_key))
+            pipe = self._client.pipeline(transaction=False)
+            pipe.pttl(self.hold_key)
+            pipe.get(self.hold_key)
+            remaining, value = pipe.execute()
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_unknown", exc)
-            return 0
+            return 0, None
         self._redis_back()
-        return remaining
+        return int(remaining), value
 
     def _reserve(self) -> float:
         """Seconds to wait for a reserved rate slot (0 without a rate limit)."""

@@ -57,6 +57,8 @@ GAUGES: dict[str, str] = {
     "analyzer_circuit_state": "Analyzer circuit breaker as it is when scraped: 0 closed (calls "
     "go out, the first after a cool-down as the probe), 1 half-open (one probe call out), "
     "2 open (calls fail at once and the rules decide).",
+    "analyzer_exhausted": "1 while the analyzer said it is exhausted (a quota or spend limit "
+    "spent, a key rejected) and the fleet holds its calls; 0 otherwise.",
     "oldest_pending_age_seconds": "Age of the group's oldest pending message (now minus the "
     "time in its stream entry id), whichever consumer holds it; 0 when nothing is pending.",
     "in_flight_limit": "Messages this worker may hold in flight now: the limit in force, "
@@ -75,7 +77,8 @@ LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Analyzer calls by outcome: ok; error (refused, HTTP error, bad reply); timeout; "
         "rejected_open (not sent: the circuit breaker is open); busy (HTTP 429, 503 with "
         "Retry-After, the fleet's hold or rate limit, no free local connection: the message "
-        "waits, never a failure).",
+        "waits, never a failure); exhausted (a quota spent or a key rejected: the fleet stops "
+        "calling until the reset or a release).",
         "outcome",
         ANALYZER_OUTCOMES,
     ),
