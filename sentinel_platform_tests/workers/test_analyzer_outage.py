@@ -148,6 +148,50 @@ def test_a_worker_restarted_in_an_outage_is_back_to_its_rate_within_two_seconds(
     )
 
 
+def test_in_wait_mode_a_worker_is_back_to_its_rate_within_two_seconds_of_an_outage(
+    analyzer_server: AnalyzerServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    """``SENTINEL_ANALYZER_WHEN_DOWN=wait``: through the outage every message waits (a
+    5xx, the open breaker); none of that is the analyzer saying "too many", so the limit
+    is not cut for it and is where it was when the analyzer answers again."""
+    analyzer_server.mode, analyzer_server.delay_s = "slow", LATENCY_S
+    keys = transaction_keys(settings)
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_url=analyzer_server.url,
+        analyzer_when_down="wait",
+        analyzer_breaker_cooldown_s=0.5,
+        worker_concurrency_max=CONCURRENCY_MAX,
+    )
+    backlog = Backlog(redis_client, keys)
+    backlog.top_up()
+    worker = fleet.worker("transactions", "outage-waiting", env)
+    wait_leases(redis_client, keys, [worker])
+    control_rate = rate_after_next_answer(analyzer_server, backlog, 0.0)
+
+    analyzer_server.mode = "error"
+    outage_start = time.monotonic()
+    backlog.wait(lambda: time.monotonic() - outage_start >= OUTAGE_S, 30, "the outage")
+    failed = sum(1 for r in list(analyzer_server.requests) if r["at"] >= outage_start)
+    back = time.monotonic()
+    analyzer_server.mode = "slow"
+    recovered_rate = rate_after_next_answer(analyzer_server, backlog, back)
+    assert worker.stop() == 0, worker.tail()
+
+    assert failed >= 5, f"the outage met the worker's calls ({failed})"
+    assert redis_client.xlen(keys.dlq) == 0
+    assert {f["driver_used"] for _, f in redis_client.xrange(keys.results)} == {"analyzer"}
+    assert control_rate >= 3 / LATENCY_S, f"the control runs several calls: {control_rate}/s"
+    assert recovered_rate >= control_rate / 2, (
+        f"{recovered_rate:.0f} calls/s 2-4 s after the analyzer answered again, "
+        f"against {control_rate:.0f}/s before the outage"
+    )
+
+
 def test_after_its_limit_collapses_a_worker_publishes_at_least_what_it_holds(
     analyzer_server: AnalyzerServer,
     fleet: Fleet,

@@ -45,6 +45,7 @@ from workers.analyzer.replies import (
     AnalyzerDown,
     AnalyzerError,
     AnalyzerTimeout,
+    AnalyzerWaiting,
     Assessment,
     CircuitOpenError,
     NoFreeConnection,
@@ -241,7 +242,8 @@ class HttpAnalyzer:
     def _when_down(self, exc: AnalyzerError, retry_in_s: float | None) -> Exception:
         """``exc`` itself, or :class:`Busy` when it means "down" and the setting says wait."""
         if self.when_down == "wait" and isinstance(exc, AnalyzerDown):
-            return Busy(retry_in_s or None, f"waiting for the analyzer: {exc}")
+            kind = Busy if isinstance(exc, AnalyzerTimeout) else AnalyzerWaiting  # a drop?
+            return kind(retry_in_s or None, f"waiting for the analyzer: {exc}")
         return exc
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
