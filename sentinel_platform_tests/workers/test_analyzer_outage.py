@@ -7,6 +7,8 @@ samples (``Effect.sample``), so a worker (re)started during the outage does not 
 no-load latency of 2 ms from them and, once the analyzer answers again, does not read
 its real 100 ms as a queue. The promise is measured against a control, not a clock:
 the same worker started with the analyzer up, in the same window after its first answer.
+With ``SENTINEL_ANALYZER_WHEN_DOWN=wait`` the messages wait through the outage instead,
+and that wait does not cut the limit either (``AnalyzerWaiting``).
 
 When the analyzer refuses every call (429) the limit collapses to 1 while the messages
 read before wait parked in the worker's hand: the holding it publishes (what the fleet's
