@@ -52,6 +52,7 @@ from workers.analyzer.replies import (
     AnalyzerError,
     AnalyzerExhausted,
     AnalyzerTimeout,
+    AnalyzerWaiting,
     Assessment,
     CircuitOpenError,
     NoFreeConnection,
@@ -272,7 +273,8 @@ class HttpAnalyzer:
         if self.when_down == "wait" and isinstance(exc, AnalyzerExhausted):
             return FleetExhausted(EXHAUSTED_RECHECK_S, f"waiting for the analyzer: {exc}")
         if self.when_down == "wait" and isinstance(exc, AnalyzerDown):
-            return Busy(retry_in_s or None, f"waiting for the analyzer: {exc}")
+            kind = Busy if isinstance(exc, AnalyzerTimeout) else AnalyzerWaiting  # a drop?
+            return kind(retry_in_s or None, f"waiting for the analyzer: {exc}")
         return exc
 
     def _exhausted(self, ticket: Ticket, exc: AnalyzerExhausted) -> None:

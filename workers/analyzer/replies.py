@@ -88,6 +88,16 @@ class NoFreeConnection(Busy):
     sent = False
 
 
+class AnalyzerWaiting(Busy):
+    """``SENTINEL_ANALYZER_WHEN_DOWN=wait``: the analyzer is down (refused, a 5xx, its
+    breaker open) and the message waits for it. That is no sign of its capacity, so the
+    in-flight limit is not cut for it (``sent`` False): cut for every call of an outage,
+    it sat at 1 under a 20 s ceiling once the analyzer answered again. A timeout is the
+    exception, raised as a plain :class:`Busy`: a slow answer is the limit's drop."""
+
+    sent = False
+
+
 @dataclass(frozen=True)
 class Usage:
     """What one model call cost, as the API reported it: prompt tokens (cached ones

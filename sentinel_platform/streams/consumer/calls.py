@@ -119,6 +119,8 @@ class Calls:
         self._parked: dict[str, tuple[float, Prepared]] = {}  # busy: (due, prepared)
         self._mean_latency_s: float | None = None
         self._busy_backoff_s = BUSY_BACKOFF_START_S
+        #: :meth:`held` as of the loop's last change, for :meth:`capacity` on any thread
+        self._held_now = 0
 
     # --- what the loop asks -----------------------------------------------------------------
     def room(self, count: int, backlogged: bool) -> int:
@@ -152,10 +154,14 @@ class Calls:
         """What this worker may hold at the limit in force (its steady level, not a probe's
         dip): runs x the current run length, which for slow calls is the limit and its
         read-ahead; a fast processor's runs are batches of up to ``count`` (the read size),
-        and it never holds more than the larger of the two."""
+        and it never holds more than the larger of the two. Never less than what it holds
+        now: after a cut (a collapse of 32 to 1 on a burst of 429s) the messages it read
+        before wait parked in its hand, pending on it, and a figure below them would have
+        the fleet's zones read its own hand as pressure. Safe from any thread: it reads
+        plain numbers the loop keeps."""
         steady = self.limit.steady_limit
         held = min(steady * run_length(self._mean_latency_s, count), max(steady, count))
-        return held + read_ahead(steady, count, self._mean_latency_s)
+        return max(held + read_ahead(steady, count, self._mean_latency_s), self._held_now)
 
     def next_due_in(self, now: float) -> float | None:
         """Seconds until the first parked message is due again, or None."""
@@ -203,7 +209,8 @@ class Calls:
                 self._in_runs.pop(prepared.delivery.id, None)
             self._backlog.extendleft(reversed(result.rest))
         if not self._stop.is_set():
-            self._dispatch()
+            self._start_runs()
+        self._held_now = self.held()
         return outcomes
 
     def collect_until(self, deadline: float) -> list[Outcome]:
@@ -270,6 +277,10 @@ class Calls:
     def _dispatch(self) -> None:
         """Start runs from the backlog while the limit allows, threads as needed; none
         once the worker is asked to stop."""
+        self._start_runs()
+        self._held_now = self.held()
+
+    def _start_runs(self) -> None:
         while self._backlog and self._running < self.limit.limit and not self._stop.is_set():
             free = self.limit.limit - self._running
             length = run_length(self._mean_latency_s, len(self._backlog), free)
@@ -340,6 +351,7 @@ class Calls:
         self._parked.clear()
         back += [p for copies in self._followers.values() for p in copies]
         self._followers = {key: [] for key in self._followers}
+        self._held_now = self.held()
         return back
 
     def settle_running(self, deadline: float) -> tuple[list[Outcome], list[Prepared]]:

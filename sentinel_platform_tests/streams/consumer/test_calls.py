@@ -164,3 +164,29 @@ def test_the_holding_a_worker_publishes_counts_its_read_ahead() -> None:
     )
     calls._learn([SLOW], [SLOW], 1)  # a slow call measured
     assert calls.capacity(100) == 32 + read_ahead(32, 100, SLOW) == 48
+
+
+def test_the_holding_never_falls_below_the_messages_in_hand_after_a_cut() -> None:
+    """Ten calls refused (429): the limit collapses to 1 while the ten wait parked, pending
+    on this worker. Published as 1, nine of them would read as pressure to the zones."""
+
+    def refuse(prepared: Prepared) -> Outcome:
+        raise Busy(5.0, "429 from the analyzer")
+
+    limit = RecordingLimit()
+    limit._limit = 10
+    calls = Calls(
+        refuse,
+        lambda p, e: Failure(p.delivery, repr(e)),
+        limit,
+        10,
+        threading.Event(),
+        lambda *_: None,
+    )
+    calls._learn([SLOW], [SLOW], 1)  # slow calls: runs of one
+    calls.submit([Prepared(Delivery(f"{i}-0", {}, 1), None, f"k{i}") for i in range(10)])
+    wait_until(lambda: calls.collect(0.05) or not calls.running, 5, what="every call refused")
+    assert limit.told == ["drop"] * 10 and calls.held() == 10
+    limit._limit = 1  # what the burst of drops left
+    assert calls.capacity(100) == 10, "what it holds, not the 1 of its limit"
+    calls.settle_running(time.monotonic())

@@ -161,13 +161,32 @@ def test_wait_mode_makes_a_down_analyzer_busy_instead_of_a_rules_verdict(
             processor.process(make_txn(amount=497.0))
         assert caught.value.retry_after_s is None
         assert "waiting for the analyzer" in caught.value.reason
+        assert not caught.value.sent, "down is no capacity signal: the limit is not cut"
     assert analyzer.breaker.state == "open"
     with pytest.raises(Busy) as open_breaker:  # open: Busy until its probe may go
         processor.process(make_txn())
     assert 590 < (open_breaker.value.retry_after_s or 0) <= 600
+    assert not open_breaker.value.sent, "refused by the breaker: never sent"
     counted = outcomes(metrics)
     assert counted["rejected_open"] == 1 and counted["busy"] == 0
     assert counted["error"] == 2, "a down analyzer is still a failure: only the verdict waits"
+    analyzer.close()
+
+
+def test_in_wait_mode_a_timeout_is_a_busy_answer_that_cuts_the_limit(
+    analyzer_server: AnalyzerServer, make_rules_settings: Callable[..., Settings]
+) -> None:
+    """A slow answer is the in-flight limit's drop (``Busy.sent``), unlike a refusal or a
+    5xx: those say the analyzer is down, not that this worker sends too much."""
+    analyzer_server.mode = "hang"
+    settings = make_rules_settings(
+        analyzer_url=analyzer_server.url, analyzer_when_down="wait", analyzer_timeout_s=0.3
+    )
+    analyzer = analyzer_from_settings(settings)
+    assert analyzer is not None
+    with pytest.raises(Busy) as caught:
+        TransactionProcessor(settings, analyzer).process(make_txn(amount=497.0))
+    assert caught.value.sent and "waiting for the analyzer" in caught.value.reason
     analyzer.close()
 
 
