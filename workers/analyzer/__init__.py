@@ -6,8 +6,11 @@ module:
 
 * :mod:`workers.analyzer.client`: :class:`HttpAnalyzer`, the HTTP call with its connection
   semaphore, whole-call deadline and reply cap, and :func:`analyzer_from_settings`;
-* :mod:`workers.analyzer.replies`: what an answer means (busy, down, wrong) and the
-  assessment it carries;
+* :mod:`workers.analyzer.replies`: what an answer means (busy, exhausted, down, wrong)
+  and the assessment it carries;
+* :mod:`workers.analyzer.answers`: every documented refusal of each API, classified;
+* :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
+* :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
 * :mod:`workers.analyzer.fleet_limits`: the hold and the rate limit every worker of a
   fleet shares through Redis.
@@ -22,6 +25,7 @@ from workers.analyzer.client import (
     AnalyzerBusy,
     AnalyzerDown,
     AnalyzerError,
+    AnalyzerExhausted,
     AnalyzerTimeout,
     Assessment,
     CircuitOpenError,
@@ -38,6 +42,7 @@ __all__ = [
     "AnalyzerBusy",
     "AnalyzerDown",
     "AnalyzerError",
+    "AnalyzerExhausted",
     "AnalyzerTimeout",
     "Assessment",
     "CircuitOpenError",
