@@ -8,7 +8,9 @@ rows are the table in docs/analyzer.md ("Every documented answer").
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,7 @@ from workers.analyzer.replies import (
     AnalyzerExhausted,
 )
 
+DOC = Path(__file__).resolve().parents[3] / "docs" / "analyzer.md"
 #: 05:00 UTC on 27 Nov 2026 is 21:00 PST the day before: Pacific midnight is 3 h away.
 NOW = datetime(2026, 11, 27, 5, 0, 0, tzinfo=timezone.utc)
 PACIFIC_MIDNIGHT_S = 3 * 3600.0
@@ -543,3 +546,18 @@ def test_error_bodies_of_any_shape_are_read_without_raising(
 )
 def test_a_per_day_quota_lasts_until_midnight_pacific(now: datetime, seconds: float) -> None:
     assert seconds_to_quota_day_end(now) == pytest.approx(seconds)
+
+
+def test_every_row_of_the_docs_table_is_a_row_of_this_table() -> None:
+    """docs/analyzer.md's "Every documented answer": each of its rows names an API and
+    statuses; each pair is tested above with that meaning."""
+    text = DOC.read_text().split("## Every documented answer", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in text.splitlines() if re.match(r"\| (openai|anthropic|sentinel)", line)]
+    assert len(rows) >= 20
+    tested = {(api, status, kind) for _, api, status, _, _, kind, _, _ in ROWS}
+    for row in rows:
+        api, answer, meaning = (cell.strip() for cell in row.strip("|").split("|")[:3])
+        kinds = {k for k in ("busy", "exhausted", "down", "wrong") if k in meaning}
+        for status in map(int, re.findall(r"\b[2-5][0-9]{2}\b", answer)):
+            found = {kind for a, s, kind in tested if a == api.split()[0] and s == status}
+            assert found & kinds, f"docs row not tested: {api} {status} {meaning}"
