@@ -18,6 +18,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerExhausted, HttpAnalyzer
 from workers.analyzer.breaker import CircuitBreaker
@@ -106,10 +107,10 @@ def test_the_first_success_after_an_exhaustion_clears_the_gauge(
     with pytest.raises(AnalyzerExhausted):
         client.assess_transaction(make_txn())
     assert metrics.snapshot()["analyzer_exhausted"] == 1
-    # An operator releases the hold (the key replaced); the analyzer answers again.
-    redis_client.delete(client.limits.hold_key)
-    client.limits = FleetLimits("exhausted-test", client=redis_client)
+    # The key replaced, an operator releases the hold: the client learns it from Redis.
     analyzer_server.mode = "ok"
+    redis_client.delete(client.limits.hold_key)
+    wait_until(lambda: client.limits.held_for() == 0, timeout_s=5, what="the release")
     assert client.assess_transaction(make_txn()).risk_level == "high"
     assert metrics.snapshot()["analyzer_exhausted"] == 0
     client.close()

@@ -16,6 +16,7 @@ from workers.analyzer.fleet_limits import (
     FleetExhausted,
     FleetHeld,
     FleetLimits,
+    hold_view,
     read_stored_hold,
     stored_hold,
 )
@@ -67,3 +68,34 @@ def test_the_hold_value_keeps_its_cause(cause: str, reason: str, stored: str) ->
     assert read_stored_hold(stored) == (cause, reason)
     assert read_stored_hold(stored.encode()) == (cause, reason)
     assert read_stored_hold(None) == ("retry_after", "")
+
+
+@pytest.mark.parametrize(
+    ("now", "held_until", "next_read", "recheck", "expected"),
+    [
+        (10.0, 100.0, 9.9, True, (90.0, True)),  # an exhaustion is re-read while it holds
+        (10.0, 100.0, 10.05, True, (90.0, False)),  # at most once per interval
+        (10.0, 100.0, 9.9, False, (90.0, False)),  # a Retry-After is answered from memory
+        (10.0, 0.0, 9.9, False, (0.0, True)),
+    ],
+)
+def test_an_exhausted_hold_is_rechecked_once_per_interval(
+    now: float, held_until: float, next_read: float, recheck: bool, expected: tuple[float, bool]
+) -> None:
+    assert hold_view(now, held_until, next_read, recheck=recheck) == expected
+
+
+def test_a_released_exhaustion_ends_on_every_worker_within_the_refresh(
+    clients: Callable[[], RedisClient],
+) -> None:
+    first, second = FleetLimits("svc", client=clients()), FleetLimits("svc", client=clients())
+    first.hold(86400.0, "rejected_key: analyzer rejected the key", cause="exhausted")
+    wait_until(lambda: second.held_for() > 3600, timeout_s=5, what="the other sees it")
+    clients().delete(first.hold_key)  # an operator's release
+    for limits in (first, second):
+        wait_until(lambda held=limits.held_for: held() == 0, timeout_s=5, what="the release")
+        limits.check_hold()  # nothing raised: calls go again
+    third = FleetLimits("retry", client=clients())
+    third.hold(30.0, "HTTP 429 with Retry-After 30s")
+    clients().delete(third.hold_key)
+    assert third.held_for() > 25, "a Retry-After is not re-read: it ends by itself"
