@@ -14,9 +14,11 @@ module:
   :mod:`~workers.analyzer.openai_api` (Chat Completions),
   :mod:`~workers.analyzer.anthropic_api` (Messages); :mod:`workers.analyzer.prompts`
   the prompts and verdict schemas the streams declare;
-* :mod:`workers.analyzer.answers`: what a refusal of each API means;
-* :mod:`workers.analyzer.replies`: what an answer means (busy, down, wrong) and the
-  assessment it carries;
+* :mod:`workers.analyzer.replies`: what an answer means (busy, exhausted, down, wrong)
+  and the assessment it carries;
+* :mod:`workers.analyzer.answers`: every documented refusal of each API, classified;
+* :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
+* :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
 * :mod:`workers.analyzer.fleet_limits`: the hold and the rate limit every worker of a
   fleet shares through Redis.
@@ -31,6 +33,7 @@ from workers.analyzer.client import (
     AnalyzerBusy,
     AnalyzerDown,
     AnalyzerError,
+    AnalyzerExhausted,
     AnalyzerTimeout,
     Assessment,
     CircuitOpenError,
@@ -49,6 +52,7 @@ __all__ = [
     "AnalyzerBusy",
     "AnalyzerDown",
     "AnalyzerError",
+    "AnalyzerExhausted",
     "AnalyzerTimeout",
     "Assessment",
     "CircuitOpenError",

@@ -99,7 +99,7 @@ def refusal(
     lower = {name.lower(): value for name, value in headers.items()}
     error = error_body(body)
     if status in (401, 403) or "API_KEY_INVALID" in error.reasons:
-        why = f"analyzer rejected the key (HTTP {status}{_kind(error)}): check the key setting"
+        why = f"analyzer rejected the credentials (HTTP {status}{_kind(error)}): check the key"
         return AnalyzerExhausted(why, None, "rejected_key")
     if api == "sentinel":
         return status_error(status, lower.get("retry-after"), now)

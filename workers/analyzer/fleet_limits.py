@@ -166,12 +166,16 @@ def wait_bound(rate_limit: float) -> float:
     return max(RATE_WAIT_BOUND_S, 1.5 / rate_limit)
 
 
-def hold_view(now: float, held_until: float, next_read: float) -> tuple[float, bool]:
+def hold_view(
+    now: float, held_until: float, next_read: float, *, recheck: bool = False
+) -> tuple[float, bool]:
     """What a client knows of the hold at ``now``: the seconds left of the hold it
-    remembers (``held_until``), and whether it must re-read the shared key (no hold
-    remembered, and the last read is older than the refresh interval)."""
+    remembers (``held_until``), and whether it must re-read the shared key (the last
+    read is older than the refresh interval, and no hold is remembered or the one
+    remembered must be ``recheck``-ed: an exhaustion, which an operator may release at
+    any time and which must then end on every worker, not hours later)."""
     left = max(0.0, held_until - now)
-    return left, left == 0.0 and now >= next_read
+    return left, (left == 0.0 or recheck) and now >= next_read
 
 
 class FleetLimits:
@@ -241,12 +245,18 @@ class FleetLimits:
         """Seconds before the fleet may call the analyzer again (0: now)."""
         with self._lock:
             now = self._clock()
-            left, read = hold_view(now, self._held_until, self._next_read)
+            exhausted = self._held_cause == "exhausted"
+            left, read = hold_view(now, self._held_until, self._next_read, recheck=exhausted)
             if not read or self._client is None:
                 return left
             self._next_read = now + self.refresh_s  # this thread reads; the others go on
         remaining_ms, value = self._read_hold()
+        if remaining_ms is None:  # Redis unreadable: what this worker knows stands
+            return left
         if remaining_ms <= 0:
+            with self._lock:
+                if exhausted and left > 0:  # released (or ended) for the whole fleet
+                    self._held_until, self._held_cause = 0.0, "retry_after"
             return 0.0
         with self._lock:
             if now + remaining_ms / 1000 >= self._held_until:
@@ -274,8 +284,9 @@ class FleetLimits:
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_not_shared", exc)
 
-    def _read_hold(self) -> tuple[int, str | bytes | None]:
-        """The hold's milliseconds left and its stored value, in one round trip."""
+    def _read_hold(self) -> tuple[int | None, str | bytes | None]:
+        """The hold's milliseconds left and its stored value, in one round trip (None
+        left when Redis could not be read)."""
         assert self._client is not None
         try:
             pipe = self._client.pipeline(transaction=False)
@@ -284,7 +295,7 @@ class FleetLimits:
             remaining, value = pipe.execute()
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_unknown", exc)
-            return 0, None
+            return None, None
         self._redis_back()
         return int(remaining), value
 

@@ -1,0 +1,116 @@
+"""Exhausted is not down: a rejected key stops the client's calls, not its breaker.
+
+Against a real HTTP analyzer on 127.0.0.1 and the suite's real redis-server. What is
+promised: a 401 or 403 makes one call, then none (the fleet hold, shared through Redis,
+lasts past today's one-hour ``Retry-After`` cap); the breaker stays closed even when it
+opens at the first failure; the message gets the rules (``when_down=rules``) or waits
+(``wait``: :class:`Busy`); the metrics count ``exhausted`` and set the gauge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.harness.waits import wait_until
+from sentinel_platform_tests.workers.processors.test_transactions import make_txn
+from workers.analyzer import AnalyzerExhausted, HttpAnalyzer
+from workers.analyzer.breaker import CircuitBreaker
+from workers.analyzer.client import EXHAUSTED_HOLD_S
+from workers.analyzer.fleet_limits import FleetLimits
+from workers.analyzer.replies import MAX_RETRY_AFTER_S
+from workers.processors import TransactionProcessor
+
+
+@pytest.fixture
+def metrics() -> Iterator[Metrics]:
+    instance = Metrics(labels={"stream": "transactions"})
+    yield instance
+    instance.close()
+
+
+def analyzer(
+    server: AnalyzerServer, redis_client: RedisClient, metrics: Metrics, when_down: str
+) -> HttpAnalyzer:
+    client = HttpAnalyzer(
+        server.url,
+        timeout_s=2.0,
+        breaker=CircuitBreaker(failures=1, cooldown_s=60),
+        when_down=when_down,  # type: ignore[arg-type]
+        limits=FleetLimits("exhausted-test"),
+    )
+    client.bind_redis(redis_client)
+    client.bind_metrics(metrics)
+    return client
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_rejected_key_is_one_call_then_the_rules_and_the_breaker_stays_closed(
+    analyzer_server: AnalyzerServer,
+    redis_client: RedisClient,
+    settings: Settings,
+    metrics: Metrics,
+    status: int,
+) -> None:
+    analyzer_server.mode, analyzer_server.refused_status = "refused", status
+    client = analyzer(analyzer_server, redis_client, metrics, "rules")
+    with pytest.raises(AnalyzerExhausted) as caught:
+        client.assess_transaction(make_txn())
+    assert (caught.value.cause, caught.value.until_s) == ("rejected_key", None)
+    processor = TransactionProcessor(settings, client)
+    for _ in range(5):
+        effect = processor.process(make_txn())
+        assert effect.result["driver_used"] == "fallback"
+    assert len(analyzer_server.requests) == 1, "the hold stops every later call"
+    assert client.breaker.state == "closed", "a rejected key is no outage"
+    snapshot = metrics.snapshot()
+    assert snapshot["analyzer_calls_exhausted"] == 6
+    assert snapshot["analyzer_calls_error"] == 0
+    assert snapshot["analyzer_exhausted"] == 1
+    left_ms = int(redis_client.pttl(client.limits.hold_key))
+    assert MAX_RETRY_AFTER_S * 1000 < left_ms <= EXHAUSTED_HOLD_S * 1000, "past the 1 h cap"
+    client.close()
+
+
+def test_a_rejected_key_with_when_down_wait_keeps_the_message_waiting(
+    analyzer_server: AnalyzerServer,
+    redis_client: RedisClient,
+    settings: Settings,
+    metrics: Metrics,
+) -> None:
+    analyzer_server.mode = "refused"
+    client = analyzer(analyzer_server, redis_client, metrics, "wait")
+    processor = TransactionProcessor(settings, client)
+    for _ in range(3):
+        with pytest.raises(Busy) as caught:
+            processor.process(make_txn())
+        assert caught.value.retry_after_s is not None and caught.value.retry_after_s > 0
+        assert not caught.value.sent, "the wait is no capacity signal"
+    assert len(analyzer_server.requests) == 1
+    assert client.breaker.state == "closed"
+    client.close()
+
+
+def test_the_first_success_after_an_exhaustion_clears_the_gauge(
+    analyzer_server: AnalyzerServer,
+    redis_client: RedisClient,
+    metrics: Metrics,
+) -> None:
+    analyzer_server.mode = "refused"
+    client = analyzer(analyzer_server, redis_client, metrics, "rules")
+    with pytest.raises(AnalyzerExhausted):
+        client.assess_transaction(make_txn())
+    assert metrics.snapshot()["analyzer_exhausted"] == 1
+    # The key replaced, an operator releases the hold: the client learns it from Redis.
+    analyzer_server.mode = "ok"
+    redis_client.delete(client.limits.hold_key)
+    wait_until(lambda: client.limits.held_for() == 0, timeout_s=5, what="the release")
+    assert client.assess_transaction(make_txn()).risk_level == "high"
+    assert metrics.snapshot()["analyzer_exhausted"] == 0
+    client.close()
