@@ -38,7 +38,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.analyzer.fleet_limits import FleetBusy, FleetLimits, analyzer_key_id
+from workers.analyzer.fleet_limits import FleetBusy, FleetHeld, FleetLimits, analyzer_key_id
 from workers.analyzer.replies import (
     MAX_RETRY_AFTER_S,
     AnalyzerBusy,
@@ -147,13 +147,12 @@ class HttpAnalyzer:
         self.breaker = breaker or CircuitBreaker(
             DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_COOLDOWN_S
         )
-        self.limits = limits or FleetLimits(analyzer_key_id(url))
+        self.limits = limits or FleetLimits(analyzer_key_id(url), analyzer_url=url)
         self._target, credentials = split_credentials(url)
         self._headers = {**JSON_HEADERS, **credentials}
         self._health_lock = threading.Lock()
         self._health = "healthy"
         self._metrics: Metrics | None = None
-        self._closing = threading.Event()
         # One permit per pooled connection: the local wait, bounded and apart from the call.
         self._connections = threading.BoundedSemaphore(max_connections)
         self._pool = urllib3.PoolManager(
@@ -170,7 +169,7 @@ class HttpAnalyzer:
     def close(self) -> None:
         """Wake any call waiting for a rate slot (it raises :class:`Busy`) and close the
         kept-alive connections."""
-        self._closing.set()
+        self.limits.close()
         self._pool.clear()
 
     def bind_metrics(self, metrics: Metrics) -> None:
@@ -184,6 +183,11 @@ class HttpAnalyzer:
         ``client`` (the worker's own). Called once at start-up."""
         self.limits.bind(client)
 
+    def bind_stop(self, stop: threading.Event) -> None:
+        """The worker's stop (SIGTERM/SIGINT): it ends a wait for a rate slot at once,
+        and the waiting call is not made. Called once at start-up."""
+        self.limits.bind_stop(stop)
+
     def assess_transaction(self, txn: Transaction) -> Assessment:
         return self._post("transaction", txn.model_dump(mode="json", exclude_none=True), {})
 
@@ -196,8 +200,9 @@ class HttpAnalyzer:
     def _post(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         try:
             self.limits.check_hold()
-        except Busy:
+        except FleetHeld as held:  # logged once, as the hold begins for this worker
             self._count("busy")
+            self._health_now("busy", held.reason, cause=held.cause, held_s=held.left_s)
             raise
         admission = self.breaker.admit()
         self._changed(admission.transition)
@@ -206,7 +211,7 @@ class HttpAnalyzer:
             raise self._when_down(self._open_error(admission.retry_in_s), admission.retry_in_s)
         try:
             # A rate slot is taken only for a call the breaker lets out.
-            self.limits.reserve(self._closing)
+            self.limits.reserve()
             assessment = self._call(kind, payload, headers)
         except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
             self._count("busy")
@@ -251,9 +256,10 @@ class HttpAnalyzer:
         self._changed(self.breaker.failed(ticket, str(exc)))
         self._health_now("unavailable", str(exc))
 
-    def _health_now(self, health: str, detail: str) -> None:
+    def _health_now(self, health: str, detail: str, **fields: Any) -> None:
         """Log a change of health once: ``analyzer_unavailable`` / ``analyzer_busy`` on
-        entering, ``analyzer_recovered`` on the first success after either."""
+        entering (with ``fields``: a hold's cause and seconds left), ``analyzer_recovered``
+        on the first success after either."""
         with self._health_lock:
             previous, self._health = self._health, health
         if previous == health:
@@ -261,7 +267,7 @@ class HttpAnalyzer:
         if health == "healthy":
             log.info("analyzer_recovered", extra={**self._log_fields, "was": previous})
         elif health == "busy":
-            log.info("analyzer_busy", extra={**self._log_fields, "reason": detail})
+            log.info("analyzer_busy", extra={**self._log_fields, "reason": detail, **fields})
         else:
             log.warning("analyzer_unavailable", extra={**self._log_fields, "error": detail})
 
@@ -288,7 +294,11 @@ class HttpAnalyzer:
 
     @property
     def _log_fields(self) -> dict[str, Any]:
-        return {"analyzer": redact_url(self.url), "timeout_s": self.timeout_s}
+        return {
+            "analyzer": redact_url(self.url),
+            "analyzer_id": self.limits.analyzer_id,
+            "timeout_s": self.timeout_s,
+        }
 
     def _call(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         """One request on one of the worker's own connections. The wait for a free one is
@@ -382,7 +392,9 @@ def analyzer_from_settings(settings: Settings) -> HttpAnalyzer | None:
     breaker = CircuitBreaker(
         settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
     )
-    limits = FleetLimits(analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit)
+    limits = FleetLimits(
+        analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit, analyzer_url=url
+    )
     try:
         return HttpAnalyzer(
             url,
