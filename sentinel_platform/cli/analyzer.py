@@ -50,11 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def known_ids(client: RedisClient, settings: Settings) -> list[str]:
     """Every analyzer a worker registered, and the one these settings name."""
-    ids = set(holds.registered(client))
-    if settings.analyzer_url is not None:
-        url = settings.analyzer_url.get_secret_value()
-        ids.add(holds.analyzer_key_id(url, settings.analyzer_id))
-    return sorted(ids)
+    return sorted(set(holds.registered(client)) | set(holds.configured_ids(settings)))
 
 
 def run_release(args: argparse.Namespace) -> int:

@@ -210,11 +210,7 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
 def analyzer_holds(client: RedisClient, settings: Settings) -> list[holds.Hold]:
     """Every hold on an analyzer: those of the analyzers the workers registered, and of
     the one these settings name (``SENTINEL_ANALYZER_URL`` / ``SENTINEL_ANALYZER_ID``)."""
-    configured = []
-    if settings.analyzer_url is not None:
-        url = settings.analyzer_url.get_secret_value()
-        configured.append(holds.analyzer_key_id(url, settings.analyzer_id))
-    return holds.read_holds(client, configured)
+    return holds.read_holds(client, holds.configured_ids(settings))
 
 
 def _limits(settings: Settings) -> dict[str, Any]:

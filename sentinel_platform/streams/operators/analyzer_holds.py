@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sentinel_platform.redaction import redact_url
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.replies import optional_text, text_dict
 from sentinel_platform.streams.plumbing.scripts import LuaScript
@@ -145,6 +146,14 @@ def register(client: RedisClient, analyzer_id: str, analyzer: str) -> None:
 def registered(client: RedisClient) -> dict[str, str]:
     """Every analyzer a worker has registered: id -> redacted URL."""
     return text_dict(client.hgetall(REGISTRY_KEY))
+
+
+def configured_ids(settings: Settings) -> list[str]:
+    """The analyzer these settings name (``SENTINEL_ANALYZER_URL`` / ``_ID``), as a list:
+    an operator's command finds its hold even before any worker registered it."""
+    if settings.analyzer_url is None:
+        return []
+    return [analyzer_key_id(settings.analyzer_url.get_secret_value(), settings.analyzer_id)]
 
 
 def read_holds(client: RedisClient, also: Iterable[str] = ()) -> list[Hold]:
