@@ -41,6 +41,11 @@ POSTGRES_URL_SCHEMES = ("postgresql+psycopg2",)
 
 AUTO = "auto"
 DEFAULT_MAX_CONCURRENCY = 256
+#: The lowest fleet rate limit for the analyzer, one call a minute. Below it a call's slot
+#: is minutes away: each waiting call holds a worker's thread, a message and its claim
+#: that long, a stop or restart throws the reserved slots away, and the fleet passes one
+#: message a minute, which no stream lives with (quotas are per minute at the finest).
+ANALYZER_MIN_RATE_PER_S = 1 / 60
 
 
 class AutoConcurrency(int):
@@ -418,8 +423,8 @@ class Settings(BaseSettings):
         gt=0,
         le=1000,
         description="most analyzer calls per second across all workers (one shared Redis "
-        "limiter, fair between workers; at most 1000, one call a millisecond); unset: "
-        "no limit",
+        "limiter, fair between workers; at least 1/60, one call a minute, and at most "
+        "1000, one call a millisecond); unset: no limit",
     )
 
     analyzer_api: Literal["openai", "anthropic", "sentinel"] | None = Field(
@@ -570,6 +575,17 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_key_is_none(cls, value: SecretStr | None) -> SecretStr | None:
         return value if value is not None and value.get_secret_value().strip() else None
+
+    @field_validator("analyzer_rate_limit")
+    @classmethod
+    def _livable_rate(cls, value: float | None) -> float | None:
+        if value is not None and value < ANALYZER_MIN_RATE_PER_S:
+            raise ValueError(
+                f"{value:g} calls/s is below the lowest rate a fleet lives with, "
+                f"{ANALYZER_MIN_RATE_PER_S:.4f}/s (one call a minute): a call would wait "
+                f"{1 / value:.0f} s for its slot"
+            )
+        return value
 
     @field_validator("dagster_postgres_url")
     @classmethod

@@ -156,3 +156,25 @@ def test_bad_spark_conf_json_names_the_variable_and_the_forms(
         load_settings()
     assert "SENTINEL_SPARK_CONF" in str(error.value)
     assert expected in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("rate", "accepted"),
+    [
+        ("1e-9", False),  # a call every 31 years: every slot wait would outlive the fleet
+        ("0.0033", False),  # one call in five minutes
+        ("0.0166", False),  # just under one call a minute
+        (str(1 / 60), True),  # one call a minute: the lowest the fleet lives with
+        ("0.15", True),
+        ("1000", True),
+    ],
+)
+def test_an_analyzer_rate_limit_below_one_call_a_minute_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, rate: str, accepted: bool
+) -> None:
+    monkeypatch.setenv("SENTINEL_ANALYZER_RATE_LIMIT", rate)
+    if accepted:
+        assert load_settings().analyzer_rate_limit == pytest.approx(float(rate))
+        return
+    with pytest.raises(SettingsError, match=r"SENTINEL_ANALYZER_RATE_LIMIT.*one call a minute"):
+        load_settings()

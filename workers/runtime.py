@@ -246,6 +246,9 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
     bind_metrics = getattr(processor, "bind_metrics", None)
     if callable(bind_metrics):  # optional: a processor with its own metrics (the analyzer's)
         bind_metrics(metrics)
+    bind_stop = getattr(processor, "bind_stop", None)
+    if callable(bind_stop):  # optional: waits of its own that a stop must end (rate slots)
+        bind_stop(stop)
     try:
         try:
             serve_metrics(metrics, options.metrics_port, settings.metrics_host, worker_log)

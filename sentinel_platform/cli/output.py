@@ -127,6 +127,15 @@ class AlertRecord(Document):
     details: dict[str, Any] = Field(description="structured details (an object)")
 
 
+class AnalyzerHold(Document):
+    analyzer_id: str = Field(description="the analyzer's id (`SENTINEL_ANALYZER_ID` or a hash)")
+    analyzer: str = Field(description="its URL, redacted")
+    cause: str = Field(description="`retry_after` (it asked for quiet), `exhausted`, ...")
+    reason: str = Field(description="why, in words")
+    seconds_left: float | None = Field(description="until it ends; null: until released")
+    set_at: float | None = Field(description="when it was set, Unix seconds")
+
+
 class Status(Document):
     """``sentinel status --json``."""
 
@@ -139,6 +148,9 @@ class Status(Document):
     dlq: dict[str, int] = Field(description="entries per DLQ stream")
     dlq_fill: dict[str, DlqFill] = Field(description="per DLQ stream, against its cap")
     alerts: list[AlertRecord] = Field(description="the last alerts, newest first")
+    analyzer_holds: list[AnalyzerHold] = Field(
+        description="the fleet's holds on the analyzer: no worker calls it meanwhile"
+    )
 
 
 # ``sentinel dlq ... --json`` -----------------------------------------------------------

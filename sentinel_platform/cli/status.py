@@ -6,7 +6,8 @@ each consumer with its lease (alive or dead: a dead consumer with pending entrie
 the fleet will recover), the DLQ depth and the last alerts. It also answers "did my run get
 processed?": entries the group has read so far (``entries-read``), the rate over the last
 minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
-the worst zone, so the command doubles as a health probe.
+the worst zone, so the command doubles as a health probe. Every hold on the analyzer
+(no worker calls it meanwhile) is shown with its cause, seconds left and analyzer.
 
 A stream counts as having a live worker when at least one consumer holds its lease or a
 worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
@@ -49,6 +50,7 @@ from sentinel_platform.streams.backlog.zones import (
     work_seconds,
     zone,
 )
+from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators import dlq_admin
 from sentinel_platform.streams.operators.dlq_capacity import fill_level, percent
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -200,8 +202,15 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
         "dlq": depths,
         "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
+        "analyzer_holds": [asdict(hold) for hold in analyzer_holds(client, settings)],
     }
     return output.Status.model_validate(doc).model_dump(mode="json")
+
+
+def analyzer_holds(client: RedisClient, settings: Settings) -> list[holds.Hold]:
+    """Every hold on an analyzer: those of the analyzers the workers registered, and of
+    the one these settings name (``SENTINEL_ANALYZER_URL`` / ``SENTINEL_ANALYZER_ID``)."""
+    return holds.read_holds(client, holds.configured_ids(settings))
 
 
 def _limits(settings: Settings) -> dict[str, Any]:
@@ -334,6 +343,9 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
                 f"idle {human_ms(c['idle_ms']):<7} {_registration(c['registered'])}"
             )
     lines.append("")
+    for hold in doc["analyzer_holds"]:
+        shown = paint(f"analyzer hold: {holds.hold_text(holds.Hold(**hold))}", "elevated", out)
+        lines.append(f"{shown} (no worker calls it; `sentinel analyzer release` ends it)")
     lines.append(_dlq_line(doc))
     lines.append(f"alerts (last {len(doc['alerts'])}):" if doc["alerts"] else "alerts: none")
     lines.extend(_alert_line(a) for a in doc["alerts"])

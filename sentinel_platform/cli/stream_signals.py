@@ -8,7 +8,8 @@ so a zone, a seconds-of-work figure or a live-worker count here is the one the s
 command, the lag sensor and the producers act on.
 
 Series are per stream (labels ``stream``, the Redis key as the workers label it, and
-``group``); dead-letter streams are per ``dlq`` (one DLQ may serve several streams). No
+``group``); dead-letter streams are per ``dlq`` (one DLQ may serve several streams); the
+fleet's holds on the analyzer per ``analyzer_id`` (with its redacted URL and the cause). No
 series carries a worker's consumer name, which is new on every restart.
 
 A scrape reads Redis in one thread the collector owns and waits at most ``timeout_s``
@@ -23,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,12 +34,13 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from sentinel_platform.cli.status import ZONE_ORDER, StreamState, stream_state
+from sentinel_platform.cli.status import ZONE_ORDER, StreamState, analyzer_holds, stream_state
 from sentinel_platform.redaction import scrub
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.entry_ages import oldest_pending_age_s, server_now_s
 from sentinel_platform.streams.backlog.zones import limits_from_settings
+from sentinel_platform.streams.operators.analyzer_holds import Hold
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError
 from sentinel_platform.streams.plumbing.eviction_policy import RANK, server_verdict
 from sentinel_platform.streams.plumbing.keys import dlq_streams, keys_for
@@ -76,6 +79,8 @@ class Reading:
     dlqs: Sequence[DlqSignals]
     #: the eviction verdict on the server's maxmemory-policy (ok, unknown, warn, refuse)
     eviction: str
+    #: the fleet's holds on the analyzer (``sentinel status`` shows the same)
+    holds: Sequence[Hold] = ()
 
 
 def read_dlq(client: RedisClient, dlq: str) -> DlqSignals:
@@ -100,7 +105,7 @@ def read_signals(client: RedisClient, settings: Settings) -> Reading:
         streams.append(StreamSignals(spec.name, state, oldest_pending_age_s(client, keys, now_s)))
     dlqs = [read_dlq(client, dlq) for dlq in dlq_streams(settings)]
     eviction = server_verdict(client, settings.allow_evicting_server).level
-    return Reading(streams, dlqs, eviction)
+    return Reading(streams, dlqs, eviction, analyzer_holds(client, settings))
 
 
 def _gauge(name: str, text: str, labels: Sequence[str] = STREAM_LABELS) -> GaugeMetricFamily:
@@ -224,7 +229,16 @@ def families(reading: Reading, settings: Settings) -> list[Metric]:
     )
     for verdict in EVICTION_VERDICTS:
         eviction.add_metric([verdict], int(verdict == reading.eviction))
-    return [*stream_families(reading, settings), entries, capacity, added, eviction]
+    held = _gauge(
+        "sentinel_analyzer_hold_seconds",
+        "Seconds left of the fleet's hold on an analyzer (no worker calls it meanwhile); "
+        "+Inf: until `sentinel analyzer release`; absent: no hold.",
+        ("analyzer_id", "analyzer", "cause"),
+    )
+    for hold in reading.holds:
+        left = math.inf if hold.seconds_left is None else hold.seconds_left
+        held.add_metric([hold.analyzer_id, hold.analyzer, hold.cause], left)
+    return [*stream_families(reading, settings), entries, capacity, added, eviction, held]
 
 
 class StreamCollector(Collector):

@@ -1,6 +1,7 @@
 """``sentinel exporter`` as a real process against the real test Redis: what it serves per
-stream with no worker running, that a live worker shows up, that a frozen server costs a
-scrape no more than the exporter's timeout, and that a taken port is refused."""
+stream with no worker running, that a live worker shows up, the analyzer's holds, that a
+frozen server costs a scrape no more than the exporter's timeout, and that a taken port is
+refused."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sentinel_platform.redis_server import free_port
+from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.cli import SENTINEL, transaction_fields
@@ -173,3 +175,28 @@ def test_a_port_in_use_is_refused_with_exit_2(settings_env: dict[str, str]) -> N
         )
     assert result.returncode == 2, result.stderr
     assert f"--port {port}" in result.stderr and "cannot serve metrics" in result.stderr
+
+
+def test_exporter_serves_each_analyzer_hold_with_its_seconds_left_until_released(
+    settings_env: dict[str, str],
+    redis_client: RedisClient,
+    start_exporter: Callable[..., tuple[int, subprocess.Popen[bytes]]],
+) -> None:
+    holds.register(redis_client, "gpt-eu", "https://bot:Pw-1234567@api.example.com/v1")
+    holds.register(redis_client, "quota-svc", "https://q.example.com/v1")
+    record = holds.encode_hold("gpt-eu", "", "retry_after", "HTTP 429", 3600)
+    redis_client.set(holds.hold_key("gpt-eu"), record, px=3_600_000)
+    endless = holds.encode_hold("quota-svc", "", "exhausted", "quota used up", None)
+    redis_client.set(holds.hold_key("quota-svc"), endless)
+    port, _process = start_exporter(settings_env)
+    samples = scrape(port)
+    shown = {"analyzer_id": "gpt-eu", "analyzer": "https://bot:***@api.example.com/v1"}
+    left = value(samples, "sentinel_analyzer_hold_seconds", **shown, cause="retry_after")
+    assert left is not None and 3500 < left <= 3600
+    endless_labels = {"analyzer_id": "quota-svc", "analyzer": "https://q.example.com/v1"}
+    until = value(samples, "sentinel_analyzer_hold_seconds", **endless_labels, cause="exhausted")
+    assert until == float("inf")
+    assert not [key for key in samples if "Pw-1234567" in str(key)]
+    holds.release(redis_client, ["gpt-eu", "quota-svc"])
+    samples = scrape(port)
+    assert not [key for key in samples if key[0] == "sentinel_analyzer_hold_seconds"]

@@ -21,6 +21,7 @@ from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.operators import analyzer_holds
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import keys_for
 from sentinel_platform_tests.harness import prometheus as prometheus_harness
@@ -52,6 +53,7 @@ NO_WORKER = "== 0 and sentinel:stream_lag_messages:max > 0\n        for: "
 LIVE = "(stream, group) (sentinel_stream_live_workers)"
 FALLBACK = "sentinel:verdicts_fallback:ratio5m > "
 STUCK = "sentinel:stream_oldest_pending:leases > "
+HELD = "(sentinel_analyzer_hold_seconds) > 0\n        for: "
 MUTATIONS = [
     ("no-worker alert waits longer", f"{NO_WORKER}1m", f"{NO_WORKER}3m"),
     ("no-worker alert on any exporter", f"max by {LIVE}", f"min by {LIVE}"),
@@ -59,6 +61,7 @@ MUTATIONS = [
     ("stuck threshold raised", f"{STUCK}10", f"{STUCK}20"),
     ("eviction warn ignored", 'verdict=~"warn|refuse"', 'verdict=~"refuse"'),
     ("breaker window shortened", "circuit_state[5m]", "circuit_state[1m]"),
+    ("hold alert waits longer", f"{HELD}1m", f"{HELD}3m"),
     (
         "exhausted alert on the least-told worker",
         "max by (stream, group) (sentinel_worker_analyzer_exhausted)",
@@ -122,6 +125,8 @@ def served_texts(settings: Settings, redis_client: RedisClient) -> Iterator[list
     worker.observe_commit(0.01)
     for spec in stream_specs(settings):  # work_seconds and the rate need a drain rate
         write_drain_rate(redis_client, keys_for(settings, spec), 100.0, 0)
+    analyzer_holds.register(redis_client, "gpt-eu", "https://api.example.com/v1")
+    redis_client.set(analyzer_holds.hold_key("gpt-eu"), "HTTP 429", px=60_000)  # a hold
     collector = StreamCollector(settings, lambda: connect(settings))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

@@ -41,7 +41,14 @@ from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.analyzer.fleet_limits import FleetBusy, FleetExhausted, FleetLimits, analyzer_key_id
+from workers.analyzer.fleet_limits import (
+    EXHAUSTED,
+    FleetBusy,
+    FleetExhausted,
+    FleetHeld,
+    FleetLimits,
+    analyzer_key_id,
+)
 from workers.analyzer.health import Health
 from workers.analyzer.model_api import ModelApi
 from workers.analyzer.prompts import Prompt
@@ -91,8 +98,6 @@ POOL_SIZE = 1
 DEFAULT_BREAKER_FAILURES = 5
 DEFAULT_BREAKER_COOLDOWN_S = 30.0
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-#: How long an exhaustion whose answer names no reset holds the fleet: until released.
-EXHAUSTED_HOLD_S = 24 * 3600.0
 #: With ``SENTINEL_ANALYZER_WHEN_DOWN=wait``, a message held by an exhaustion is looked at
 #: again after at most this long, so a released hold is noticed without a restart.
 EXHAUSTED_RECHECK_S = 30.0
@@ -164,7 +169,7 @@ class HttpAnalyzer:
         self.breaker = breaker or CircuitBreaker(
             DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_COOLDOWN_S
         )
-        self.limits = limits or FleetLimits(analyzer_key_id(url))
+        self.limits = limits or FleetLimits(analyzer_key_id(url), analyzer_url=url)
         self.api: ModelApi = api or SentinelApi()
         self.prompts: Mapping[str, Prompt] = dict(prompts or {})
         target, credentials = split_credentials(url)
@@ -172,7 +177,6 @@ class HttpAnalyzer:
         self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
         self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None
-        self._closing = threading.Event()
         # One permit per pooled connection: the local wait, bounded and apart from the call.
         self._connections = threading.BoundedSemaphore(max_connections)
         self._pool = urllib3.PoolManager(
@@ -189,7 +193,7 @@ class HttpAnalyzer:
     def close(self) -> None:
         """Wake any call waiting for a rate slot (it raises :class:`Busy`) and close the
         kept-alive connections."""
-        self._closing.set()
+        self.limits.close()
         self._pool.clear()
 
     def bind_metrics(self, metrics: Metrics) -> None:
@@ -209,6 +213,11 @@ class HttpAnalyzer:
         ``client`` (the worker's own). Called once at start-up."""
         self.limits.bind(client)
 
+    def bind_stop(self, stop: threading.Event) -> None:
+        """The worker's stop (SIGTERM/SIGINT): it ends a wait for a rate slot at once,
+        and the waiting call is not made. Called once at start-up."""
+        self.limits.bind_stop(stop)
+
     def assess_transaction(self, txn: Transaction) -> Assessment:
         return self._post("transaction", txn.model_dump(mode="json", exclude_none=True), {})
 
@@ -226,8 +235,9 @@ class HttpAnalyzer:
             self._count(AnalyzerExhausted.outcome)
             self.health.now("exhausted", detail, cause)
             raise self._when_down(AnalyzerExhausted(held.reason, None, cause), None) from None
-        except Busy:
+        except FleetHeld as held:  # logged once, as the hold begins for this worker
             self._count("busy")
+            self.health.now("busy", held.reason, cause=held.cause, held_s=held.left_s)
             raise
         admission = self.breaker.admit()
         self._changed(admission.transition)
@@ -236,7 +246,7 @@ class HttpAnalyzer:
             raise self._when_down(self._open_error(admission.retry_in_s), admission.retry_in_s)
         try:
             # A rate slot is taken only for a call the breaker lets out.
-            self.limits.reserve(self._closing)
+            self.limits.reserve()
             assessment = self._call(kind, payload, headers)
         except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
             self._count("busy")
@@ -282,8 +292,8 @@ class HttpAnalyzer:
         outage for the breaker: the analyzer answered, and asking again cannot help."""
         self._count(exc.outcome)
         self._changed(self.breaker.busy(ticket))
-        until, why = EXHAUSTED_HOLD_S if exc.until_s is None else exc.until_s, f"{exc.cause}: {exc}"
-        self.limits.hold(until, why, cause="exhausted")  # exhausted: until released
+        # None: until an operator releases it (sentinel analyzer release)
+        self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
         self.health.now("exhausted", str(exc), exc.cause)
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
@@ -320,7 +330,11 @@ class HttpAnalyzer:
 
     @property
     def _log_fields(self) -> dict[str, Any]:
-        return {"analyzer": redact_url(self.url), "timeout_s": self.timeout_s}
+        return {
+            "analyzer": redact_url(self.url),
+            "analyzer_id": self.limits.analyzer_id,
+            "timeout_s": self.timeout_s,
+        }
 
     def _call(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         """One request on one of the worker's own connections. The wait for a free one is

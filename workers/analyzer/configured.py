@@ -56,7 +56,9 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     breaker = CircuitBreaker(
         settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
     )
-    limits = FleetLimits(analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit)
+    limits = FleetLimits(
+        analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit, analyzer_url=url
+    )
     try:
         return HttpAnalyzer(
             url,

@@ -6,13 +6,17 @@ kept in Redis so that every worker process sees them at once:
 * **The hold.** When the service answers ``Retry-After: S`` to any worker, no worker
   calls it for ``S`` seconds: one key with a TTL of ``S`` (``PX``), set only if the new
   hold ends later than the one already there (a server-side script: compare ``PTTL`` and
-  ``SET`` in one step). Before each call a client checks it cheaply: a hold it knows of
-  is answered from memory, and the key is re-read at most every ``HOLD_REFRESH_S`` by one
-  thread at a time, so a worker asks Redis about ten times a second, not once per call.
-  Remaining time comes from ``PTTL``, so workers' clocks never need to agree. A hold
-  set because the service said it is *exhausted* (a quota spent, a key rejected) is
-  marked so in the key's value, and every worker reading it raises
-  :class:`FleetExhausted` rather than :class:`FleetHeld`.
+  ``SET`` in one step); a hold of no length (``seconds=None``) lasts until an operator
+  ends it (``sentinel analyzer release``). The key holds a record of why (cause, reason,
+  the analyzer's id and redacted URL: :mod:`~sentinel_platform.streams.operators.analyzer_holds`,
+  whose registry every worker joins at start-up so operators find every hold). Before
+  each call a client checks it cheaply: the key is re-read at most every
+  ``HOLD_REFRESH_S``, by one thread at a time, and the threads that arrive meanwhile
+  *wait for that read* rather than go ahead, so a worker that starts during a hold makes
+  no call at all. Between reads the last answer stands, and a read that finds the key
+  gone ends a remembered hold (an operator released it). A held call is handed back for
+  at most ``HOLD_RECHECK_S``, so the messages resume soon after a release. Remaining
+  time comes from ``PTTL``, so workers' clocks never need to agree.
 * **The rate limit** (optional, calls per second across the fleet): GCRA, the generic
   cell rate algorithm, in one server-side script on one key holding the theoretical
   arrival time (TAT) of the next call in the server's clock (as the key's expiry time,
@@ -21,7 +25,10 @@ kept in Redis so that every worker process sees them at once:
   served in the order they reached Redis, whichever worker they are on (fair by
   construction, no retry storm, one round trip per call). A slot further away than
   :func:`wait_bound` is not reserved: the caller raises :class:`Busy` with the wait, and
-  the message waits in the consumer loop instead of holding a thread.
+  the message waits in the consumer loop instead of holding a thread. The wait is
+  reported as a wait for a turn (``waited_for_turn``), so the hang watchdog and the
+  in-flight limit leave it out, and the worker's stop (:meth:`FleetLimits.bind_stop`)
+  ends it: no call is made after a stop.
 
 The keys are derived from the service's identity (:func:`analyzer_key_id`: an explicit
 id, or a hash of the URL's scheme, host, port and path, never of its user-info or query,
@@ -36,43 +43,68 @@ not be exceeded.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit
+from typing import Any
 
 import redis
 
-from sentinel_platform.redaction import scrub
+from sentinel_platform.redaction import redact_url, scrub
+from sentinel_platform.settings import ANALYZER_MIN_RATE_PER_S as MIN_RATE_PER_S
 from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
+from sentinel_platform.streams.operators import analyzer_holds as holds
+from sentinel_platform.streams.operators.analyzer_holds import analyzer_key_id
+
+__all__ = [
+    "EXHAUSTED",
+    "FleetBusy",
+    "FleetExhausted",
+    "FleetHeld",
+    "FleetLimits",
+    "analyzer_key_id",
+    "hold_view",
+    "wait_bound",
+]
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 log = logging.getLogger(__name__)
 
-KEY_PREFIX = "sentinel:analyzer:"
-#: How stale a worker's view of the fleet's hold may be: a hold another worker sets
-#: reaches this one within this long (a few calls' worth at most).
+#: How stale a worker's view of the fleet's hold may be: a hold another worker sets, or
+#: an operator's release, reaches this one within this long (a few calls' worth at most).
 HOLD_REFRESH_S = 0.1
+#: The longest a held message is handed back for before it is tried again (from memory,
+#: no call): a long hold's messages resume within this long of its release.
+HOLD_RECHECK_S = 1.0
+#: The longest a thread waits for another thread's read of the hold (a Redis round trip
+#: bounded by the client's socket timeout); past it the call is held for one recheck.
+HOLD_READ_WAIT_S = 10.0
 #: A rate-limit slot this close is waited for on the calling thread; a later one is
 #: handed back as ``Busy``. Long enough that a fleet running at its rate limit with
 #: hundreds of calls queued still reserves in order (fairness), short against the
 #: shutdown timeout and the hang watchdog, so a stop is never held up by a sleeping call.
 RATE_WAIT_BOUND_S = 1.0
-DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The highest rate limit: the limiter's first slot is a key with a TTL of one interval,
 #: and a TTL is whole milliseconds.
 MAX_RATE_PER_S = 1000.0
 
-#: KEYS[1] the hold; ARGV[1] its length in ms, ARGV[2] the reason. Never shortens a hold.
+#: KEYS[1] the hold; ARGV[1] its length in ms (0: until released), ARGV[2] its record.
+#: Never shortens a hold, and never puts an end to one that has none.
 HOLD_SCRIPT = LuaScript(
     "analyzer_hold",
     """
 local want = tonumber(ARGV[1])
 local left = redis.call('PTTL', KEYS[1])
+if left == -1 then
+  return -1
+end
+if want == 0 then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return -1
+end
 if left >= want then
   return left
 end
@@ -122,41 +154,31 @@ class FleetHeld(FleetBusy):
 
     shared_refusal = True
 
+    def __init__(
+        self,
+        retry_after_s: float | None,
+        reason: str,
+        cause: str = holds.RETRY_AFTER,
+        left_s: float | None = None,
+    ) -> None:
+        super().__init__(retry_after_s, reason)
+        #: the hold's cause, and its seconds left (None: until released), for the log
+        self.cause = cause
+        self.left_s = left_s
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.retry_after_s, self.reason, self.cause, self.left_s))
+
 
 class FleetExhausted(FleetHeld):
     """Not sent: the analyzer told a worker of the fleet that it is exhausted (a quota
-    spent, a key rejected), so every worker stops calling it; ``reason`` starts with the
-    exhaustion's cause (``rejected_key: ...``). What the message gets follows
+    spent, a key rejected), so every worker stops calling it until the answer's reset or
+    until an operator releases the hold. What the message gets follows
     ``SENTINEL_ANALYZER_WHEN_DOWN``, decided by the client."""
 
 
-def stored_hold(cause: str, reason: str) -> str:
-    """The hold key's value: the reason, prefixed ``exhausted|`` for an exhaustion, so
-    every worker reading the hold knows which it is (a ``Retry-After`` keeps the bare
-    reason, as before)."""
-    return reason if cause == "retry_after" else f"{cause}|{reason}"
-
-
-def read_stored_hold(value: str | bytes | None) -> tuple[str, str]:
-    """``(cause, reason)`` of a hold key's value (:func:`stored_hold`)."""
-    text = value.decode(errors="replace") if isinstance(value, bytes) else value or ""
-    cause, sep, reason = text.partition("|")
-    return (cause, reason) if sep and cause == "exhausted" else ("retry_after", text)
-
-
-def analyzer_key_id(url: str, explicit: str | None = None) -> str:
-    """The name a fleet's workers share for one analyzer: ``explicit``
-    (``SENTINEL_ANALYZER_ID``) if given, else the first 16 hex digits of a SHA-256 of
-    ``scheme://host:port/path``. User-info, query and fragment are left out (they may
-    carry credentials), the host is lower-cased and a default port is written out, so
-    every spelling of one endpoint gives one id and no id reveals a secret."""
-    if explicit:
-        return explicit
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
-    identity = f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path or '/'}"
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+#: The cause of a hold set because the analyzer said it is exhausted.
+EXHAUSTED = "exhausted"
 
 
 def wait_bound(rate_limit: float) -> float:
@@ -166,16 +188,18 @@ def wait_bound(rate_limit: float) -> float:
     return max(RATE_WAIT_BOUND_S, 1.5 / rate_limit)
 
 
-def hold_view(
-    now: float, held_until: float, next_read: float, *, recheck: bool = False
-) -> tuple[float, bool]:
+def hold_view(now: float, held_until: float, next_read: float) -> tuple[float, bool]:
     """What a client knows of the hold at ``now``: the seconds left of the hold it
-    remembers (``held_until``), and whether it must re-read the shared key (the last
-    read is older than the refresh interval, and no hold is remembered or the one
-    remembered must be ``recheck``-ed: an exhaustion, which an operator may release at
-    any time and which must then end on every worker, not hours later)."""
-    left = max(0.0, held_until - now)
-    return left, (left == 0.0 or recheck) and now >= next_read
+    remembers (``held_until``; ``inf`` for one without an end), and whether it must
+    re-read the shared key: once the refresh interval since the last read is over,
+    *whether or not* a hold is remembered, since an operator may have released it."""
+    return max(0.0, held_until - now), now >= next_read
+
+
+def held_message(analyzer_id: str, left: float, cause: str) -> str:
+    """The reason of a :class:`FleetHeld`: which analyzer, for how long, why."""
+    span = "until released" if math.isinf(left) else f"for {left:.2f}s"
+    return f"analyzer {analyzer_id} held {span} ({cause})"
 
 
 class FleetLimits:
@@ -183,8 +207,8 @@ class FleetLimits:
 
     :meth:`check_hold` and :meth:`reserve` are called before every call; :meth:`hold`
     after an answer asking for quiet. Thread-safe; Redis is asked at most once per
-    ``refresh_s`` for the hold (by one thread, the others use what it last read) and once
-    per call for a rate slot.
+    ``refresh_s`` for the hold (by one thread, while the others wait for its answer) and
+    once per call for a rate slot. ``analyzer_url`` is shown to operators, redacted.
     """
 
     def __init__(
@@ -193,111 +217,152 @@ class FleetLimits:
         rate_limit: float | None = None,
         client: RedisClient | None = None,
         *,
+        analyzer_url: str = "",
         refresh_s: float = HOLD_REFRESH_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if rate_limit is not None and not 0 < rate_limit <= MAX_RATE_PER_S:
-            raise ValueError(f"rate limit must be above 0 and at most 1000/s, got {rate_limit}")
+        if rate_limit is not None and not MIN_RATE_PER_S <= rate_limit <= MAX_RATE_PER_S:
+            raise ValueError(
+                f"rate limit must be at least {MIN_RATE_PER_S:.4g}/s (one call a minute) "
+                f"and at most {MAX_RATE_PER_S:g}/s, got {rate_limit}"
+            )
         self.analyzer_id = analyzer_id
+        self.analyzer = redact_url(analyzer_url) if analyzer_url else ""
         self.rate_limit = rate_limit
-        self.hold_key = f"{KEY_PREFIX}{analyzer_id}:hold"
-        self.rate_key = f"{KEY_PREFIX}{analyzer_id}:rate"
+        self.hold_key = holds.hold_key(analyzer_id)
+        self.rate_key = holds.rate_key(analyzer_id)
         self.refresh_s = refresh_s
         self._client = client
         self._clock = clock
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # one reader of the hold key at a time
         self._held_until = 0.0
-        self._held_cause, self._held_reason = "retry_after", ""
+        self._cause = holds.RETRY_AFTER
+        self._reason = ""  # the remembered hold's stored reason
+        self._holds_set = 0  # bumped by hold(): a read begun before must not undo it
         self._next_read = 0.0
         self._redis_ok = True
         self._unbound_warned = False
+        self._closed = threading.Event()
+        self._stop = self._closed
 
     def bind(self, client: RedisClient) -> None:
-        """Share the limits through ``client`` from now on (once, at start-up)."""
+        """Share the limits through ``client`` from now on (once, at start-up), and add
+        this analyzer to the fleet's registry, so operators find its holds."""
         self._client = client
+        try:
+            holds.register(client, self.analyzer_id, self.analyzer)
+        except redis.RedisError as exc:
+            self._redis_failed("analyzer_not_registered", exc)
+
+    def bind_stop(self, stop: threading.Event) -> None:
+        """The worker's stop (once, at start-up): it ends any wait for a rate slot, and
+        no call is made once it is set."""
+        self._stop = stop
+
+    def close(self) -> None:
+        """Wake a wait for a rate slot (it raises :class:`FleetBusy`), when no worker's
+        stop is bound (a worker's stop is what ends its waits)."""
+        self._closed.set()
 
     def check_hold(self) -> None:
-        """Raise :class:`FleetHeld` with the time left while the fleet is held."""
+        """Raise :class:`FleetHeld` while the fleet is held; it asks to be tried again
+        within ``HOLD_RECHECK_S``, so a release is acted on soon."""
         left = self.held_for()
         if left > 0:
             with self._lock:
-                cause, reason = self._held_cause, self._held_reason
-            if cause == "exhausted":
-                raise FleetExhausted(left, reason)
-            why = f"analyzer {self.analyzer_id} held for {left:.2f}s (Retry-After)"
-            raise FleetHeld(left, why)
+                cause, reason = self._cause, self._reason
+            shown = None if math.isinf(left) else round(left, 3)
+            if cause == EXHAUSTED:  # the stored reason names the exhaustion's own cause
+                raise FleetExhausted(min(left, HOLD_RECHECK_S), reason, cause, shown)
+            why = held_message(self.analyzer_id, left, cause)
+            raise FleetHeld(min(left, HOLD_RECHECK_S), why, cause, shown)
 
-    def reserve(self, stop: threading.Event) -> None:
+    def reserve(self, stop: threading.Event | None = None) -> None:
         """Take the next rate-limit slot and wait for it, then return: the call may go.
         A slot further than :func:`wait_bound` is not taken (:class:`FleetBusy` with the
-        wait); a wait that ``stop`` interrupts is :class:`FleetBusy` too (the call was
-        not made). Without a rate limit, returns at once."""
+        wait); a wait that ``stop`` (default: the worker's, :meth:`bind_stop`) interrupts
+        is :class:`FleetBusy` too (the call was not made). Without a rate limit, returns
+        at once. The wait is reported with ``waited_for_turn`` *before* it starts: the
+        hang watchdog and the latency sample leave it out, since it is the fleet's
+        pacing, not a call in progress."""
+        stop = self._stop if stop is None else stop
         wait = self._reserve()
         if wait <= 0:
             return
-        waited_for_turn(wait)  # not the analyzer's latency: the limit must not cut for it
+        waited_for_turn(wait)
         if stop.wait(wait):
             raise FleetBusy(
                 None, f"analyzer {self.analyzer_id}: stopping before a rate-limited call"
             )
 
     def held_for(self) -> float:
-        """Seconds before the fleet may call the analyzer again (0: now)."""
+        """Seconds before the fleet may call the analyzer again (0: now; ``inf``: until
+        an operator releases the hold). A thread that finds a read of the key due takes
+        it; the ones arriving meanwhile wait for its answer instead of calling."""
         with self._lock:
-            now = self._clock()
-            exhausted = self._held_cause == "exhausted"
-            left, read = hold_view(now, self._held_until, self._next_read, recheck=exhausted)
-            if not read or self._client is None:
-                return left
-            self._next_read = now + self.refresh_s  # this thread reads; the others go on
-        remaining_ms, value = self._read_hold()
-        if remaining_ms is None:  # Redis unreadable: what this worker knows stands
+            left, read = hold_view(self._clock(), self._held_until, self._next_read)
+        if not read or self._client is None:
             return left
-        if remaining_ms <= 0:
+        if not self._read_lock.acquire(timeout=HOLD_READ_WAIT_S):
+            return max(left, HOLD_RECHECK_S)  # the read is stuck: call nobody meanwhile
+        try:
             with self._lock:
-                if exhausted and left > 0:  # released (or ended) for the whole fleet
-                    self._held_until, self._held_cause = 0.0, "retry_after"
-            return 0.0
-        with self._lock:
-            if now + remaining_ms / 1000 >= self._held_until:
-                self._held_cause, self._held_reason = read_stored_hold(value)
-            self._held_until = max(self._held_until, now + remaining_ms / 1000)
-            return max(0.0, self._held_until - self._clock())
+                now = self._clock()
+                left, read = hold_view(now, self._held_until, self._next_read)
+                started = self._holds_set
+            if not read:  # another thread read it while this one waited
+                return left
+            self._read_hold(now, started)
+            with self._lock:
+                self._next_read = self._clock() + self.refresh_s
+                return max(0.0, self._held_until - self._clock())
+        finally:
+            self._read_lock.release()
 
-    def hold(self, seconds: float, reason: str, *, cause: str = "retry_after") -> None:
+    def hold(self, seconds: float | None, reason: str, *, cause: str = holds.RETRY_AFTER) -> None:
         """Hold this worker, and through Redis the fleet, for ``seconds`` (never
-        shortening a longer hold). ``reason`` is stored with it; it must hold no secret.
-        ``cause`` is ``retry_after`` or ``exhausted`` (every worker then raises
-        :class:`FleetExhausted` instead of :class:`FleetHeld` while it lasts)."""
-        if seconds <= 0:
+        shortening a longer hold); ``None``: until an operator releases it. ``cause`` is
+        a short word (``retry_after``, ``exhausted``) and ``reason`` a sentence, both
+        stored with the hold for operators; neither may hold a secret."""
+        if seconds is not None and seconds <= 0:
             return
         with self._lock:
-            until = self._clock() + seconds
-            if until >= self._held_until:
-                self._held_cause, self._held_reason = cause, reason
-            self._held_until = max(self._held_until, until)
+            until = math.inf if seconds is None else self._clock() + seconds
+            if until > self._held_until:
+                self._held_until, self._cause, self._reason = until, cause, reason
+            self._holds_set += 1
         if self._client is None:
             return
-        millis = max(1, math.ceil(seconds * 1000))
+        millis = 0 if seconds is None else max(1, math.ceil(seconds * 1000))
+        record = holds.encode_hold(self.analyzer_id, self.analyzer, cause, reason, seconds)
         try:
-            HOLD_SCRIPT.run(self._client, [self.hold_key], [millis, stored_hold(cause, reason)])
+            HOLD_SCRIPT.run(self._client, [self.hold_key], [millis, record])
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_not_shared", exc)
 
-    def _read_hold(self) -> tuple[int | None, str | bytes | None]:
-        """The hold's milliseconds left and its stored value, in one round trip (None
-        left when Redis could not be read)."""
+    def _read_hold(self, now: float, started: int) -> None:
+        """Replace the remembered hold by the key's (a release ends it), unless this
+        worker set a hold since the read began; on a Redis error keep what it knew."""
         assert self._client is not None
         try:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.pttl(self.hold_key)
-            pipe.get(self.hold_key)
-            remaining, value = pipe.execute()
+            found = holds.read_hold(self._client, self.analyzer_id)
         except redis.RedisError as exc:
             self._redis_failed("analyzer_hold_unknown", exc)
-            return None, None
+            return
         self._redis_back()
-        return int(remaining), value
+        if found is None:
+            until = 0.0
+        elif found.seconds_left is None:
+            until = math.inf
+        else:
+            until = now + found.seconds_left
+        with self._lock:
+            if self._holds_set != started:
+                until = max(until, self._held_until)
+            self._held_until = until
+            if found is not None:
+                self._cause, self._reason = found.cause, found.reason
 
     def _reserve(self) -> float:
         """Seconds to wait for a reserved rate slot (0 without a rate limit)."""

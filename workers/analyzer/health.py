@@ -40,9 +40,10 @@ class Health:
         self._metrics = metrics
         metrics.set_gauge("analyzer_exhausted", 1 if self.state == "exhausted" else 0)
 
-    def now(self, state: str, detail: str, cause: str = "") -> None:
+    def now(self, state: str, detail: str, cause: str = "", **fields: Any) -> None:
         """The analyzer is in ``state`` now (``detail`` says why; ``cause`` names an
-        exhaustion's cause); logged and measured only if that is a change."""
+        exhaustion's cause; ``fields``, a hold's cause and seconds left, go on a busy
+        line); logged and measured only if that is a change."""
         with self._lock:
             previous, self._state = self._state, state
         if previous == state:
@@ -54,6 +55,7 @@ class Health:
         elif state == "healthy":
             log.info("analyzer_recovered", extra={**self._fields, "was": previous})
         elif state == "busy":
-            log.info("analyzer_busy", extra={**self._fields, "reason": detail})
+            held = {"cause": cause, **fields} if cause else fields
+            log.info("analyzer_busy", extra={**self._fields, "reason": detail, **held})
         else:
             log.warning("analyzer_unavailable", extra={**self._fields, "error": detail})

@@ -10,11 +10,13 @@ The analyzer is optional. With one, the processor's calls are paid for
 (``paid_calls``: copies of a key on other workers wait for this worker's claim instead
 of calling again), and the worker hands it its metrics and its Redis client once, before
 the first message (``bind_metrics``, ``bind_redis``: the analyzer's calls and circuit in
-the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet).
+the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet), and
+its stop (``bind_stop``: a wait for a rate slot ends with it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import ClassVar, Generic, TypeVar, cast
 
@@ -75,6 +77,13 @@ class WireProcessor(Generic[M]):
     def is_sample(self, driver: str) -> bool:
         """:func:`is_latency_sample` for this processor's analyzer (or its absence)."""
         return is_latency_sample(driver, self.analyzer is not None)
+
+    def bind_stop(self, stop: threading.Event) -> None:
+        """End the analyzer's waits for a rate slot on the worker's stop (the worker calls
+        this once, at start-up): a stopping worker sends no more calls."""
+        bind = getattr(self.analyzer, "bind_stop", None)
+        if bind is not None:
+            bind(stop)
 
     def parse(self, fields: Mapping[str, str]) -> M:
         """The entry as the stream's wire model reads it (``SchemaError`` naming the bad

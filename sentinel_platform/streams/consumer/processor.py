@@ -18,24 +18,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-_turns = threading.local()
+#: thread id -> seconds of turn waits reported by the call in progress on that thread;
+#: each thread writes only its own entry (single dict operations, atomic in CPython) and
+#: the hang watchdog's thread reads them all.
+_turn_waits: dict[int, float] = {}
 
 
 def waited_for_turn(seconds: float) -> None:
-    """Tell the consumer that the call in progress on this thread spent ``seconds``
-    waiting for its turn (a fleet rate-limit slot), not at the downstream.
+    """Tell the consumer that the call in progress on this thread spends ``seconds``
+    waiting for its turn (a fleet rate-limit slot), not at the downstream. Reported
+    before the wait starts, so it counts from its first moment.
 
     The consumer leaves that time out of the call's latency sample: the in-flight limit
     reads latency growth as a queue at the service and cuts, and a wait for a slot is no
-    such queue (cutting for it would leave too few calls in flight to use the slots).
+    such queue (cutting for it would leave too few calls in flight to use the slots). The
+    hang watchdog leaves it out too (:func:`turn_wait_of`): a call paced by the fleet's
+    rate limit is not hung, however low the rate.
     """
-    _turns.seconds = getattr(_turns, "seconds", 0.0) + max(0.0, seconds)
+    ident = threading.get_ident()
+    _turn_waits[ident] = _turn_waits.get(ident, 0.0) + max(0.0, seconds)
 
 
 def take_turn_wait() -> float:
     """The seconds reported by :func:`waited_for_turn` on this thread since the last
     call, and reset to zero (the consumer calls it after each processor call)."""
-    return float(_turns.__dict__.pop("seconds", 0.0))
+    return _turn_waits.pop(threading.get_ident(), 0.0)
+
+
+def turn_wait_of(ident: int) -> float:
+    """The seconds of turn waits the call in progress on thread ``ident`` reported so far
+    (read by the hang watchdog from its own thread)."""
+    return _turn_waits.get(ident, 0.0)
 
 
 class Busy(Exception):
@@ -119,6 +132,9 @@ class Processor(Protocol):
     client before the first message, so the processor can share limits with the rest of
     the fleet (the analyzer's ``Retry-After`` hold and rate limit); without the call those
     limits are per process.
+    Optionally it has ``bind_stop(stop)``: the worker calls it once with its stop event
+    (set on SIGTERM/SIGINT), so a wait of the processor's own (a rate-limit slot) ends on
+    a stop instead of delaying it, and no call is made after it.
     """
 
     #: Short name used in logs and metrics ("transactions", "axioms").

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from sentinel_platform.exit_codes import EXIT_HUNG
 from sentinel_platform.logs import BoundLogger
+from sentinel_platform.streams.consumer.processor import turn_wait_of
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,13 @@ class InHand:
         self._held.pop(threading.get_ident(), None)
 
     def held(self) -> tuple[str, float] | None:
-        """(message id, seconds in hand) of the oldest message in hand, or None."""
-        slots = tuple(self._held.values())
+        """(message id, seconds in hand) of the oldest message in hand, or None. The time
+        its call spent waiting for its turn (``waited_for_turn``: a fleet rate-limit slot)
+        is not in hand: a call paced by the fleet is not hung."""
+        slots = [
+            (message_id, since + turn_wait_of(ident))
+            for ident, (message_id, since) in tuple(self._held.items())
+        ]
         if not slots:
             return None
         message_id, since = min(slots, key=lambda slot: slot[1])

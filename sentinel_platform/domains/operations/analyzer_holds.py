@@ -1,0 +1,109 @@
+"""The analyzer-hold sensor: a warning when the fleet has been held off an analyzer for
+over a minute.
+
+A short hold is routine (a ``Retry-After: 2`` costs two seconds); one that lasts means no
+message is assessed and the lag grows, often for a reason only an operator can end (a
+spent quota). Each tick reads every hold (``streams.operators.analyzer_holds``: the
+analyzers the workers registered and the one the settings name) and remembers in its
+cursor since when each one has been seen. Once a hold has lasted ``ALERT_AFTER_S`` it
+raises one warning naming the analyzer, the cause, the reason and the command that ends
+it, to the log, the stream ``sentinel:alerts`` and the webhook (``AlertSink``). A hold
+that ends and comes back is a new episode, alerted again. The decisions are the pure
+:func:`held_since` and :func:`due`, table-tested; the sensor is their shell. The same
+condition reaches Prometheus as ``SentinelAnalyzerHeld`` (from the exporter).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import dagster as dg
+
+from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
+from sentinel_platform.resources.alerts import AlertSink
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.streams.operators import analyzer_holds as holds
+
+SENSOR_NAME = "analyzer_hold_sensor"
+INTERVAL_S = 30
+#: A hold seen for this long raises the warning (the Prometheus rule's ``for: 1m``).
+ALERT_AFTER_S = 60.0
+
+
+def held_since(found: Sequence[holds.Hold], seen: dict[str, float], now: float) -> dict[str, float]:
+    """Since when each hold in ``found`` has been held: what the cursor remembers, else
+    when its record says it was set (never later than ``now``). A hold no longer found
+    drops out, so its return is a new episode."""
+    since = {}
+    for hold in found:
+        first = seen.get(hold.analyzer_id)
+        if first is None:
+            first = now if hold.set_at is None else min(now, hold.set_at)
+        since[hold.analyzer_id] = first
+    return since
+
+
+def due(
+    found: Sequence[holds.Hold], since: dict[str, float], alerted: set[str], now: float
+) -> list[tuple[holds.Hold, float]]:
+    """The holds to warn about now, with how long each has lasted: held at least
+    ``ALERT_AFTER_S`` and not yet alerted in this episode."""
+    return [
+        (hold, now - since[hold.analyzer_id])
+        for hold in found
+        if hold.analyzer_id not in alerted and now - since[hold.analyzer_id] >= ALERT_AFTER_S
+    ]
+
+
+def hold_alert(hold: holds.Hold, held_s: float, since: float) -> Alert:
+    left = "until released" if hold.seconds_left is None else f"{hold.seconds_left:.0f} s left"
+    return Alert(
+        severity="warning",
+        source=SENSOR_NAME,
+        condition=f"analyzer_hold:{hold.analyzer_id}:{math.floor(since)}",
+        summary=f"No worker has called the analyzer {hold.analyzer_id} "
+        f"({hold.analyzer or 'URL not recorded'}) for {held_s:.0f} s: the fleet is held "
+        f"({hold.cause}, {left}: {hold.reason}). Its messages wait; `sentinel analyzer "
+        f"release --analyzer {hold.analyzer_id}` ends the hold once the analyzer is usable",
+        details={
+            "analyzer_id": hold.analyzer_id,
+            "analyzer": hold.analyzer,
+            "cause": hold.cause,
+            "reason": hold.reason,
+            "seconds_left": hold.seconds_left,
+            "held_s": round(held_s, 1),
+        },
+    )
+
+
+@dg.sensor(
+    name=SENSOR_NAME,
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Warns when the fleet has been held off an analyzer for over a minute.",
+)
+def analyzer_hold_sensor(
+    context: dg.SensorEvaluationContext,
+    settings: SettingsResource,
+    stream_inspector: StreamInspector,
+    alerts: AlertSink,
+) -> dg.SensorResult:
+    cursor = load_cursor(context.cursor)
+    current = settings.load()
+    with stream_inspector.client(current) as client:
+        found = holds.read_holds(client, holds.configured_ids(current))
+    now = time.time()
+    since = held_since(found, dict(cursor.get("since", {})), now)
+    alerted = set(cursor.get("alerted", [])) & set(since)
+    for hold, held_s in due(found, since, alerted, now):
+        alerts.send(hold_alert(hold, held_s, since[hold.analyzer_id]))
+        alerted.add(hold.analyzer_id)
+    reason = "; ".join(holds.hold_text(hold) for hold in found) or "no analyzer hold"
+    return dg.SensorResult(
+        skip_reason=dg.SkipReason(reason),
+        cursor=dump_cursor({"since": since, "alerted": sorted(alerted)}),
+    )

@@ -1,0 +1,189 @@
+"""The analyzer's fleet-wide holds as stored in Redis: their keys, what a hold says, who
+finds them and how an operator ends one.
+
+A hold (set by any worker whose analyzer asked for quiet) stops every call of every
+worker to one analyzer. Workers, ``sentinel status``, ``sentinel exporter`` and
+``sentinel analyzer release`` all read and write it through this module, so the one
+format is written once:
+
+* **The hold key**, ``sentinel:analyzer:<id>:hold``: a string holding a JSON record
+  (:func:`encode_hold`: ``cause``, ``reason``, the analyzer's id and redacted URL, when
+  it was set and for how long), with a TTL of the hold's length, or none for a hold that
+  lasts until an operator releases it. Seconds left come from ``PTTL`` (the server's
+  clock), never from the record. A value from before the record (plain reason text) is
+  read as a ``retry_after`` hold.
+* **The registry**, the hash ``sentinel:analyzers`` (analyzer id -> redacted URL):
+  every worker with an analyzer adds its own at start-up, so an operator's command finds
+  every analyzer's hold with one ``HGETALL`` and one read per analyzer, instead of
+  SCANning every node of a cluster for ``*:hold``.
+
+Every command touches one key (a read is one script over the hold key), so all of it
+runs on a Redis Cluster. Nothing stored here carries a secret: ids are an explicit name
+or a hash of the URL without its user-info or query, URLs are redacted before they are
+written, and reasons are written by callers that keep credentials out of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from sentinel_platform.redaction import redact_url
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.replies import optional_text, text_dict
+from sentinel_platform.streams.plumbing.scripts import LuaScript
+
+KEY_PREFIX = "sentinel:analyzer:"
+#: analyzer id -> redacted URL, one field per analyzer a worker has used
+REGISTRY_KEY = "sentinel:analyzers"
+#: The cause of a hold set for an analyzer's ``Retry-After``.
+RETRY_AFTER = "retry_after"
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+#: KEYS[1] the hold. One round trip: its milliseconds left (PTTL: -2 none, -1 no end) and
+#: its record.
+READ_SCRIPT = LuaScript(
+    "analyzer_hold_read",
+    "return {redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[1])}",
+)
+
+
+def analyzer_key_id(url: str, explicit: str | None = None) -> str:
+    """The name a fleet's workers share for one analyzer: ``explicit``
+    (``SENTINEL_ANALYZER_ID``) if given, else the first 16 hex digits of a SHA-256 of
+    ``scheme://host:port/path``. User-info, query and fragment are left out (they may
+    carry credentials), the host is lower-cased and a default port is written out, so
+    every spelling of one endpoint gives one id and no id reveals a secret."""
+    if explicit:
+        return explicit
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    identity = f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path or '/'}"
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def hold_key(analyzer_id: str) -> str:
+    return f"{KEY_PREFIX}{analyzer_id}:hold"
+
+
+def rate_key(analyzer_id: str) -> str:
+    return f"{KEY_PREFIX}{analyzer_id}:rate"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One analyzer's hold as an operator sees it."""
+
+    analyzer_id: str
+    #: the analyzer's URL, redacted ("" when no worker recorded it)
+    analyzer: str
+    #: a short word: ``retry_after`` (the analyzer asked for quiet), ``exhausted``, ...
+    cause: str
+    reason: str
+    #: seconds until it ends by itself; None: only a release ends it
+    seconds_left: float | None
+    #: when it was set (Unix seconds), None when unknown
+    set_at: float | None
+
+
+def encode_hold(
+    analyzer_id: str, analyzer: str, cause: str, reason: str, seconds: float | None
+) -> str:
+    """The stored record of a hold (the URL is redacted here again, whatever the caller
+    passed)."""
+    record = {
+        "cause": cause,
+        "reason": reason,
+        "analyzer_id": analyzer_id,
+        "analyzer": redact_url(analyzer) if analyzer else "",
+        "set_at": round(time.time(), 3),
+        "held_s": seconds,
+    }
+    return json.dumps(record, separators=(",", ":"))
+
+
+def decode_hold(analyzer_id: str, raw: str | None, left_ms: int) -> Hold | None:
+    """The hold from its ``PTTL`` and stored value; None when there is none (``-2``).
+    A value that is not a record (an older worker's plain reason) is its reason."""
+    if left_ms == -2 or raw is None:
+        return None
+    try:
+        record: Any = json.loads(raw)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        record = {"reason": raw}
+    set_at = record.get("set_at")
+    return Hold(
+        analyzer_id=analyzer_id,
+        analyzer=str(record.get("analyzer") or ""),
+        cause=str(record.get("cause") or RETRY_AFTER),
+        reason=str(record.get("reason") or ""),
+        seconds_left=None if left_ms == -1 else max(0.0, left_ms / 1000),
+        set_at=float(set_at) if isinstance(set_at, (int, float)) else None,
+    )
+
+
+def read_hold(client: RedisClient, analyzer_id: str) -> Hold | None:
+    """The analyzer's hold now, or None. Raises ``redis.RedisError``."""
+    left, raw = READ_SCRIPT.run(client, [hold_key(analyzer_id)], [])
+    return decode_hold(analyzer_id, optional_text(raw), int(left))
+
+
+def register(client: RedisClient, analyzer_id: str, analyzer: str) -> None:
+    """Record that a worker uses this analyzer, so operators find its holds."""
+    client.hset(REGISTRY_KEY, analyzer_id, redact_url(analyzer) if analyzer else "")
+
+
+def registered(client: RedisClient) -> dict[str, str]:
+    """Every analyzer a worker has registered: id -> redacted URL."""
+    return text_dict(client.hgetall(REGISTRY_KEY))
+
+
+def configured_ids(settings: Settings) -> list[str]:
+    """The analyzer these settings name (``SENTINEL_ANALYZER_URL`` / ``_ID``), as a list:
+    an operator's command finds its hold even before any worker registered it."""
+    if settings.analyzer_url is None:
+        return []
+    return [analyzer_key_id(settings.analyzer_url.get_secret_value(), settings.analyzer_id)]
+
+
+def read_holds(client: RedisClient, also: Iterable[str] = ()) -> list[Hold]:
+    """The holds of every registered analyzer and of ``also`` (the ids an operator's
+    settings name), by id. A hold whose record has no URL gets the registry's."""
+    known = registered(client)
+    holds = []
+    for analyzer_id in sorted(set(known) | set(also)):
+        hold = read_hold(client, analyzer_id)
+        if hold is None:
+            continue
+        if not hold.analyzer and known.get(analyzer_id):
+            hold = replace(hold, analyzer=known[analyzer_id])
+        holds.append(hold)
+    return holds
+
+
+def release(client: RedisClient, analyzer_ids: Iterable[str]) -> list[str]:
+    """End the holds of these analyzers for the whole fleet; the ids that had one. A
+    worker sees the release at its next read of the hold (within its refresh)."""
+    return [analyzer_id for analyzer_id in analyzer_ids if client.delete(hold_key(analyzer_id))]
+
+
+def hold_text(hold: Hold) -> str:
+    """``gpt-eu (https://api.example.com/v1): retry_after, 3594 s left: HTTP 429 ...``."""
+    left = (
+        "until released"
+        if hold.seconds_left is None
+        else f"{math.ceil(hold.seconds_left):d} s left"
+    )
+    where = f" ({hold.analyzer})" if hold.analyzer else ""
+    reason = f": {hold.reason}" if hold.reason else ""
+    return f"{hold.analyzer_id}{where}: {hold.cause}, {left}{reason}"

@@ -1,0 +1,85 @@
+"""The analyzer-hold sensor: since when each hold is held and which to warn about are
+table-tested; real ticks on the real Redis warn once per episode for a hold past a
+minute, and never for a short one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sentinel_platform.domains.operations.analyzer_holds import (
+    ALERT_AFTER_S,
+    SENSOR_NAME,
+    analyzer_hold_sensor,
+    due,
+    held_since,
+)
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.operators import analyzer_holds as holds
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform_tests.harness.operations import read_alerts, tick
+
+NOW = 1_000_000.0
+
+
+def hold(analyzer_id: str, set_at: float | None = None) -> holds.Hold:
+    return holds.Hold(analyzer_id, "https://x.example.com", "retry_after", "HTTP 429", 30.0, set_at)
+
+
+@pytest.mark.parametrize(
+    ("found", "seen", "expected"),
+    [
+        ([hold("a")], {}, {"a": NOW}),  # new, no record time: from now
+        ([hold("a", NOW - 90)], {}, {"a": NOW - 90}),  # new: since its record says
+        ([hold("a", NOW + 5)], {}, {"a": NOW}),  # a clock ahead: never in the future
+        ([hold("a", NOW - 5)], {"a": NOW - 300}, {"a": NOW - 300}),  # re-set: same episode
+        ([], {"a": NOW - 300}, {}),  # gone: the episode is over
+    ],
+)
+def test_a_hold_is_held_since_first_seen_or_set(
+    found: list[holds.Hold], seen: dict[str, float], expected: dict[str, float]
+) -> None:
+    assert held_since(found, seen, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("since", "alerted", "expected"),
+    [
+        (NOW - ALERT_AFTER_S + 1, set(), []),  # not a minute yet
+        (NOW - ALERT_AFTER_S, set(), [("a", ALERT_AFTER_S)]),
+        (NOW - 600, set(), [("a", 600.0)]),
+        (NOW - 600, {"a"}, []),  # warned once per episode
+    ],
+)
+def test_a_hold_is_warned_about_once_past_a_minute(
+    since: float, alerted: set[str], expected: list[tuple[str, float]]
+) -> None:
+    found = [hold("a")]
+    assert [(h.analyzer_id, s) for h, s in due(found, {"a": since}, alerted, NOW)] == expected
+
+
+def test_the_sensor_warns_once_for_a_hold_past_a_minute_and_not_for_a_short_one(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    resources = make_resources()
+    quiet = tick(analyzer_hold_sensor, dagster_instance, resources, None)
+    assert quiet.skip_message == "no analyzer hold"
+    holds.register(redis_client, "gpt-eu", "https://api.example.com/v1")
+    holds.register(redis_client, "short", "https://s.example.com/v1")
+    long_ago = holds.encode_hold("gpt-eu", "", "exhausted", "quota used up", None)
+    record = {**json.loads(long_ago), "set_at": time.time() - 120}  # held two minutes now
+    redis_client.set(holds.hold_key("gpt-eu"), json.dumps(record))
+    brief = holds.encode_hold("short", "", "retry_after", "HTTP 429", 2)
+    redis_client.set(holds.hold_key("short"), brief, px=2_000)
+    first = tick(analyzer_hold_sensor, dagster_instance, resources, quiet.cursor)
+    second = tick(analyzer_hold_sensor, dagster_instance, resources, first.cursor)
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.severity == "warning" and alert.details["analyzer_id"] == "gpt-eu"
+    assert alert.details["cause"] == "exhausted" and alert.details["seconds_left"] is None
+    assert "sentinel analyzer release --analyzer gpt-eu" in alert.summary
+    assert "gpt-eu" in second.skip_message
+    holds.release(redis_client, ["gpt-eu"])
+    third = tick(analyzer_hold_sensor, dagster_instance, resources, second.cursor)
+    assert json.loads(third.cursor)["since"].get("gpt-eu") is None, "the episode is over"
