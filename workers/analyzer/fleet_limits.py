@@ -57,10 +57,10 @@ from sentinel_platform.settings import ANALYZER_MIN_RATE_PER_S as MIN_RATE_PER_S
 from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators.analyzer_holds import analyzer_key_id
-
-__all__ = ["FleetBusy", "FleetHeld", "FleetLimits", "analyzer_key_id", "hold_view", "wait_bound"]
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.scripts import LuaScript
+
+__all__ = ["FleetBusy", "FleetHeld", "FleetLimits", "analyzer_key_id", "hold_view", "wait_bound"]
 
 log = logging.getLogger(__name__)
 
