@@ -57,6 +57,8 @@ from sentinel_platform.settings import ANALYZER_MIN_RATE_PER_S as MIN_RATE_PER_S
 from sentinel_platform.streams.consumer.processor import Busy, waited_for_turn
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators.analyzer_holds import analyzer_key_id
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 __all__ = [
     "EXHAUSTED",
@@ -68,8 +70,6 @@ __all__ = [
     "hold_view",
     "wait_bound",
 ]
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 log = logging.getLogger(__name__)
 
