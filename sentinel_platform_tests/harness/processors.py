@@ -14,7 +14,9 @@ counts every call of ``process`` in the Redis hash :data:`CALLS_KEY` (field = ke
 test or a drill sees exactly how often the processor ran, across processes and kills,
 and can tell a duplicate *processing* from a duplicate *effect*. ``noop`` makes no Redis
 call and does no work: it measures the consumer machinery alone. ``busy_counting`` is
-``counting`` behind a downstream that answers "busy" part of the time.
+``counting`` behind a downstream that answers "busy" part of the time; ``paid_counting``
+is ``counting`` with paid calls (claimed per key across the fleet), naming each call's
+process.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from sentinel_platform.streams.consumer.processor import Busy, Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 
 CALLS_KEY = "test:processor_calls"
+#: ``paid_counting``: one ``<key>:<pid>`` entry per call, in call order.
+CALLERS_KEY = "test:processor_callers"
 #: Calls of messages with ``sleep_ms`` running now, and the most ever running at once.
 #: One hash tag: the script that updates both runs on a Redis Cluster too.
 IN_FLIGHT_KEY = "test:{processor}:in_flight"
@@ -150,12 +154,29 @@ class BusyCountingProcessor(CountingProcessor):
         return super().process(message)
 
 
+class PaidCountingProcessor(CountingProcessor):
+    """``counting`` whose calls are *paid* (``paid_calls``: its keys are claimed across
+    the fleet before a call), and which also appends ``<key>:<pid>`` to the list
+    :data:`CALLERS_KEY` per call, so a test sees which worker process made each call."""
+
+    name = "paid-counting"
+    paid_calls = True
+
+    def process(self, message: dict[str, str]) -> Effect:
+        self.client.rpush(CALLERS_KEY, f"{message['key']}:{os.getpid()}")
+        return super().process(message)
+
+
 def counting(settings: Settings) -> CountingProcessor:
     return CountingProcessor(settings)
 
 
 def busy_counting(settings: Settings) -> BusyCountingProcessor:
     return BusyCountingProcessor(settings)
+
+
+def paid_counting(settings: Settings) -> PaidCountingProcessor:
+    return PaidCountingProcessor(settings)
 
 
 def noop(settings: Settings) -> NoopProcessor:

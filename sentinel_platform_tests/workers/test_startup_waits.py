@@ -1,7 +1,10 @@
 """Start-up stays stoppable and refuses bad settings before it touches Redis.
 
 A worker restarted under a fixed consumer name (``sentinel up`` gives each slot one) meets
-its killed predecessor's lease and waits for it to run out; SIGTERM during that wait, or
+its killed predecessor's lease; when the predecessor's registered connection cannot tell
+it is dead (no registration: a vanished host, a predecessor without the link) it waits for
+the lease to run out (a closed connection is taken over at once: ``test_lease_takeover.py``,
+a live holder is never taken over). SIGTERM during that wait, or
 during the wait for Redis (unreachable, or frozen: it accepts connections and never
 answers), ends the process at once with exit status 0 and a ``stopped`` line, having taken
 nothing. A ``--metrics-port`` that cannot be served is a bad setting: exit status 2, one
@@ -26,6 +29,7 @@ import psutil
 import pytest
 
 from sentinel_platform.redis_server import RedisServer, free_port
+from sentinel_platform.streams.consumer.liveness import registration_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processes import (
@@ -108,6 +112,8 @@ def test_sigterm_while_a_restarted_worker_waits_for_its_killed_predecessors_leas
     env = {**worker_env, **LONG_LEASE}
     predecessor = launch(fleet, env, "slot-1", "predecessor").wait_ready(redis_client)
     predecessor.kill()  # SIGKILL: its lease lives on for up to a minute
+    # Its registered connection tells nothing now (as for a vanished host): the lease decides.
+    redis_client.delete(registration_key(tx_keys, "slot-1"))
     lease_key = tx_keys.lease("slot-1")
     lease = redis_client.get(lease_key)
     assert lease is not None and redis_client.pttl(lease_key) > 30_000
@@ -138,6 +144,7 @@ def test_sigterm_while_waiting_for_a_name_a_live_worker_holds_leaves_that_worker
 
     assert_stopped_cleanly(second, status, "lease")
     assert holder.alive()
+    assert not second.events("lease_taken_over")  # its connection is open: never taken over
     assert redis_client.get(tx_keys.lease("slot-2")) == lease
     assert redis_client.hget(tx_keys.consumers, "slot-2") == registration
 

@@ -20,6 +20,12 @@ so: ``Processor.paid_calls``) has its keys *claimed* before the call:
   (``idempotency.py``): the marker answers for the key from then on, and a claim left
   to lapse would cost the server its memory and an expiry per message. A claim whose
   message was dead-lettered or handed back lapses with its TTL.
+* So does the claim of a message whose call *failed*, while it waits out
+  ``SENTINEL_RETRY_BACKOFF_MS``: it is in no call, so :meth:`Claims.keep` drops its key.
+  That costs no second call: the retry is triaged like any redelivery and claims the key
+  again first, so it waits for (or is acknowledged by) a copy that called meanwhile. A
+  copy elsewhere thus calls after one lease TTL instead of waiting out the failed
+  worker's backoff, and the key still gets one call after the failure.
 
 Processors that make no paid call (the rules, a no-op) skip all of this: no claim key is
 ever written and the batch costs no extra round trip.

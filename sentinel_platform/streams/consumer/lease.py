@@ -11,7 +11,9 @@ messages become claimable.
 
 A lease outlives a SIGKILL by up to one TTL, so the lease holder also keeps a dedicated
 connection registered beside it (``liveness.py``): the kernel closes a killed process's
-socket at once, and survivors that see the registered connection gone claim at once.
+socket at once, and survivors that see the registered connection gone claim at once; a
+worker restarted under the dead holder's name takes its lease over at once
+(``lease_takeover.py``).
 The lease TTL stays the rule for vanished hosts and for holders without a registration.
 
 Workers also register in the hash ``keys.consumers`` (pid, host, start time) so the
@@ -23,7 +25,8 @@ better is known about it).
 **One identity per process.** The lease value is ``host:pid:token`` with a random token,
 so two processes never mistake each other's lease for their own, even when they share a
 hostname and a pid (containers with a fixed hostname are all pid 1). A second process
-started with a name in use waits up to two TTLs (a killed predecessor's lease runs out)
+started with a name in use waits up to two TTLs (a killed predecessor's lease runs out,
+unless its registered connection shows it dead at once)
 and then refuses to start (:class:`LeaseHeldError`, exit status 2); that wait looks at the
 lease at least every :data:`LEASE_POLL_MAX_S` and ends at once when the worker is asked to
 stop (:class:`LeaseWaitStopped`: nothing taken, exit status 0). A process whose lease
@@ -50,6 +53,7 @@ from typing import Literal
 import redis
 
 from sentinel_platform.logs import BoundLogger
+from sentinel_platform.streams.consumer.lease_takeover import Predecessor
 from sentinel_platform.streams.consumer.link import Link
 from sentinel_platform.streams.consumer.side_writes import SideWriteFailures, SideWrites
 from sentinel_platform.streams.plumbing.connection import (
@@ -160,12 +164,16 @@ class Lease:
         self._link_started = False
         #: cuts :meth:`acquire`'s wait short when set (the worker's stop event)
         self.stop = stop if stop is not None else threading.Event()
+        #: judges a held lease by its holder's registered connection (``lease_takeover.py``)
+        self.predecessor = Predecessor(client, keys, consumer, self.log) if with_link else None
 
     def acquire(self, wait_s: float | None = None) -> None:
         """Take the lease and register, before the first read puts anything in our PEL.
 
         A lease held by another process means the consumer name is taken. A killed
-        predecessor's lease runs out within one TTL, so we wait up to two TTLs (or
+        predecessor whose registered connection is gone is taken over at once
+        (:class:`~sentinel_platform.streams.consumer.lease_takeover.Predecessor`); any
+        other dead holder's lease runs out within one TTL, so we wait up to two TTLs (or
         ``wait_s``) before concluding that a live process uses the name (two processes
         sharing one name would retry each other's in-flight messages) and raising
         :class:`LeaseHeldError`. The wait is logged once (``lease_waiting``), looks again
@@ -182,6 +190,8 @@ class Lease:
                 break
             if holder is None:  # it ran out between the two commands: take it now
                 continue
+            if self._taken_over(holder):
+                break
             if time.monotonic() > deadline:
                 raise LeaseHeldError(
                     f"consumer name {self.consumer!r} of {self.keys.stream} is in use by "
@@ -197,11 +207,17 @@ class Lease:
         self.client.hset(self.keys.consumers, self.consumer, self.registration)
         self.start_link()
 
+    def _taken_over(self, holder: object) -> bool:
+        """The holder is dead by its registered connection, and its lease is ours now."""
+        check = self.predecessor
+        return check is not None and check.take_over(str(holder), self.value, self.ttl_ms)
+
     def _pause_s(self, deadline: float) -> float:
         """Until the next look at a held lease: a quarter TTL, capped, never past the bound
         (plus a hair, so the look after it finds the bound passed)."""
         until_bound = max(deadline - time.monotonic(), 0.0) + 0.01
-        return min(self.ttl_ms / 4000, LEASE_POLL_MAX_S, until_bound)
+        pause_s = min(self.ttl_ms / 4000, LEASE_POLL_MAX_S, until_bound)
+        return self.predecessor.pause_s(pause_s) if self.predecessor else pause_s
 
     def _log_wait(self, holder: object, bound_s: float) -> None:
         self.log.info(

@@ -28,7 +28,9 @@ Each loop iteration (at least once a second, see ``Consumer.iteration``) runs :m
    a cursor per consumer, so the *whole* PEL is scanned across iterations (the stuck
    pending entry write-up's cursor loop, see the design notes' sources),
    and the ids are claimed with one Lua call (XCLAIM keeps and bumps the delivery count;
-   its min-idle check means two survivors never both claim one message).
+   its min-idle check means two survivors never both claim one message). The call claims
+   only while the holder's lease is still the one judged (or still absent): a worker
+   restarted under the name meanwhile (``lease_takeover.py``) owns what it reads.
 
 Ids whose entry was trimmed or deleted cannot be processed: Redis 7 drops them from
 the PEL inside XCLAIM, Redis 6.2 moves them to the claimer without a body. The claim
@@ -72,14 +74,17 @@ CLAIM = LuaScript(
 -- A claimer that does not hold its own lease (taken by a process using the same name)
 -- claims nothing: two processes must never act as one consumer.
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return {{}, {}} end
+-- The holder's lease must still be the one judged dead ('' none, '*' not checked): a
+-- worker restarted under its name since then owns what that name reads now.
+if ARGV[6] ~= '*' and (redis.call('GET', KEYS[3]) or '') ~= ARGV[6] then return {{}, {}} end
 -- Only ids still held by the holder: another survivor may have claimed some since our
 -- XPENDING, and XCLAIM alone would take them from it.
 local ids, slots = {}, {}
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local info = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
   if info[1] and info[1][2] == ARGV[5] then
     ids[#ids + 1] = ARGV[i]
-    slots[#slots + 1] = i - 3  -- its attempt record's index in KEYS
+    slots[#slots + 1] = i - 3  -- its attempt record's index in KEYS (from KEYS[4])
   end
 end
 if #ids == 0 then return {{}, {}} end
@@ -193,9 +198,10 @@ class Recovery:
         self.metrics.set_gauge("pel_depth", stats.pel_depth)
         oldest = summary.get("min")  # the group's oldest pending entry, whoever holds it
         self.metrics.set_oldest_pending_age(age_s(str(oldest), time.time()) if oldest else 0.0)
-        targets: list[tuple[str, int]] = []
+        #: (holder, min idle, the holder's lease as judged: see :data:`CLAIM`)
+        targets: list[tuple[str, int, str]] = []
         if holders.get(self.consumer, 0) > len(self.in_hand()):
-            targets.append((self.consumer, self.retry_backoff_ms))
+            targets.append((self.consumer, self.retry_backoff_ms, "*"))
         now = time.monotonic()
         self.grace.reached(now)
         in_grace = not self.grace.allows_others(now)
@@ -214,14 +220,14 @@ class Recovery:
                     idle = self.lease_ttl_ms
                 else:
                     idle = self.reclaim_idle_ms
-                targets.append((name, idle))
+                targets.append((name, idle, leases.get(name) or ""))
             self._count_skipped_alive(stats.alive)
         self.last = stats
         claimed: list[Delivery] = []
-        for holder, min_idle in targets:
+        for holder, min_idle, lease in targets:
             if budget - len(claimed) <= 0:
                 break
-            claimed.extend(self._claim_from(holder, min_idle, budget - len(claimed)))
+            claimed.extend(self._claim_from(holder, min_idle, budget - len(claimed), lease))
         if not in_grace:
             self._maybe_prune(holders)
         return claimed
@@ -279,7 +285,8 @@ class Recovery:
             extra={"holder": holder, "registration": registration},
         )
 
-    def _claim_from(self, holder: str, min_idle: int, budget: int) -> list[Delivery]:
+    def _claim_from(self, holder: str, min_idle: int, budget: int, lease: str) -> list[Delivery]:
+        """Claim ``holder``'s pending ids idle ``min_idle``, while its lease is ``lease``."""
         start = self._cursors.get(holder, "-")
         count = min(budget, CLAIM_CHUNK)
         entries = self.client.xpending_range(
@@ -306,9 +313,10 @@ class Recovery:
             [
                 self.keys.stream,
                 self.keys.lease(self.consumer),
+                self.keys.lease(holder),
                 *(attempt_key(self.keys, message_id) for message_id in ids),
             ],
-            [self.keys.group, self.consumer, min_idle, self.lease_value, holder, *ids],
+            [self.keys.group, self.consumer, min_idle, self.lease_value, holder, lease, *ids],
         )
         deliveries = [
             Delivery(message_id, pairs_to_dict(flat), int(count), holder)

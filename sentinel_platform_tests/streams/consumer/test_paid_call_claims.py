@@ -5,6 +5,11 @@ Real worker processes (``python -m sentinel_platform.workers transactions``) wit
 ``SENTINEL_ANALYZER_URL`` at the harness's stub analyzer, a real Redis. A key is claimed
 before its call (``Claims``); a copy on another worker waits for the claimant's commit and
 is acknowledged without a call; a claimant that dies lets its claim lapse with its lease.
+
+A claimant whose call *failed* holds no claim while the message waits out its retry
+backoff: a copy elsewhere may then call, but the retry itself goes through the claim, so
+the key still gets one call after the failure, not two (the harness's ``paid_counting``
+processor, which names the process of every call).
 """
 
 from __future__ import annotations
@@ -19,12 +24,25 @@ from sentinel_platform.streams.consumer.claims import claim_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
-from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
+from sentinel_platform_tests.harness.processes import (
+    Fleet,
+    StartWorker,
+    WorkerProcess,
+    child_env,
+    wait_leases,
+)
+from sentinel_platform_tests.harness.processors import CALLERS_KEY, CALLS_KEY
+from sentinel_platform_tests.harness.streams import publish
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 
 KEYS = 24
 COPIES = 3
+PAID = "sentinel_platform_tests.harness.processors:paid_counting"
+#: A retry backoff of many lease TTLs (FAST_TIMINGS: 1 s): a claim left alone lapses in it.
+LONG_BACKOFF = {"SENTINEL_RETRY_BACKOFF_MS": "6000"}
+#: Keeps the first worker's only call slot busy, so the copy can only go to the second.
+BLOCKER_MS = 20_000
 
 
 def _entries(prefix: str, keys: int, copies: int) -> list[dict[str, str]]:
@@ -90,3 +108,29 @@ def test_a_claim_lapses_with_its_dead_holder_and_a_survivor_calls(
         assert fast.calls_per_key() == {"lapse-0": 1}
     [(_id, verdict)] = redis_client.xrange(keys.results)
     assert verdict["driver_used"] == "analyzer"
+
+
+def test_a_failed_calls_retry_backoff_lets_a_copy_call_but_never_a_second_time(
+    start_worker: StartWorker, settings: Settings, redis_client: RedisClient
+) -> None:
+    keys = transaction_keys(settings)
+    first = start_worker(consumer="paid-1", processor=PAID, env=LONG_BACKOFF)
+    first.wait_ready(redis_client)
+    publish(redis_client, keys, [{"key": "k", "fail_times": "1"}])
+    wait_until(lambda: first.events("processing_failed"), 30, what="the first call fails")
+    # One call at a time (FAST_TIMINGS): the blocker's call leaves it no room to read.
+    publish(redis_client, keys, [{"key": "blocker", "sleep_ms": str(BLOCKER_MS)}])
+    wait_until(lambda: redis_client.hget(CALLS_KEY, "blocker") == "1", 30, what="blocked")
+    second = start_worker(consumer="paid-2", processor=PAID, env=LONG_BACKOFF)
+    second.wait_ready(redis_client)
+    publish(redis_client, keys, [{"key": "k"}])  # a copy, while the failed one backs off
+
+    wait_until(lambda: redis_client.xlen(keys.results) == 2, 60, what="k and the blocker")
+    wait_until(lambda: redis_client.xpending(keys.stream, keys.group)["pending"] == 0, 60)
+    callers = [c for c in redis_client.lrange(CALLERS_KEY, 0, -1) if c.startswith("k:")]
+    # The failed call, then the copy's on the second worker: the claim had lapsed during
+    # the backoff. The first worker's retry found the copy's commit and made no call.
+    assert callers == [f"k:{first.pid}", f"k:{second.pid}"]
+    assert redis_client.hget(CALLS_KEY, "k") == "2"
+    assert [e["natural_key"] for e in first.events("duplicate_ack")] == ["k"]
+    assert redis_client.xlen(keys.dlq) == 0

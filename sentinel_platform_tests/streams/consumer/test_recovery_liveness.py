@@ -181,8 +181,8 @@ def test_a_claim_at_zero_idle_never_takes_messages_another_survivor_already_clai
         attempt_keys = [attempt_key(tx_keys, message_id) for message_id in ids]
         reply = CLAIM.run(
             redis_client,
-            [tx_keys.stream, tx_keys.lease(claimer), *attempt_keys],
-            [tx_keys.group, claimer, 0, "", "dead-one", *ids],
+            [tx_keys.stream, tx_keys.lease(claimer), tx_keys.lease("dead-one"), *attempt_keys],
+            [tx_keys.group, claimer, 0, "", "dead-one", "", *ids],
         )
         return [entry[0] for entry in reply[0]]
 
@@ -190,3 +190,31 @@ def test_a_claim_at_zero_idle_never_takes_messages_another_survivor_already_clai
     assert pending_of(redis_client, tx_keys, "survivor-a") == 2
     assert pending_of(redis_client, tx_keys, "survivor-b") == 2
     assert claim("survivor-c") == []
+
+
+def test_a_claim_judged_on_a_dead_holders_lease_takes_nothing_once_a_restart_took_the_name(
+    redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    """A survivor judges a holder dead on the lease it read; a worker restarted under the
+    name may take that lease over (``lease_takeover.py``) and read new messages before the
+    survivor's claim runs: they are the restart's, and the claim leaves them alone."""
+    ensure_group(redis_client, tx_keys)
+    ids = publish(redis_client, tx_keys, [{"key": f"r{n}"} for n in range(3)])
+    redis_client.xreadgroup(tx_keys.group, "slot-1", {tx_keys.stream: ">"}, count=3)
+
+    def claim(judged: str) -> list[str]:
+        attempt_keys = [attempt_key(tx_keys, message_id) for message_id in ids]
+        reply = CLAIM.run(
+            redis_client,
+            [tx_keys.stream, tx_keys.lease("survivor"), tx_keys.lease("slot-1"), *attempt_keys],
+            [tx_keys.group, "survivor", 0, "", "slot-1", judged, *ids],
+        )
+        return [entry[0] for entry in reply[0]]
+
+    redis_client.set(tx_keys.lease("slot-1"), "host:2:restart")  # taken over since
+    assert claim("host:1:dead") == []  # judged on the dead holder's lease
+    assert claim("") == []  # judged with no lease: a restart took a fresh one
+    assert pending_of(redis_client, tx_keys, "slot-1") == 3
+    redis_client.delete(tx_keys.lease("slot-1"))
+    assert claim("") == ids  # still no lease: the dead holder's messages are claimed
+    assert pending_of(redis_client, tx_keys, "survivor") == 3
