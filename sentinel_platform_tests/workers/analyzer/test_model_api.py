@@ -59,6 +59,14 @@ def error(message: str, type_: str = "invalid_request_error", code: str | None =
             error("Unsupported value: 'temperature' does not support 0 with this model."),
             "SENTINEL_ANALYZER_MODEL",
         ),
+        (  # Gemini's OpenAI-compatible endpoint on a schema feature it lacks
+            400,
+            error(
+                'Invalid JSON payload received. Unknown name "additionalProperties" at '
+                "'generation_config.response_schema': Cannot find field."
+            ),
+            "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+        ),
         (
             404,
             error("The model `gpt-9` does not exist", code="model_not_found"),
