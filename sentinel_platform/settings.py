@@ -432,7 +432,8 @@ class Settings(BaseSettings):
         description="what SENTINEL_ANALYZER_URL speaks: openai (Chat Completions at a base URL "
         "such as https://api.openai.com/v1: OpenAI, Azure OpenAI, Gemini, vLLM, Ollama, "
         "llama.cpp, OpenRouter), anthropic (the Messages API), sentinel (the platform's own "
-        "{kind, payload} contract); unset: sentinel (docs/analyzer.md)",
+        "{kind, payload} contract); unset: sentinel, refused for a known model API's URL "
+        "(docs/analyzer.md)",
     )
     analyzer_model: str | None = Field(
         None,
@@ -745,10 +746,43 @@ def read_key_file(path: Path) -> str:
     return key
 
 
+#: Domains of model APIs (a host or any host below it), and the API each speaks.
+MODEL_API_HOSTS = (
+    ("api.openai.com", "openai"),
+    ("openai.azure.com", "openai"),
+    ("generativelanguage.googleapis.com", "openai"),
+    ("openrouter.ai", "openai"),
+    ("api.anthropic.com", "anthropic"),
+)
+
+
+def model_api_host(url: str) -> tuple[str, str] | None:
+    """``(host, api)`` when ``url`` is a known model API's, else None."""
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return None
+    for domain, api in MODEL_API_HOSTS:
+        if host == domain or host.endswith(f".{domain}"):
+            return host, api
+    return None
+
+
 def check_model_api(settings: Settings) -> None:
-    """Refuse, naming the setting, what cannot call a model API: no model for openai or
-    anthropic, an API without a URL, both key settings, an unreadable or empty key file."""
+    """Refuse, naming the setting, what cannot call a model API: a known model API's URL
+    with no ``SENTINEL_ANALYZER_API`` (today's contract would be sent to it and every
+    verdict fall back to the rules), no model for openai or anthropic, an API without a
+    URL, both key settings, an unreadable or empty key file."""
     api = settings.analyzer_api
+    hosted = model_api_host(
+        settings.analyzer_url.get_secret_value() if settings.analyzer_url else ""
+    )
+    if api is None and hosted is not None:
+        raise ValueError(
+            f"SENTINEL_ANALYZER_URL names {hosted[0]}, a model API: set "
+            f"SENTINEL_ANALYZER_API={hosted[1]} (and SENTINEL_ANALYZER_MODEL); unset, the "
+            "platform's own contract would be sent to it"
+        )
     if api is not None and settings.analyzer_url is None:
         raise ValueError(f"SENTINEL_ANALYZER_API={api} needs SENTINEL_ANALYZER_URL")
     if api in ("openai", "anthropic") and settings.analyzer_model is None:

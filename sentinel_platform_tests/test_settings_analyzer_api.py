@@ -12,6 +12,8 @@ from sentinel_platform.redaction import scrub
 from sentinel_platform.settings import SettingsError, load_settings
 
 URL = "https://api.openai.com/v1"
+#: A self-hosted server: nothing says which API it speaks, so unset means sentinel.
+LOCAL = "http://127.0.0.1:8000/v1"
 KEY = "sk-proj-Adapt3rs-K3y-0123456789"
 
 
@@ -23,13 +25,30 @@ KEY = "sk-proj-Adapt3rs-K3y-0123456789"
         ({"analyzer_api": "openai", "analyzer_model": "m"}, "needs SENTINEL_ANALYZER_URL"),
         ({"analyzer_api": "gemini", "analyzer_url": URL}, "SENTINEL_ANALYZER_API="),
         (
-            {"analyzer_url": URL, "analyzer_api_key": KEY, "analyzer_api_key_file": "{file}"},
+            {"analyzer_url": LOCAL, "analyzer_api_key": KEY, "analyzer_api_key_file": "{file}"},
             "SENTINEL_ANALYZER_API_KEY and SENTINEL_ANALYZER_API_KEY_FILE are both set",
         ),
-        ({"analyzer_url": URL, "analyzer_api_key_file": "{missing}"}, "KEY_FILE: cannot read"),
-        ({"analyzer_url": URL, "analyzer_api_key_file": "{empty}"}, "KEY_FILE: "),
-        ({"analyzer_url": URL, "analyzer_response_format": "xml"}, "RESPONSE_FORMAT="),
-        ({"analyzer_url": URL, "analyzer_max_output_tokens": 0}, "MAX_OUTPUT_TOKENS="),
+        ({"analyzer_url": LOCAL, "analyzer_api_key_file": "{missing}"}, "KEY_FILE: cannot read"),
+        ({"analyzer_url": LOCAL, "analyzer_api_key_file": "{empty}"}, "KEY_FILE: "),
+        ({"analyzer_url": LOCAL, "analyzer_response_format": "xml"}, "RESPONSE_FORMAT="),
+        ({"analyzer_url": LOCAL, "analyzer_max_output_tokens": 0}, "MAX_OUTPUT_TOKENS="),
+        # a model API's URL with the API unset: today's contract would be sent to it
+        (
+            {"analyzer_url": URL},
+            "names api.openai.com, a model API: set SENTINEL_ANALYZER_API=openai",
+        ),
+        (
+            {"analyzer_url": "https://api.anthropic.com"},
+            "set SENTINEL_ANALYZER_API=anthropic",
+        ),
+        (
+            {"analyzer_url": "https://res.openai.azure.com/openai/deployments/d?api-version=1"},
+            "names res.openai.azure.com",
+        ),
+        (
+            {"analyzer_url": "https://generativelanguage.googleapis.com/v1beta/openai"},
+            "SENTINEL_ANALYZER_API=openai",
+        ),
     ],
 )
 def test_what_cannot_call_the_api_fails_naming_the_setting(
@@ -46,7 +65,9 @@ def test_what_cannot_call_the_api_fails_naming_the_setting(
 
 
 def test_the_api_defaults_to_sentinel_and_the_key_file_is_read_stripped(tmp_path: Path) -> None:
-    assert load_settings(home=tmp_path, analyzer_url=URL).analyzer_api_kind == "sentinel"
+    assert load_settings(home=tmp_path, analyzer_url=LOCAL).analyzer_api_kind == "sentinel"
+    explicit = load_settings(home=tmp_path, analyzer_url=URL, analyzer_api="sentinel")
+    assert explicit.analyzer_api_kind == "sentinel", "said explicitly, any host may serve it"
     key_file = tmp_path / "key"
     key_file.write_text(f"{KEY}\n")  # a mounted secret often ends with a newline
     settings = load_settings(

@@ -28,13 +28,22 @@ def carries_password(value: str | None) -> bool:
     return value is not None and redact_url(value) != value
 
 
-def refuse_password(value: str | None, field: str, name: str, env_var: str) -> None:
-    """Raise :class:`PasswordInConfigError` if ``value`` carries a password.
+def is_bare_secret(value: str | None) -> bool:
+    """A secret setting's value that is no URL (a model API's key): all of it is the
+    credential, so any non-blank one carries a password."""
+    return value is not None and bool(value.strip()) and "://" not in value
+
+
+def refuse_password(
+    value: str | None, field: str, name: str, env_var: str, bare: bool = False
+) -> None:
+    """Raise :class:`PasswordInConfigError` if ``value`` carries a password (with ``bare``,
+    also if it is a secret that is no URL, :func:`is_bare_secret`).
 
     ``field`` is how the UI shows the config entry (``RedisPublisherResource.redis_url``),
     ``name`` the entry to leave unset and ``env_var`` where the password goes instead.
     """
-    if carries_password(value):
+    if carries_password(value) or (bare and is_bare_secret(value)):
         raise PasswordInConfigError(
             f"{field} must not carry a password: resource and run config are shown in the "
             f"Dagster UI. Leave {name} unset and set {env_var} (with the password) in the "
@@ -72,4 +81,4 @@ def refuse_passwords_in_overrides(resource: str, overrides: Mapping[str, str]) -
         env_var = secret.get(key.lower())
         if env_var:
             name = f"overrides[{key!r}]"
-            refuse_password(value, f"{resource}.{name}", name, env_var)
+            refuse_password(value, f"{resource}.{name}", name, env_var, bare=True)

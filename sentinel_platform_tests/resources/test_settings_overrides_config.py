@@ -3,7 +3,8 @@
 ``SettingsResource.overrides`` (which every asset, check, sensor and resource reads its
 settings through) are free-form settings in resource
 config, which the Dagster UI lists and every run stores; a secret setting (``redis_url``,
-``alert_webhook_url``, ``analyzer_url``) carrying a password there is refused by the same
+``alert_webhook_url``, ``analyzer_url``, ``analyzer_api_key``: a key is all secret)
+carrying a password there is refused by the same
 rule as the publisher's ``redis_url``, without ever quoting the value. Checked on the
 resources themselves, on what the UI reads (GraphQL over a code location loaded out of
 process) and on a run whose run config carries the password.
@@ -48,6 +49,8 @@ SECRET_OVERRIDES = {
         "SENTINEL_ALERT_WEBHOOK_URL",
     ),
     "analyzer": ("analyzer_url", f"http://u:{SECRET}@127.0.0.1:9/", "SENTINEL_ANALYZER_URL"),
+    # a model API's key is no URL: all of it is the secret
+    "analyzer-key": ("analyzer_api_key", f"sk-{SECRET}", "SENTINEL_ANALYZER_API_KEY"),
 }
 PROBE_LOCATION = """
 import dagster as dg

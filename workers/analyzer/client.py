@@ -21,6 +21,9 @@ rules but can be slow, down, busy or wrong. What the caller gets for each
 
 The HTTP client keeps its connections alive across messages and validates the reply
 strictly, because a half-understood answer is worse than none (``docs/analyzer.md``).
+What is sent and how a reply reads are the API module's
+(:class:`~workers.analyzer.model_api.ModelApi`); everything above is the client's, the
+same for every API.
 """
 
 from __future__ import annotations
@@ -113,7 +116,11 @@ class Analyzer(Protocol):
 
 
 class HttpAnalyzer:
-    """POSTs ``{"kind": "transaction"|"axiom", "payload": {...}}`` as JSON to ``url``.
+    """POSTs one message to ``url`` in the shape ``api`` builds (default: the platform's
+    own ``{"kind": "transaction"|"axiom", "payload": {...}}``; a model API also sends the
+    message's stream's prompt from ``prompts``, by kind) and reads the reply with ``api``.
+    A non-2xx answer's capped body and headers go to ``api.misconfigured``, then to
+    :func:`~workers.analyzer.answers.refusal`, for what it means.
 
     One analyzer holds one connection pool for its whole life (a worker builds one) and
     is shared by all the worker's threads. The pool holds up to ``max_connections``

@@ -36,10 +36,13 @@ __all__ = ["ApiKind", "ModelApi", "endpoint", "json_reply", "refused_request", "
 #: Statuses servers answer a request they cannot take with (llama.cpp's Python server
 #: answers an unsupported ``response_format`` with 500).
 REFUSING_STATUSES = frozenset({400, 404, 422, 500})
-#: Words of a refusal that name what the recipe sends, and the setting that changes it.
+#: Words of a refusal (lower-cased) that name what the recipe sends, and the setting that
+#: changes it.
 REFUSED_PARTS = {
     "response_format": "SENTINEL_ANALYZER_RESPONSE_FORMAT",
     "json_schema": "SENTINEL_ANALYZER_RESPONSE_FORMAT",
+    "response_schema": "SENTINEL_ANALYZER_RESPONSE_FORMAT",  # Gemini's name for it
+    "additionalproperties": "SENTINEL_ANALYZER_RESPONSE_FORMAT",
     "max_tokens": "SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS",
     "temperature": "SENTINEL_ANALYZER_MODEL",
     "tool_choice": "SENTINEL_ANALYZER_API",

@@ -17,6 +17,18 @@ from workers.analyzer.prompts import load_prompt
 from workers.analyzer.replies import AnalyzerExhausted
 from workers.processors import transactions
 
+#: The body llama-cpp-python 0.3 answers a ``json_schema`` response_format with.
+LLAMA_CPP_500 = {
+    "error": {
+        "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}]",
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
+    }
+}
+
 
 def error(message: str, type_: str = "invalid_request_error", code: str | None = None) -> bytes:
     return json.dumps({"error": {"message": message, "type": type_, "code": code}}).encode()
@@ -25,10 +37,11 @@ def error(message: str, type_: str = "invalid_request_error", code: str | None =
 @pytest.mark.parametrize(
     ("status", "body", "setting"),
     [
-        # llama.cpp's Python server on response_format json_schema
+        # llama-cpp-python's server on response_format json_schema: its route handler
+        # answers the request's validation error as a 500 (llama_cpp/server/errors.py)
         (
             500,
-            error("1 validation error for CreateChatCompletionRequest\nresponse_format"),
+            json.dumps(LLAMA_CPP_500).encode(),
             "SENTINEL_ANALYZER_RESPONSE_FORMAT",
         ),
         (
@@ -45,6 +58,14 @@ def error(message: str, type_: str = "invalid_request_error", code: str | None =
             400,
             error("Unsupported value: 'temperature' does not support 0 with this model."),
             "SENTINEL_ANALYZER_MODEL",
+        ),
+        (  # Gemini's OpenAI-compatible endpoint on a schema feature it lacks
+            400,
+            error(
+                'Invalid JSON payload received. Unknown name "additionalProperties" at '
+                "'generation_config.response_schema': Cannot find field."
+            ),
+            "SENTINEL_ANALYZER_RESPONSE_FORMAT",
         ),
         (
             404,

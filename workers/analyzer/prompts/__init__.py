@@ -64,7 +64,8 @@ def load_prompt(declared: StreamPrompt, settings: Settings) -> Prompt:
     Raises :class:`SettingsError` naming the setting when that file cannot be read or is
     empty: a worker must not start with instructions it cannot send.
     """
-    override: Path | None = getattr(settings, declared.setting)
+    # A stream declared outside the platform may name a setting the model does not have.
+    override: Path | None = getattr(settings, declared.setting, None)
     path = override.expanduser() if override is not None else PROMPT_DIR / declared.text_file
     try:
         instructions = path.read_text(encoding="utf-8").strip()
