@@ -10,8 +10,7 @@ module:
   and the assessment it carries;
 * :mod:`workers.analyzer.answers`: every documented refusal of each API, classified;
 * :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
-* :mod:`workers.analyzer.health`: the analyzer's health and breaker changes, logged and
-  counted once per change;
+* :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
 * :mod:`workers.analyzer.fleet_limits`: the hold and the rate limit every worker of a
   fleet shares through Redis.

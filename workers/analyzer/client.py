@@ -42,7 +42,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
-from workers.analyzer.breaker import CircuitBreaker, Ticket
+from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
 from workers.analyzer.fleet_limits import FleetBusy, FleetExhausted, FleetLimits, analyzer_key_id
 from workers.analyzer.health import Health
 from workers.analyzer.replies import (
@@ -163,6 +163,7 @@ class HttpAnalyzer:
         self._target, credentials = split_credentials(url)
         self._headers = {**JSON_HEADERS, **credentials}
         self.health = Health(self._log_fields)
+        self._metrics: Metrics | None = None
         self._closing = threading.Event()
         # One permit per pooled connection: the local wait, bounded and apart from the call.
         self._connections = threading.BoundedSemaphore(max_connections)
@@ -186,7 +187,9 @@ class HttpAnalyzer:
     def bind_metrics(self, metrics: Metrics) -> None:
         """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on.
         Called once at start-up, before the worker's threads run."""
-        self.health.bind_metrics(metrics, self.breaker.state)
+        self._metrics = metrics
+        metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[self.breaker.state])
+        self.health.bind_metrics(metrics)
 
     def bind_redis(self, client: RedisClient) -> None:
         """Share the ``Retry-After`` hold and the rate limit with the fleet through
@@ -207,24 +210,24 @@ class HttpAnalyzer:
             self.limits.check_hold()
         except FleetExhausted as held:  # a call of the fleet was told to stop
             cause, _, detail = held.reason.partition(": ")
-            self.health.count(AnalyzerExhausted.outcome)
+            self._count(AnalyzerExhausted.outcome)
             self.health.now("exhausted", detail, cause)
             raise self._when_down(AnalyzerExhausted(held.reason, None, cause), None) from None
         except Busy:
-            self.health.count("busy")
+            self._count("busy")
             raise
         admission = self.breaker.admit()
-        self.health.breaker_changed(admission.transition)
+        self._changed(admission.transition)
         if admission.ticket is None:
-            self.health.count(CircuitOpenError.outcome)
+            self._count(CircuitOpenError.outcome)
             raise self._when_down(self._open_error(admission.retry_in_s), admission.retry_in_s)
         try:
             # A rate slot is taken only for a call the breaker lets out.
             self.limits.reserve(self._closing)
             assessment = self._call(kind, payload, headers)
         except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
-            self.health.count("busy")
-            self.health.breaker_changed(self.breaker.released(admission.ticket))
+            self._count("busy")
+            self._changed(self.breaker.released(admission.ticket))
             raise
         except AnalyzerBusy as busy:
             self._busy(admission.ticket, busy)
@@ -236,10 +239,10 @@ class HttpAnalyzer:
             self._failed(admission.ticket, exc)
             raise self._when_down(exc, None) from None
         except BaseException as exc:  # never leave a probe out forever
-            self.health.breaker_changed(self.breaker.failed(admission.ticket, describe(exc)))
+            self._changed(self.breaker.failed(admission.ticket, describe(exc)))
             raise
-        self.health.count("ok")
-        self.health.breaker_changed(self.breaker.succeeded(admission.ticket))
+        self._count("ok")
+        self._changed(self.breaker.succeeded(admission.ticket))
         self.health.now("healthy", "")
         return assessment
 
@@ -263,23 +266,44 @@ class HttpAnalyzer:
     def _exhausted(self, ticket: Ticket, exc: AnalyzerExhausted) -> None:
         """Hold the whole fleet (until the answer's reset, else until released); not an
         outage for the breaker: the analyzer answered, and asking again cannot help."""
-        self.health.count(exc.outcome)
-        self.health.breaker_changed(self.breaker.busy(ticket))
+        self._count(exc.outcome)
+        self._changed(self.breaker.busy(ticket))
         until, why = EXHAUSTED_HOLD_S if exc.until_s is None else exc.until_s, f"{exc.cause}: {exc}"
         self.limits.hold(until, why, cause="exhausted")  # exhausted: until released
         self.health.now("exhausted", str(exc), exc.cause)
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
-        self.health.count("busy")
-        self.health.breaker_changed(self.breaker.busy(ticket))
+        self._count("busy")
+        self._changed(self.breaker.busy(ticket))
         if busy.retry_after_s:
             self.limits.hold(busy.retry_after_s, busy.reason)
         self.health.now("busy", busy.reason)
 
     def _failed(self, ticket: Ticket, exc: AnalyzerError) -> None:
-        self.health.count(exc.outcome)
-        self.health.breaker_changed(self.breaker.failed(ticket, str(exc)))
+        self._count(exc.outcome)
+        self._changed(self.breaker.failed(ticket, str(exc)))
         self.health.now("unavailable", str(exc))
+
+    def _changed(self, transition: Transition | None) -> None:
+        """Log and count one change of the breaker (nothing when there was none)."""
+        if transition is None:
+            return
+        fields = {
+            "analyzer": redact_url(self.url),
+            "state": transition.state,
+            "previous": transition.previous,
+            "reason": transition.reason,
+            "cooldown_s": transition.cooldown_s,
+        }
+        level = logging.WARNING if transition.state == "open" else logging.INFO
+        log.log(level, "analyzer_circuit", extra=fields)
+        if self._metrics is not None:
+            self._metrics.count("analyzer_circuit_changes", transition.state)
+            self._metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[transition.state])
+
+    def _count(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.count("analyzer_calls", outcome)
 
     @property
     def _log_fields(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The analyzer's health and breaker as one worker sees them, logged and measured.
+"""The analyzer's health as one worker sees it, logged and measured once per change.
 
 A worker's threads see the same analyzer state many times a second; operators want one
 line when it changes, not one per message. :class:`Health` keeps the last state
@@ -6,9 +6,7 @@ line when it changes, not one per message. :class:`Health` keeps the last state
 only, logs it (``analyzer_busy`` INFO, ``analyzer_unavailable`` WARNING,
 ``analyzer_exhausted`` ERROR naming its cause, since someone must act: a quota to raise, a
 key to replace; ``analyzer_recovered`` INFO on the first success after any) and sets the
-``analyzer_exhausted`` gauge (0/1) an alert reads. It also logs and counts each change of
-the circuit breaker (``analyzer_circuit``) and each call's outcome (``analyzer_calls``),
-so the client's call path only says what happened.
+``analyzer_exhausted`` gauge (0/1) an alert reads.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import threading
 from typing import Any
 
 from sentinel_platform.streams.consumer.metrics import Metrics
-from workers.analyzer.breaker import STATE_VALUES, State, Transition
 
 log = logging.getLogger("workers.analyzer.client")
 
@@ -38,34 +35,10 @@ class Health:
         with self._lock:
             return self._state
 
-    def bind_metrics(self, metrics: Metrics, breaker: State) -> None:
-        """Count calls and breaker changes, and set the gauges, in ``metrics`` from now on
-        (``breaker``: the breaker's state now)."""
+    def bind_metrics(self, metrics: Metrics) -> None:
+        """Set the ``analyzer_exhausted`` gauge in ``metrics`` from now on."""
         self._metrics = metrics
-        metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[breaker])
         metrics.set_gauge("analyzer_exhausted", 1 if self.state == "exhausted" else 0)
-
-    def count(self, outcome: str) -> None:
-        """Count one call's outcome (``analyzer_calls{outcome}``)."""
-        if self._metrics is not None:
-            self._metrics.count("analyzer_calls", outcome)
-
-    def breaker_changed(self, transition: Transition | None) -> None:
-        """Log and count one change of the breaker (nothing when there was none)."""
-        if transition is None:
-            return
-        fields = {
-            "analyzer": self._fields["analyzer"],
-            "state": transition.state,
-            "previous": transition.previous,
-            "reason": transition.reason,
-            "cooldown_s": transition.cooldown_s,
-        }
-        level = logging.WARNING if transition.state == "open" else logging.INFO
-        log.log(level, "analyzer_circuit", extra=fields)
-        if self._metrics is not None:
-            self._metrics.count("analyzer_circuit_changes", transition.state)
-            self._metrics.set_gauge("analyzer_circuit_state", STATE_VALUES[transition.state])
 
     def now(self, state: str, detail: str, cause: str = "") -> None:
         """The analyzer is in ``state`` now (``detail`` says why; ``cause`` names an
