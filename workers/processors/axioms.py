@@ -63,7 +63,7 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "emitted_at": message.emitted_at,
         }
         log_fields.update(trace_context(message))
-        analyzer = self.analyzer if audited else None
+        analyzer = self.analyzer_for(message) if audited else None
         risk, driver = rule_risk(message, audited), "rules"
         narrative = f"Rule-based audit: {reading}" if audited else f"Not audited: {reading}"
         if analyzer is not None:
@@ -88,7 +88,8 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "audit_narrative": narrative,
             "driver_used": driver,
         }
-        return Effect(message.natural_key, result, None, {**log_fields, "driver_used": driver})
+        log_fields = self.marked(message, {**log_fields, "driver_used": driver})
+        return Effect(message.natural_key, self.marked(message, result), None, log_fields)
 
 
 def from_settings(settings: Settings) -> AxiomProcessor:

@@ -137,9 +137,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
         rules = evaluate_rules(message, self.settings)
         is_threat, risk_level, driver = rules.is_threat, rules.risk_level, "rules"
         log_fields: dict[str, Any] = {"txn_id": message.id, "rules_fired": list(rules.fired)}
-        if self.analyzer is not None:
+        analyzer = self.analyzer_for(message)
+        if analyzer is not None:
             try:
-                assessment = self.analyzer.assess_transaction(message)
+                assessment = analyzer.assess_transaction(message)
                 is_threat, risk_level, driver = (
                     assessment.is_threat,
                     assessment.risk_level,
@@ -160,8 +161,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "driver_used": driver,
             "processed_at": utc_now_iso(),
         }
+        result = self.marked(message, result)
         recent = json.dumps(result, separators=(",", ":"))
-        return Effect(message.natural_key, result, recent, {**log_fields, "driver_used": driver})
+        log_fields = self.marked(message, {**log_fields, "driver_used": driver})
+        return Effect(message.natural_key, result, recent, log_fields)
 
 
 def from_settings(settings: Settings) -> TransactionProcessor:
