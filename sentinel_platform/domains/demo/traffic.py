@@ -8,6 +8,10 @@ with a few hundred rows every few minutes made their row count flip between a re
 generators, enrichment and scoring as the real assets, with the tick's own seed (so their
 ids never collide with a real partition's), and published to the real streams through the
 same backpressure-aware publisher, so workers, lag plots and alerts see real traffic.
+Every entry carries the demo's mark (:data:`~sentinel_platform.schemas.DEMO_FIELD`): the
+workers answer it by the rules alone (the demo never spends a paid analyzer call), their
+results keep the mark, and the reports and ``sentinel status``'s last publish leave it out
+of the user's figures.
 
 It is held like every other publish: the asset is two steps, one per stream, each in
 that stream's concurrency pool (a step has one pool), so a demo run waits in the queue
@@ -97,7 +101,7 @@ def demo_transactions(
     """Publish the demo's transactions (the transactions stream's pool); their figures."""
     high = settings.load().high_risk_amount
     frame = _transactions(pyspark.spark_session, config, context, high)
-    stats = redis_publisher.publish_dataframe(frame, TRANSACTIONS.name, context.run_id)
+    stats = redis_publisher.publish_dataframe(frame, TRANSACTIONS.name, context.run_id, demo=True)
     return _figures(TRANSACTIONS.name, stats)
 
 
@@ -111,7 +115,7 @@ def demo_axioms(
 ) -> None:
     """Publish the demo's axioms (the axioms stream's pool); the asset's metadata: both."""
     frame = _axioms(pyspark.spark_session, config, context)
-    stats = redis_publisher.publish_dataframe(frame, AXIOMS.name, context.run_id)
+    stats = redis_publisher.publish_dataframe(frame, AXIOMS.name, context.run_id, demo=True)
     figures = {**transactions, **_figures(AXIOMS.name, stats)}
     rows = int(figures["transactions_published"] + figures["axioms_published"])
     context.log.info(
