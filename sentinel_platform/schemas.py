@@ -19,11 +19,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictStr,
     ValidationError,
     field_validator,
 )
+from typing_extensions import Self
 
 Category = Literal["grocery", "forex", "retail", "suspicious", "other"]
 AxiomStatus = Literal["nominal", "degraded", "critical"]
@@ -40,6 +42,13 @@ CURRENCIES = frozenset(
 CATEGORIES: tuple[str, ...] = ("grocery", "forex", "retail", "suspicious", "other")
 STATUSES: tuple[str, ...] = ("nominal", "degraded", "critical")
 ERROR_MAX_CHARS = 1000
+#: The extra field (and its value) that marks an entry as the demo's synthetic traffic.
+#: An extra field, because Sentinel-L7's readers ignore fields they do not know and every
+#: existing field keeps its meaning; the workers answer a marked entry by the rules only
+#: (the demo never spends a paid call), copy the mark onto its result, and the reports
+#: leave marked results out of a user's figures.
+DEMO_FIELD = "demo"
+DEMO_VALUE = "1"
 
 NonEmptyStr = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 
@@ -59,6 +68,11 @@ def _schema_error(model: type[BaseModel], error: ValidationError) -> SchemaError
     return SchemaError(model.__name__, field, first["msg"].removeprefix("Value error, "))
 
 
+def is_demo(fields: Mapping[str, str]) -> bool:
+    """Whether a stream entry (or a result entry) carries the demo's mark."""
+    return fields.get(DEMO_FIELD) == DEMO_VALUE
+
+
 def _parse_iso(value: str) -> str:
     try:
         datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -69,6 +83,18 @@ def _parse_iso(value: str) -> str:
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
+    # Not a field: read from the entry's own ``DEMO_FIELD``, never from a payload's keys,
+    # and never written back by ``to_fields`` (the publisher adds the mark itself).
+    _demo: bool = PrivateAttr(default=False)
+
+    @property
+    def demo(self) -> bool:
+        """True when the entry it was parsed from carries the demo's mark (:func:`is_demo`)."""
+        return self._demo
+
+    def _marked(self, fields: Mapping[str, str]) -> Self:
+        self._demo = is_demo(fields)
+        return self
 
 
 class Transaction(_Wire):
@@ -124,7 +150,7 @@ class Transaction(_Wire):
         if not isinstance(obj, dict):
             raise SchemaError(cls.__name__, "data", "JSON is not an object")
         try:
-            return cls.model_validate(obj)
+            return cls.model_validate(obj)._marked(fields)
         except ValidationError as exc:
             raise _schema_error(cls, exc) from None
 
@@ -171,7 +197,7 @@ class Axiom(_Wire):
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> Axiom:
         try:
-            return cls.model_validate(dict(fields))
+            return cls.model_validate(dict(fields))._marked(fields)
         except ValidationError as exc:
             raise _schema_error(cls, exc) from None
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.schemas import (
+    DEMO_FIELD,
     Axiom,
     DeadLetter,
     SchemaError,
@@ -53,6 +54,28 @@ def test_axiom_round_trips_flat_string_fields() -> None:
     fields = axiom.to_fields()
     assert all(isinstance(v, str) for v in fields.values())
     assert Axiom.from_fields(fields) == axiom
+
+
+DEMO_CASES = [
+    # (the entry's extra fields, the payload's extra keys, demo?)
+    ({DEMO_FIELD: "1"}, {}, True),
+    ({}, {}, False),
+    ({DEMO_FIELD: "0"}, {}, False),
+    ({DEMO_FIELD: "yes"}, {}, False),
+    # a producer's own payload key of that name is not the mark
+    ({}, {DEMO_FIELD: True}, False),
+]
+
+
+@pytest.mark.parametrize(("extra", "payload", "demo"), DEMO_CASES)
+def test_the_demo_mark_is_the_entrys_own_field_and_never_written_back(
+    extra: dict[str, str], payload: dict[str, Any], demo: bool
+) -> None:
+    txn = Transaction.from_fields({"data": json.dumps({**L7_TRANSACTION, **payload}), **extra})
+    axiom = Axiom.from_fields({**L7_AXIOM, **extra})
+    assert (txn.demo, axiom.demo) == (demo, demo)
+    assert DEMO_FIELD not in axiom.to_fields()
+    assert DEMO_FIELD not in json.loads(txn.to_fields()["data"])
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,9 @@ class Consumer(Document):
     idle_ms: int | None = Field(description="ms since it last read; null: unknown")
     registered: Registration | None = Field(description="what the worker registered")
     holds: int | None = Field(
-        None, description="messages it published it may hold in flight now; null: none"
+        None,
+        description="its in-flight limit in force: the most messages it may hold now, as it "
+        "published it (what it holds now is `pending`); null: none published",
     )
 
 

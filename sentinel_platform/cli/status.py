@@ -339,7 +339,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
             lease = paint(c["lease"], "nominal" if c["lease"] == "alive" else "backpressure", out)
             lines.append(
                 f"  - {c['name']:<32} {lease:<5}  pending {c['pending']:<6} "
-                f"holds {'-' if c.get('holds') is None else c['holds']:<5} "
+                f"in-flight limit {'-' if c.get('holds') is None else c['holds']:<5} "
                 f"idle {human_ms(c['idle_ms']):<7} {_registration(c['registered'])}"
             )
     lines.append("")

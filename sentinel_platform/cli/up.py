@@ -407,11 +407,15 @@ def worker_specs(
 TRUE_WORDS = ("1", "true", "yes", "on")
 
 
-def unasked_runs(demo: bool) -> str:
-    """The start-up line that says what runs without a click, so nothing surprises."""
+def unasked_runs(demo: bool, analyzer: bool = False) -> str:
+    """The start-up line that says what runs without a click, so nothing surprises; with
+    the demo on, also what it costs: its entries are marked, so the workers decide them by
+    the rules alone (never a paid analyzer call) and the reports leave them out."""
+    rules = "never sent to the analyzer" if analyzer else "decided by the rules"
     demo_part = (
         "the demo (demo_publish_schedule: every 5 min, synthetic rows to the streams through "
-        "its own asset demo_traffic; --no-demo turns it off)"
+        f"its own asset demo_traffic, marked demo=1: {rules}, left out of the reports; "
+        "--no-demo turns it off)"
         if demo
         else "no demo (--demo turns it on)"
     )
@@ -646,7 +650,8 @@ def _supervise(
         )
         log.info("Dagster starting (DAGSTER_HOME=%s, log %s)", settings.dagster_home, dagster_log)
     if options.dagster:
-        log.info("%s", unasked_runs(env.get("SENTINEL_DEMO", "0").lower() in TRUE_WORDS))
+        demo = env.get("SENTINEL_DEMO", "0").lower() in TRUE_WORDS
+        log.info("%s", unasked_runs(demo, analyzer=settings.analyzer_url is not None))
     supervisor.extra_state["ui_url"] = ui if options.dagster else None
     supervisor.write_state()
     ui_ready = not options.dagster

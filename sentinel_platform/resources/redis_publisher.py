@@ -37,6 +37,7 @@ from sentinel_platform.resources.config_secrets import (
 from sentinel_platform.resources.config_secrets import refuse_password
 from sentinel_platform.resources.settings import SettingsResource, settings_or_environment
 from sentinel_platform.resources.wire_columns import wire_frame
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect, resolve_url
@@ -137,12 +138,18 @@ class RedisPublisherResource(dg.ConfigurableResource):
         return client
 
     # --- publish --------------------------------------------------------------------------
-    def publish_dataframe(self, df: Any, kind: str, run_id: str | None = None) -> PublishStats:
+    def publish_dataframe(
+        self, df: Any, kind: str, run_id: str | None = None, demo: bool = False
+    ) -> PublishStats:
         """Publish ``df``'s wire columns from the executors; return the summed stats.
 
         The entries' strings are built by Spark (:func:`wire_frame`), so the executors'
         Python only pipelines them; a column missing or of the wrong type fails here with
         a :class:`~sentinel_platform.schemas.SchemaError` naming it.
+
+        ``demo``: every entry carries the demo's mark (``DEMO_FIELD``), which the workers
+        and the reports honour, and the stream's last-publish record (``sentinel status``)
+        is left as it is: it answers for the user's own runs, never for the demo's.
         """
         settings = self._settings()
         spec = spec_for(kind, settings)  # the one look-up: everything below uses the spec
@@ -159,6 +166,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
             config=self.backpressure_config(settings),
             batch_size=settings.publish_batch_size,
             stop_key=stop,
+            marker=((DEMO_FIELD, DEMO_VALUE),) if demo else (),
         )
         spark = df.sparkSession
         tag = f"sentinel-publish-{run_id}"
@@ -171,7 +179,9 @@ class RedisPublisherResource(dg.ConfigurableResource):
             client.set(stop, f"the run ended: {type(exc).__name__}", ex=STOP_KEY_TTL_S, nx=True)
             _cancel_jobs(spark, tag)
             reason = executor_error(exc)
-            _record_outcome(client, keys, run_id, None, reason or f"{type(exc).__name__}: {exc}")
+            if not demo:
+                error = reason or f"{type(exc).__name__}: {exc}"
+                _record_outcome(client, keys, run_id, None, error)
             if reason and isinstance(exc, Exception):
                 raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
             raise
@@ -180,7 +190,10 @@ class RedisPublisherResource(dg.ConfigurableResource):
         client.delete(stop)
         total = PublishStats.combine(PublishStats(**row.asDict()) for row in rows)
         total.wall_s = time.monotonic() - started
-        _record_outcome(client, keys, run_id, total.rows, None, close=True)
+        if not demo:
+            _record_outcome(client, keys, run_id, total.rows, None)
+        with contextlib.suppress(Exception):
+            client.close()
         return total
 
     # --- read back ------------------------------------------------------------------------
@@ -213,7 +226,6 @@ def _record_outcome(
     run_id: str,
     rows: int | None,
     error: str | None,
-    close: bool = False,
 ) -> None:
     """Keep the stream's last publish for ``sentinel status``; never fails the publish."""
     fields = {
@@ -226,9 +238,6 @@ def _record_outcome(
     }
     with contextlib.suppress(Exception):
         record_publish(client, keys, fields)
-    if close:
-        with contextlib.suppress(Exception):
-            client.close()
 
 
 def _tag_jobs(spark: Any, tag: str) -> None:

@@ -1,19 +1,24 @@
 """The operator's journey in a real browser, against the real ``sentinel up``.
 
-Open the catalog, open `transaction_stream`, launch a materialisation of today's partition
-from the UI, wait for the run to succeed, and find the short backpressure spike that hit it:
+Open the catalog, then the job `publish_transactions`, launch today's partition from the UI
+(*Materialize all* -> *Latest*: on a fresh home the day's upstream is built in the same
+run, where `transaction_stream` alone would fail for its missing input), wait for the run
+to succeed, and find the short backpressure spike that hit it:
 while the run publishes (paced below the pause limit), an unguarded Sentinel-L7 producer
 floods the stream past the limit, so the run's producer stops until the slow worker drains
 it. The operator finds the spike on the asset's lag plot and in its events (`lag_peak`), on
 the lag sensor's tick, and as an alert in `sentinel status`. Each step is screenshotted.
 
-Only the upstream of `transaction_stream` is built beforehand (through the webserver's
-GraphQL API), since materialising the stream alone needs its input partition.
+Nothing is built beforehand: the home is fresh, as a new user's is. The day's
+transactions are a small landing file (``SENTINEL_HOME/landing/transactions/<day>/``), as a
+user's own data would be, so the run publishes a few hundred rows rather than the 20,000
+it generates without one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from collections.abc import Callable
@@ -33,15 +38,14 @@ from sentinel_platform_tests.harness.platform import (
     LOCATION,
     SPIKE_ENV,
     Platform,
-    launch,
     run_status,
 )
 from sentinel_platform_tests.harness.strategies import valid_transaction
 from sentinel_platform_tests.harness.waits import wait_until
 
-#: Two Spark runs and a Dagster start: about 3 minutes on a quiet 2-core machine; the
-#: timeout leaves room for a loaded one.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+#: A Spark run of three steps and a check, and a Dagster start: about 3 minutes on a quiet
+#: 2-core machine; the timeout leaves room for a loaded one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROWS = 300
 PAUSE = int(SPIKE_ENV["SENTINEL_LAG_PAUSE"])
@@ -53,16 +57,12 @@ PARTITION_RUNS = """query($f: RunsFilter!) { runsOrError(filter: $f, limit: 20) 
   results { runId assetSelection { path } tags { key value } } } } }"""
 
 
-def _build_upstream(platform: Platform, partition: str) -> str:
-    """Raw and enriched transactions of ``partition``: the input the UI's run reads."""
-    return launch(
-        platform,
-        "__ASSET_JOB",
-        partition,
-        {"ops": {"raw_transactions": {"config": {"rows": ROWS, "seed": 7, "spark_partitions": 2}}}},
-        assetSelection=[{"path": ["raw_transactions"]}, {"path": ["enriched_transactions"]}],
-        assetCheckSelection=[],  # the data-quality check is not what this test is about
-    )
+def _land_transactions(settings: Settings, partition: str) -> None:
+    """``ROWS`` valid transactions as the landing file of ``partition`` (JSON lines)."""
+    day = settings.home_dir / "landing" / "transactions" / partition
+    day.mkdir(parents=True, exist_ok=True)
+    lines = (json.dumps(valid_transaction(f"landed-{n}")) for n in range(ROWS))
+    (day / "transactions.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def _ui_runs(platform: Platform, partition: str) -> list[str]:
@@ -78,11 +78,21 @@ def _ui_runs(platform: Platform, partition: str) -> list[str]:
     ]
 
 
-def _flood_once_publishing(client: RedisClient, settings: Settings) -> None:
+def _flood_once_publishing(
+    client: RedisClient, settings: Settings, platform: Platform, run_id: str
+) -> None:
     """As soon as the run's first batch is on the stream, add four pause limits' worth of
-    entries at once, as a producer without a guard would."""
+    entries at once, as a producer without a guard would. The run builds and checks the
+    day before it publishes (two Spark steps and a check first); a failed run fails here,
+    with the Dagster log."""
     stream = transaction_keys(settings).stream
-    wait_until(lambda: client.xlen(stream) > 0, timeout_s=180, interval_s=0.05)
+
+    def publishing() -> bool:
+        return _run_status(platform, run_id) != "SUCCESS" and client.xlen(stream) > 0
+
+    # The run's Spark session and its two build steps come first: minutes on a loaded host.
+    what = f"the first batch of run {run_id}"
+    wait_until(publishing, timeout_s=480, interval_s=0.2, what=what)
     pipe = client.pipeline(transaction=False)
     for n in range(4 * PAUSE):
         pipe.xadd(stream, transaction_fields(valid_transaction(f"legacy-{n}")))
@@ -121,7 +131,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     settings: Settings,
 ) -> None:
     today = datetime.now(UTC).date().isoformat()
-    upstream = _build_upstream(platform, today)
+    _land_transactions(settings, today)
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.set_default_timeout(60_000)
     shot = _shot(page, screenshots)
@@ -131,11 +141,10 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     page.get_by_role("link", name="transaction_stream").first.wait_for()
     assert_no_welcome(page)
     shot("1-catalog")
-    wait_until(lambda: _run_status(platform, upstream) == "SUCCESS", timeout_s=180, interval_s=1)
 
-    # 2. Open transaction_stream and launch today's partition from the UI.
-    page.get_by_role("link", name="transaction_stream").first.click()
-    page.get_by_role("button", name="Materialize…").first.click()
+    # 2. The job that builds, checks and publishes a day: launch today's from the UI.
+    page.goto(f"{platform.url}/locations/{LOCATION}/jobs/publish_transactions")
+    page.get_by_role("button", name="Materialize all").first.click()
     dialog = page.locator("[role=dialog]").first
     dialog.get_by_role("button", name="Latest", exact=True).click()
     shot("2-launch-latest-partition")
@@ -143,7 +152,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     page.get_by_text("Launched run").wait_for()
     # Not simply the newest run: the platform's sensors and schedules launch runs too.
     (run_id,) = wait_until(lambda: _ui_runs(platform, today), timeout_s=30, interval_s=0.5)
-    _flood_once_publishing(redis_client, settings)
+    _flood_once_publishing(redis_client, settings, platform, run_id)
 
     # 3. The run page: wait for the run to succeed.
     page.goto(f"{platform.url}/runs/{run_id}")

@@ -56,5 +56,8 @@ def test_the_text_shows_the_allowance_and_each_workers_figure(
 ) -> None:
     out = cli("status").out
     assert "in flight 8 " in out
-    assert "holds 8 " in out
-    assert "holds -" in out  # the axioms worker published nothing
+    # the worker's limit in force, named so: "holds 100" beside "pending 0" read as a
+    # contradiction (it holds what is pending; this is what it may take)
+    assert "in-flight limit 8 " in out
+    assert "in-flight limit -" in out  # the axioms worker published nothing
+    assert "holds" not in out

@@ -89,7 +89,7 @@ def test_transactions_publish_exactly_the_enriched_rows(
     ids = sorted((i for i, _ in entries), key=id_order)
     assert meta["rows_published"] == 1_500 and meta["spark_partitions"] >= 1
     assert (meta["first_id"], meta["last_id"]) == (ids[0], ids[-1])
-    assert meta["hard_backpressure_events"] == 0 and meta["rows_per_s"] > 0
+    assert meta["pause_episodes"] == 0 and meta["rows_per_s"] > 0
     # Published by Spark's Python workers, not by this (driver) process.
     assert meta["executors"] and f":{os.getpid()}" not in meta["executors"]
     threats = [t for t in published if t["merchant"] == "RapidRemit"]

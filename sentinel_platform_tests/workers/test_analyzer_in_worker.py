@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.redis_server import free_port
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
@@ -134,6 +135,46 @@ def test_transaction_worker_asks_the_analyzer_for_each_verdict(
     }
     assert sorted(r["body"]["payload"]["id"] for r in analyzer_server.requests) == sorted(ids)
     assert 1 <= len(analyzer_server.connections) <= MAX_CONNECTIONS
+    assert worker.stop() == 0, worker.log_tail()
+
+
+@pytest.mark.parametrize("kind", ["transactions", "axioms"])
+def test_demo_entries_never_reach_the_analyzer_and_their_results_keep_the_mark(
+    analyzer_server: AnalyzerServer,
+    start_worker: StartWorker,
+    settings: Settings,
+    redis_client: RedisClient,
+    kind: str,
+) -> None:
+    """The demo runs by itself: its entries are decided by the rules, never by a paid call,
+    and their results carry the mark the reports leave out; a user's entries beside them
+    still reach the analyzer, and their results carry no mark."""
+    analyzer_server.reply = {"is_threat": True, "risk_level": "high", "narrative": "model says"}
+    keys = transaction_keys(settings) if kind == "transactions" else axiom_keys(settings)
+    worker = start_worker(kind, analyzer_server.url)
+    if kind == "transactions":
+        entries = [{"data": json.dumps({**BASE, "id": f"k-{i}"})} for i in range(6)]
+    else:  # every score above the threshold: each one is audited, so each may be asked
+        entries = [axiom_entry(i, 0.9) for i in range(6)]
+    demo = {i for i in range(6) if i % 2 == 0}
+    process_all(
+        redis_client,
+        keys,
+        [
+            {**fields, DEMO_FIELD: DEMO_VALUE} if i in demo else fields
+            for i, fields in enumerate(entries)
+        ],
+    )
+    key_field = "txn_id" if kind == "transactions" else "source_id"
+    prefix = "k-" if kind == "transactions" else "sensor-"
+    results = {f[key_field]: f for _, f in redis_client.xrange(keys.results)}
+    for i in range(6):
+        result = results[f"{prefix}{i}"]
+        expected = ("rules", DEMO_VALUE) if i in demo else ("analyzer", None)
+        assert (result["driver_used"], result.get(DEMO_FIELD)) == expected, result
+    payload_key = "id" if kind == "transactions" else "source_id"
+    asked = sorted(r["body"]["payload"][payload_key] for r in analyzer_server.requests)
+    assert asked == sorted(f"{prefix}{i}" for i in range(6) if i not in demo)
     assert worker.stop() == 0, worker.log_tail()
 
 

@@ -86,7 +86,7 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "emitted_at": message.emitted_at,
         }
         log_fields.update(trace_context(message))
-        analyzer = self.analyzer if audited else None
+        analyzer = self.analyzer_for(message) if audited else None
         risk, driver = rule_risk(message, audited), "rules"
         narrative = f"Rule-based audit: {reading}" if audited else f"Not audited: {reading}"
         recorded: dict[str, str] = {}
@@ -114,7 +114,8 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "driver_used": driver,
             **recorded,
         }
-        fields = {**log_fields, "driver_used": driver}
+        fields = self.marked(message, {**log_fields, "driver_used": driver})
+        result = self.marked(message, result)
         return Effect(message.natural_key, result, None, fields, sample=self.is_sample(driver))
 
 

@@ -12,15 +12,21 @@ of calling again), and the worker hands it its metrics and its Redis client once
 the first message (``bind_metrics``, ``bind_redis``: the analyzer's calls and circuit in
 the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet), and
 its stop (``bind_stop``: a wait for a rate slot ends with it).
+
+The demo's entries (marked, :func:`~sentinel_platform.schemas.is_demo`) never reach the
+analyzer: the demo runs by itself, so it must never spend a paid call nobody asked for.
+They are decided by the rules (``driver_used=rules``) and their results carry the same
+mark, so that the reports can leave them out of a user's figures.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from sentinel_platform.registry import WireModel, spec_for
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Effect
@@ -94,5 +100,18 @@ class WireProcessor(Generic[M]):
         """The wire model's natural key (a transaction's id, an axiom's source and time)."""
         return message.natural_key
 
+    def analyzer_for(self, message: M) -> Analyzer | None:
+        """The analyzer to ask about ``message``: none for a demo entry (rules only)."""
+        return None if _is_demo(message) else self.analyzer
+
+    def marked(self, message: M, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields`` (a result or log fields) with the demo's mark when ``message`` has it."""
+        return {**fields, DEMO_FIELD: DEMO_VALUE} if _is_demo(message) else fields
+
     def process(self, message: M) -> Effect:
         raise NotImplementedError
+
+
+def _is_demo(message: object) -> bool:
+    # A plug-in stream's wire model may not know the mark: then nothing is demo.
+    return bool(getattr(message, "demo", False))

@@ -163,9 +163,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
         is_threat, risk_level, driver = rules.is_threat, rules.risk_level, "rules"
         log_fields: dict[str, Any] = {"txn_id": message.id, "rules_fired": list(rules.fired)}
         said: dict[str, str] = {}
-        if self.analyzer is not None:
+        analyzer = self.analyzer_for(message)
+        if analyzer is not None:
             try:
-                assessment = self.analyzer.assess_transaction(message)
+                assessment = analyzer.assess_transaction(message)
                 is_threat, risk_level, driver = (
                     assessment.is_threat,
                     assessment.risk_level,
@@ -188,8 +189,9 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "processed_at": utc_now_iso(),
             **said,
         }
+        result = self.marked(message, result)
         recent = json.dumps(result, separators=(",", ":"))
-        fields = {**log_fields, "driver_used": driver}
+        fields = self.marked(message, {**log_fields, "driver_used": driver})
         return Effect(message.natural_key, result, recent, fields, sample=self.is_sample(driver))
 
 

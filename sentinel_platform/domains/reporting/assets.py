@@ -10,6 +10,11 @@ read-back assets run once per ``REFRESH_CRON`` tick (the workers write results
 continuously, so "upstream published" is not "results complete"; a periodic read-back is
 what the report needs), and the report runs once both read-backs are newer than that
 tick. ``reporting_automation_sensor`` (running by default) evaluates the conditions.
+
+The demo's traffic is never a user's figure: entries carrying the demo's mark
+(:data:`~sentinel_platform.schemas.DEMO_FIELD`; the workers copy it onto their results)
+are left out of the read-backs, and so of the report, which also leaves out the demo's
+input entries and dead letters (:func:`users_only`).
 """
 
 import functools
@@ -26,6 +31,7 @@ from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
 from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.streams.plumbing.keys import dlq_streams
 
 VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "driver_used", "processed_at")
@@ -57,6 +63,19 @@ def _field(name: str, cast: str | None = None) -> Any:
     return (column.try_cast(cast) if cast else column).alias(name)
 
 
+def users_only(entries: DataFrame, payload: str | None = None) -> DataFrame:
+    """``entries`` (``(stream_id, fields)``) without those the demo marked: the mark is an
+    entry's own field, or, with ``payload`` (a dead letter's original fields as JSON), a
+    key of that field's JSON."""
+    fields = F.col("fields")
+    mark = (
+        fields.getItem(DEMO_FIELD)
+        if payload is None
+        else F.get_json_object(fields.getItem(payload), f"$.{DEMO_FIELD}")
+    )
+    return entries.filter(F.coalesce(mark != F.lit(DEMO_VALUE), F.lit(True)))
+
+
 def read_back(
     name: str,
     stream: str,
@@ -67,8 +86,8 @@ def read_back(
     """The read-back asset ``name``: the result stream of the registry's ``stream``, read
     by the executors (``RedisPublisherResource.read_stream``), each entry's fields as the
     ``columns()`` that are truly this stream's (which fields, which types), after its
-    ``stream_id``. Refreshed once per ``REFRESH_CRON`` tick, downstream of ``upstream``
-    (the stream's publish asset)."""
+    ``stream_id``, the demo's entries left out (:func:`users_only`). Refreshed once per
+    ``REFRESH_CRON`` tick, downstream of ``upstream`` (the stream's publish asset)."""
 
     @dg.asset(
         name=name,
@@ -86,8 +105,10 @@ def read_back(
     ) -> DataFrame:
         keys = redis_publisher.stream_keys(stream)
         raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
-        context.add_output_metadata({"stream": keys.results})
-        return raw.select("stream_id", *columns())
+        context.add_output_metadata(
+            {"stream": keys.results, "left out": f"the demo's entries ({DEMO_FIELD}={DEMO_VALUE})"}
+        )
+        return users_only(raw).select("stream_id", *columns())
 
     return results
 
@@ -196,12 +217,15 @@ def compliance_report(
 ) -> DataFrame:
     """Threats by merchant and category, risk levels by domain, dead letters per stream."""
     spark = pyspark.spark_session
-    transactions = redis_publisher.read_stream(
-        spark, redis_publisher.stream_keys("transactions").stream
+    transactions = users_only(
+        redis_publisher.read_stream(spark, redis_publisher.stream_keys("transactions").stream)
     )
     dlq = functools.reduce(
         DataFrame.unionByName,
-        [redis_publisher.read_stream(spark, name) for name in dlq_streams(settings.load())],
+        [
+            users_only(redis_publisher.read_stream(spark, name), payload="payload")
+            for name in dlq_streams(settings.load())
+        ],
     )
     threats = threats_by_merchant(transaction_verdicts, transactions).cache()
     risks = risk_by_domain(compliance_events).cache()

@@ -342,6 +342,8 @@ class PartitionPublisher:
     stop_key: str | None = None
     maxlen: int | None = None
     sample_rows: int = SAMPLE_ROWS
+    #: extra fields every entry carries besides its wire fields (the demo's mark)
+    marker: tuple[tuple[str, str], ...] = ()
 
     def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
         """Publish rows of ``spec.columns`` values, each through its wire model."""
@@ -389,7 +391,9 @@ class PartitionPublisher:
                 exact = batch.column(EXACT_COLUMN).to_pylist()
                 yield from frame_entries(self.spec, columns, exact)
 
-        return sample_checked(self.spec, unchecked(), self.sample_rows)
+        checked = sample_checked(self.spec, unchecked(), self.sample_rows)
+        extra = dict(self.marker)
+        return ({**fields, **extra} for fields in checked) if extra else checked
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         yield stats_batch(self.publish_entries(self.entries(batches)))

@@ -10,13 +10,14 @@ import dagster as dg
 import pytest
 
 from sentinel_platform.domains.demo import schedule as demo
-from sentinel_platform.domains.demo.traffic import ASSET_NAME, demo_traffic
+from sentinel_platform.domains.demo.traffic import ASSET_NAME, demo_figures, demo_traffic
 from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.resources import data_resources
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.producer.publish import PublishStats
 
 TICK = datetime(2026, 3, 10, 12, 5, tzinfo=timezone.utc)
 
@@ -84,3 +85,20 @@ def test_demo_publishes_the_current_day_so_the_latest_materialization_is_today()
     ticks = [TICK + timedelta(minutes=demo.EVERY_MINUTES * n) for n in range(3)]
     assert {demo.demo_partition(t)[0] for t in ticks} == {TICK.date().isoformat()}
     assert len({demo.demo_partition(t)[1] for t in ticks}) == 3  # a new seed, new data
+
+
+@pytest.mark.parametrize(
+    "stats",
+    [
+        PublishStats(rows=200, wall_s=4.0, paused_s=3.5, partitions=1),
+        # two partitions paused at the same time: their waits sum past the run's duration
+        PublishStats(rows=200, wall_s=4.0, paused_s=7.2, partitions=2),
+        PublishStats(partitions=0),
+    ],
+)
+def test_the_demos_paused_figure_is_per_partition_and_never_exceeds_its_duration(
+    stats: PublishStats,
+) -> None:
+    figures = demo_figures("transactions", stats)
+    assert figures["transactions_published"] == float(stats.rows)
+    assert figures["transactions_paused_s_per_partition"] <= max(stats.wall_s, 0.0)

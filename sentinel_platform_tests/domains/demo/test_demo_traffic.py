@@ -1,6 +1,8 @@
 """The demo job, run through the real ``dagster job execute`` on the real code location:
 it publishes synthetic traffic to the real streams and materialises none of the data
-assets, so what a user's own runs produced (row counts, partitions) is never overwritten."""
+assets, so what a user's own runs produced (row counts, partitions) is never overwritten;
+every entry it publishes carries the demo's mark, and the streams' last-publish records
+(``sentinel status``) stay the user's."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ import yaml
 
 from sentinel_platform.domains.demo import schedule as demo
 from sentinel_platform.domains.demo.traffic import ASSET_NAME
-from sentinel_platform.schemas import Transaction
+from sentinel_platform.schemas import Transaction, is_demo
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.progress import last_publish, record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.harness.dagster_cli import DAGSTER
@@ -53,8 +56,10 @@ def _execute_demo_job(env: dict[str, str], home: Path, partition: str, seed: int
 def test_demo_run_publishes_to_the_streams_and_materialises_no_data_asset(
     settings: Settings, settings_env: dict[str, str], redis_client: RedisClient, tmp_path: Path
 ) -> None:
+    users_publish = {"run_id": "users-run", "partition": "2026-11-20", "rows": "20000"}
     for keys in (transaction_keys(settings), axiom_keys(settings)):
         redis_client.set(keys.lag, 0)  # an idle consumer: publishing may proceed
+        record_publish(redis_client, keys, users_publish)
     today = datetime.now(UTC).date().isoformat()
     home = tmp_path / "dagster"
 
@@ -67,6 +72,10 @@ def test_demo_run_publishes_to_the_streams_and_materialises_no_data_asset(
     ]
     assert len(set(published)) == demo.TRANSACTIONS_PER_TICK
     assert redis_client.xlen(axiom_keys(settings).stream) > 0
+    for keys in (transaction_keys(settings), axiom_keys(settings)):
+        entries = [fields for _, fields in redis_client.xrange(keys.stream)]
+        assert entries and all(is_demo(fields) for fields in entries), keys.stream
+        assert last_publish(redis_client, keys) == users_publish, "the user's, not the demo's"
     with dg.DagsterInstance.from_config(str(home)) as instance:
         materialised = {
             key.to_user_string()

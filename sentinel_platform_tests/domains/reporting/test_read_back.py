@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import dagster as dg
@@ -9,6 +10,7 @@ import pytest
 
 from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
@@ -88,3 +90,39 @@ def test_compliance_report_summarises_verdicts_events_and_dead_letters(
     (letters,) = report.metadata["dead_letters"].value.records
     assert (letters.data["stream"], letters.data["count"]) == (txn.stream, 1)
     assert report.metadata["verdicts"].value == 7
+
+
+def test_the_demos_results_inputs_and_dead_letters_stay_out_of_the_users_figures(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    """The demo shares the streams with the user's runs; its entries carry its mark, and
+    the read-backs and the report count only the user's."""
+    txn, axm = transaction_keys(settings), axiom_keys(settings)
+    mark = {DEMO_FIELD: DEMO_VALUE}
+    for i in range(5):  # the user's: 5 verdicts, 2 compliance events, 1 dead letter
+        redis_client.xadd(txn.stream, _transaction(i, "retail"))
+        redis_client.xadd(txn.results, _verdict(i, "Costco", threat=False))
+    for i in range(100, 103):  # the demo's: 3 threats at a merchant of its own
+        redis_client.xadd(txn.stream, {**_transaction(i, "suspicious"), **mark})
+        redis_client.xadd(txn.results, {**_verdict(i, "DemoMart", threat=True), **mark})
+    for domain, extra in [("aml", {}), ("aml", {}), ("demo-domain", mark)]:
+        event = {"source_id": f"{domain}-1", "domain": domain, "risk_level": "high"}
+        redis_client.xadd(axm.results, {**event, **extra})
+    for payload in [{"data": "{}"}, {"data": "{}", **mark}]:
+        letter = {"stream": txn.stream, "reason": "invalid_message"}
+        redis_client.xadd(txn.dlq, {**letter, "payload": json.dumps(payload)})
+
+    result = dg.materialize(REPORTING_ASSETS, resources=data_resources, instance=dagster_instance)
+    assert result.success
+    (report,) = result.asset_materializations_for_node("compliance_report")
+    assert report.metadata["verdicts"].value == 5
+    assert report.metadata["compliance_events"].value == 2
+    merchants = {r.data["merchant"] for r in report.metadata["threats_by_merchant"].value.records}
+    assert merchants == {"Costco"}
+    domains = {r.data["domain"] for r in report.metadata["risk_by_domain"].value.records}
+    assert domains == {"aml"}
+    (letters,) = report.metadata["dead_letters"].value.records
+    assert letters.data["count"] == 1
