@@ -127,6 +127,7 @@ def lag_card(verdict: Verdict, target: MaterializationTarget) -> LagCard:
         hard_episodes=int(meta["hard_backpressure_episodes"]),
         soft_episodes=int(meta["soft_backpressure_episodes"]),
         blocks=verdict.blocks,
+        climbing=bool(meta.get("limit_climbing")),
         figures=figures_digest({**meta, "target": target.storage_id if target else None}),
     )
 
