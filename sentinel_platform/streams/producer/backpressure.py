@@ -97,6 +97,9 @@ PRODUCER_TTL_S = 5.0
 SET_POINT_SHARE = 0.5
 #: Before a drain rate is measured, the producer's safety stop is this many set points.
 BOOTSTRAP_PAUSE_FACTOR = 50
+#: The limits also follow the rate of the last this many seconds when it is lower: a fleet
+#: whose capacity was cut is seen within it, not after the published rate's whole window.
+FAST_WINDOW_S = 2.0
 #: The measured drain rate is written at most this often per producer.
 RATE_WRITE_S = 0.5
 #: The workers' published in-flight allowance is re-read at most this often (workers
@@ -275,6 +278,9 @@ class BackpressureGuard:
     _soft_since: float | None = field(default=None, init=False, repr=False)
     _id: str = field(default_factory=lambda: uuid.uuid4().hex, init=False, repr=False)
     _meter: DrainMeter = field(default_factory=DrainMeter, init=False, repr=False)
+    _fast: DrainMeter = field(
+        default_factory=lambda: DrainMeter(window_s=FAST_WINDOW_S), init=False, repr=False
+    )
     _rate: float | None = field(default=None, init=False, repr=False)
     _rate_written_at: float | None = field(default=None, init=False, repr=False)
     _limits: Limits | None = field(default=None, init=False, repr=False)
@@ -343,11 +349,14 @@ class BackpressureGuard:
     def _update_rate(self, signal: Signal, now: float) -> None:
         """Fold the reading into the drain rate; publish a fresh measurement now and then."""
         measured = self._meter.observe(now, signal.completed, signal.lag)
+        recent = self._fast.observe(now, signal.completed, signal.lag)
         if measured is None:
             if signal.published_rate is not None:
                 self._rate = signal.published_rate
             return
-        self._rate = measured
+        # the limits at the lower of the two: a cut capacity shrinks them within seconds
+        # (a recent 0 is no proof of a stop yet: the window decides that)
+        self._rate = min(measured, recent) if recent else measured
         written = self._rate_written_at
         if written is None or now - written >= RATE_WRITE_S:
             self._rate_written_at = now
