@@ -74,6 +74,10 @@ bench: $(VENV)/.installed-bench
 		grep -E '\b(PASS|MISS)\b' bench/out/$$scenario.log | grep -v '^{' | sed "s|^|$$scenario: |" >> bench/out/goals.txt; \
 	done
 	@echo "== goals"; cat bench/out/goals.txt
+	@if grep -qw MISS bench/out/goals.txt; then \
+		echo "== MISS: a goal above was missed (figures in bench/out/*.log); make bench fails"; \
+		grep -w MISS bench/out/goals.txt; exit 1; \
+	fi
 
 constraints: $(VENV)/.installed-bench
 	@{ sed -n '/^#/p' constraints.txt; \

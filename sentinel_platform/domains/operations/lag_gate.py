@@ -45,6 +45,7 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     step,
 )
 from sentinel_platform.domains.operations.stream_health import (
+    CLIMBING_TODO,
     LAG_CHECK,
     LAG_TODO,
     MaterializationTarget,
@@ -126,6 +127,7 @@ def lag_card(verdict: Verdict, target: MaterializationTarget) -> LagCard:
         hard_episodes=int(meta["hard_backpressure_episodes"]),
         soft_episodes=int(meta["soft_backpressure_episodes"]),
         blocks=verdict.blocks,
+        climbing=bool(meta.get("limit_climbing")),
         figures=figures_digest({**meta, "target": target.storage_id if target else None}),
     )
 
@@ -285,15 +287,17 @@ def _zone_alert(
         "pause": "producers paused, no new publish runs",
         "resume": f"producers resumed, {len(decided.relaunched)} held partition(s) relaunched",
     }.get(decided.action or "", "no publish action")
-    limits = limits_from_settings(settings, allowance=snapshot.allowance)
+    limits = limits_from_settings(settings, snapshot.allowance, snapshot.climbing)
     figures = lag_figures_short(snapshot.lag, snapshot.drain_rate, limits)
+    climbing = limits.climbing and decided.zone == "elevated"
+    todo = CLIMBING_TODO if climbing else LAG_TODO[decided.zone]
     return Alert(
         severity=decided.severity,
         source=SENSOR_NAME,
         stream=keys.stream,
         condition=decided.condition,
         summary=f"lag zone {decided.previous or 'unknown'} -> {decided.zone}: {figures}; "
-        f"{what}. To do: {LAG_TODO[decided.zone]}",
+        f"{what}. To do: {todo}",
         details={
             "advice": lag_advice(decided.zone, limits),
             "figures": lag_figures(snapshot.lag, snapshot.drain_rate, limits),

@@ -144,6 +144,8 @@ class LagCard:
     blocks: bool = False
     #: A digest of every recorded figure and the materialisation they are about.
     figures: str = ""
+    #: A live worker's adaptive limit is still climbing (the zone stops at elevated).
+    climbing: bool = False
 
     @property
     def spiked(self) -> bool:
@@ -259,8 +261,10 @@ def should_record(state: GateState, observation: Observation) -> bool:
 
 
 def spike_alerted(card: LagCard) -> bool:
-    """A spike alerts when it was a hard episode or reached the pause limit."""
-    return card.spiked and (card.hard_episodes > 0 or card.peak_zone == "backpressure")
+    """A spike alerts when it was a hard episode or reached the pause limit; never while a
+    worker's limit still climbs: a producer stopped then waited for capacity on its way."""
+    hard = card.hard_episodes > 0 and not card.climbing
+    return card.spiked and (hard or card.peak_zone == "backpressure")
 
 
 def pause_move(paused: bool, zone: Zone) -> PauseMove:

@@ -146,7 +146,7 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     Zones as everywhere (:mod:`sentinel_platform.streams.backlog.zones`): seconds of work at the
     fleet's drain rate past what the live workers published they hold in flight, or
     Sentinel-L7's counts when ``SENTINEL_LAG_WARN``/``SENTINEL_LAG_PAUSE`` are set."""
-    limits = limits_from_settings(settings, allowance=snapshot.allowance)
+    limits = limits_from_settings(settings, snapshot.allowance, snapshot.climbing)
     rate = snapshot.drain_rate
     bounds = thresholds(limits, rate)
     current = zone(snapshot.zone_lag, rate, limits)
@@ -171,6 +171,7 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         "peak_work_s": work_seconds(peak, rate),
         "drain_rate_per_s": None if rate is None else round(rate, 1),
         "in_flight": limits.in_flight,
+        "limit_climbing": limits.climbing,
         "limits_unit": limits.unit,
         "lag_warn_s": None if limits.unit == "messages" else limits.warn_s,
         "lag_pause_s": None if limits.unit == "messages" else limits.pause_s,
@@ -224,7 +225,8 @@ def lag_figures(lag: int, rate: float | None, limits: ZoneLimits) -> str:
         drained = "the consumers drained nothing lately"
     else:
         drained = f"{work:g} s of work at {rate:.0f} rows/s"
-    return f"lag {lag} = {drained} ({limits.describe()}, {limits.in_flight} in flight)"
+    climbing = ", a worker's limit still climbing" if limits.climbing else ""
+    return f"lag {lag} = {drained} ({limits.describe()}, {limits.in_flight} in flight{climbing})"
 
 
 #: What to do about a zone, short enough for an alert's one-line summary.
@@ -236,6 +238,10 @@ LAG_TODO = {
     "SENTINEL_WORKER_CONCURRENCY; it resumes by itself at nominal",
     "worker_off": "start the workers (`sentinel up`); it resumes by itself at nominal",
 }
+
+
+#: The elevated zone's to-do while a worker's adaptive limit still climbs.
+CLIMBING_TODO = "nothing: a worker's limit (auto) is still climbing from its start"
 
 
 def lag_figures_short(lag: int, rate: float | None, limits: ZoneLimits) -> str:
@@ -266,6 +272,12 @@ def lag_advice(current: str, limits: ZoneLimits) -> str:
         if limits.unit == "messages"
         else ""
     )
+    if current == "elevated" and limits.climbing:
+        return (
+            "A worker's limit (SENTINEL_WORKER_CONCURRENCY=auto) is still climbing from its "
+            "start: it takes more messages at once with every round trip the downstream "
+            "keeps up with. Nothing to do; producers are paced meanwhile."
+        )
     if current == "elevated":
         return (
             "Producers are paced to the workers; nothing to do unless it lasts: then check "

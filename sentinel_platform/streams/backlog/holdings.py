@@ -27,6 +27,10 @@ Both names derive from the lag key (:mod:`~sentinel_platform.streams.plumbing.ke
 on a cluster they share the stream's hash slot. The lag key itself stays Sentinel-L7's
 plain integer; nothing here is ever written into it.
 
+A worker whose adaptive limit is still climbing (``auto`` from its start) says so beside
+its figure (``climbing_key``, same TTL): what it holds now is not what it will take, so
+the zones do not call the lag its limit has not reached yet backpressure.
+
 With no live worker nothing is published and the allowance is 0: everything pending is
 pressure (and the zone is ``worker_off`` anyway while no worker writes the lag key).
 """
@@ -41,7 +45,12 @@ from typing import Any
 import redis
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, holding_key, holdings_key
+from sentinel_platform.streams.plumbing.keys import (
+    StreamKeys,
+    climbing_key,
+    holding_key,
+    holdings_key,
+)
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 #: The part of its limit a worker with slow calls reads ahead of its free runs
@@ -85,16 +94,23 @@ def most_held(read_count: int, concurrency: int) -> int:
     return concurrency + read_ahead_size(concurrency, read_count)
 
 
-def queue_holding(pipe: Any, keys: StreamKeys, consumer: str, limit: int, ttl_s: int) -> None:
+def queue_holding(
+    pipe: Any, keys: StreamKeys, consumer: str, limit: int, ttl_s: int, climbing: bool = False
+) -> None:
     """Queue on ``pipe`` (plain or cluster pipeline, no extra round trip) that ``consumer``
     may hold ``limit`` messages now, for ``ttl_s`` seconds (the lag key's TTL: a worker
-    that stops writing stops counting when its lag report would lapse too)."""
+    that stops writing stops counting when its lag report would lapse too), and whether
+    its limit is still ``climbing``."""
     if limit < 0:
         raise ValueError(f"limit ({limit}) must not be negative")
     if ttl_s < 1:
         raise ValueError(f"ttl_s ({ttl_s}) must be at least 1")
     index = holdings_key(keys)
     pipe.set(holding_key(keys, consumer), int(limit), ex=ttl_s)
+    if climbing:
+        pipe.set(climbing_key(keys, consumer), 1, ex=ttl_s)
+    else:
+        pipe.delete(climbing_key(keys, consumer))
     pipe.zadd(index, {consumer: 0})  # after the figure: a concurrent prune never drops it
     # the index lives as long as its longest-lived figure: never shortened by a writer
     # with a shorter TTL (NX sets it on a new index, GT only ever lengthens it)
@@ -114,7 +130,7 @@ def publish_holding(
 def queue_forget_holding(pipe: Any, keys: StreamKeys, consumer: str) -> None:
     """Queue the removal of ``consumer``'s figure: a worker that stops cleanly no longer
     counts at once, rather than after the TTL."""
-    pipe.delete(holding_key(keys, consumer))
+    pipe.delete(holding_key(keys, consumer), climbing_key(keys, consumer))
     pipe.zrem(holdings_key(keys), consumer)
 
 
@@ -123,6 +139,8 @@ class Holdings:
     """What each live worker published (consumer name -> messages it may hold)."""
 
     by_consumer: Mapping[str, int] = field(default_factory=dict)
+    #: The live workers whose adaptive limit is still climbing.
+    climbing: frozenset[str] = frozenset()
 
     @property
     def allowance(self) -> int:
@@ -138,10 +156,14 @@ def read_holdings(client: RedisClient, keys: StreamKeys) -> Holdings:
     names = [_text(name) for name in members if isinstance(name, (str, bytes))]
     if not names:
         return Holdings()
-    values = client.mget([holding_key(keys, name) for name in names])
+    figures = [holding_key(keys, name) for name in names]
+    values = client.mget([*figures, *(climbing_key(keys, name) for name in names)])
+    climbing = frozenset(
+        name for name, flag in zip(names, values[len(names) :], strict=True) if flag is not None
+    )
     live: dict[str, int] = {}
     gone: list[str] = []
-    for name, value in zip(names, values, strict=True):
+    for name, value in zip(names, values[: len(names)], strict=True):
         if value is None:
             gone.append(name)
             continue
@@ -149,7 +171,7 @@ def read_holdings(client: RedisClient, keys: StreamKeys) -> Holdings:
             live[name] = max(0, int(_text(value)))
     if gone:
         _prune(client, keys, gone)
-    return Holdings(live)
+    return Holdings(live, climbing & live.keys())
 
 
 def read_allowance(client: RedisClient, keys: StreamKeys) -> int:

@@ -27,6 +27,10 @@ limits are *time to drain*: the lag divided by the fleet's measured drain rate
 * A rate of 0 while the lag is past the allowance means the consumers drained nothing
   while work waited (over the producer's drain window, or a minute of the group's read
   counter): backpressure (the "consumers stopped" rule).
+* A live worker whose adaptive limit is still climbing (``climbing``, published with its
+  holding) takes more at once with every round trip: the drain rate of now understates
+  the fleet, so a lag past the pause threshold is *elevated* at most, never backpressure
+  (a limit still growing is not the fleet falling behind). Pinned limits never climb.
 * ``SENTINEL_LAG_WARN`` / ``SENTINEL_LAG_PAUSE`` (Sentinel-L7's message counts), when set,
   replace all of the above: ``L >= lag_warn`` elevated, ``L >= lag_pause`` backpressure.
 
@@ -63,6 +67,8 @@ class ZoneLimits:
     lag_warn: int | None = None
     lag_pause: int | None = None
     in_flight: int = 0
+    #: A live worker's adaptive limit is still climbing: backpressure is elevated at most.
+    climbing: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.warn_s < self.pause_s:
@@ -116,10 +122,13 @@ def count_limits(settings: Settings) -> tuple[int, int] | None:
     return warn, pause
 
 
-def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
+def limits_from_settings(
+    settings: Settings, allowance: int = 0, climbing: bool = False
+) -> ZoneLimits:
     """The zone limits of ``settings`` for a fleet whose live workers published that they
     hold ``allowance`` messages in flight
-    (:func:`~sentinel_platform.streams.backlog.holdings.read_allowance`)."""
+    (:func:`~sentinel_platform.streams.backlog.holdings.read_allowance`), one of whose
+    limits may still be ``climbing``."""
     counts = count_limits(settings)
     return ZoneLimits(
         warn_s=settings.lag_warn_s,
@@ -127,6 +136,7 @@ def limits_from_settings(settings: Settings, allowance: int = 0) -> ZoneLimits:
         lag_warn=counts[0] if counts else None,
         lag_pause=counts[1] if counts else None,
         in_flight=max(0, allowance),
+        climbing=climbing,
     )
 
 
@@ -149,8 +159,10 @@ def zone(lag: int | None, drain_rate: float | None, limits: ZoneLimits) -> Zone:
     if lag is None:
         return "worker_off"
     bounds = thresholds(limits, drain_rate)
-    if bounds.pause is not None and lag >= bounds.pause:
+    if bounds.pause is not None and lag >= bounds.pause and not limits.climbing:
         return "backpressure"
+    if bounds.pause is not None and lag >= bounds.pause:
+        return "elevated"  # capacity the climbing limit has not reached yet
     if bounds.warn is not None and lag >= bounds.warn:
         return "elevated"
     return "nominal"

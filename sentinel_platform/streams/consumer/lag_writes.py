@@ -9,7 +9,8 @@ is up says so even while a long call holds its loop:
   (:mod:`~sentinel_platform.streams.backlog.peaks`);
 * this worker's holding: the most messages it may hold at the limit in force
   (``Calls.capacity``), which the fleet adds up into its in-flight allowance
-  (:mod:`~sentinel_platform.streams.backlog.holdings`), never into the lag key.
+  (:mod:`~sentinel_platform.streams.backlog.holdings`), never into the lag key, and
+  whether its adaptive limit is still climbing (:class:`Climb`).
 
 These are side writes: a refusal (a peaks key of the wrong type, a full server) is logged
 (``side_write_failed``, rate-limited) and never holds up the loop or the lease. The limit
@@ -20,7 +21,9 @@ in force is a metric, and a change of it is logged at most once per write
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 
 import redis
 
@@ -29,6 +32,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.holdings import queue_holding
 from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
 from sentinel_platform.streams.backlog.peaks import queue_record_lag
+from sentinel_platform.streams.consumer.adaptive_limit import AdaptiveLimit
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -40,6 +44,38 @@ log = logging.getLogger(__name__)
 
 #: Lag key writes from the loop are at most this frequent (the heartbeat adds its own).
 LAG_WRITE_INTERVAL_S = 0.1
+
+
+class Climb:
+    """Whether an adaptive limit is still climbing, from the steady limits published.
+
+    Climbing: below its maximum, and its last change was a rise (the start counts as one:
+    ``auto`` starts low by design) no longer ago than ``memory_s``. A fleet that fell
+    behind shows a limit that stopped rising or was cut; only a limit still finding its
+    level is not backpressure. ``memory_s`` is the holding's TTL, so a climb is claimed no
+    longer than a figure of it would live. Safe from the loop and the heartbeat's thread.
+    """
+
+    def __init__(self, memory_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._memory_s = memory_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: int | None = None
+        self._rose_at = clock()
+        self._rising = True
+
+    def observe(self, limit: object) -> bool:
+        """Fold in the limit in force now; True while it is climbing."""
+        if not isinstance(limit, AdaptiveLimit):
+            return False
+        steady, now = limit.steady_limit, self._clock()
+        with self._lock:
+            if self._last is not None and steady != self._last:
+                self._rising = steady > self._last
+                self._rose_at = now if self._rising else self._rose_at
+            self._last = steady
+            recent = now - self._rose_at <= self._memory_s
+            return self._rising and recent and steady < limit.maximum
 
 
 class LagWriter:
@@ -69,6 +105,7 @@ class LagWriter:
         #: the consumer's claims, refreshed with every write (None: no paid calls)
         self.claims = claims
         self._next = 0.0
+        self.climb = Climb(settings.lag_key_ttl_s)
 
     def write(self) -> int:
         """Measure the lag and publish the three; the lag."""
@@ -77,7 +114,9 @@ class LagWriter:
         queue_lag_key(pipe, self.keys, reading.lag, self.settings.lag_key_ttl_s)
         queue_record_lag(pipe, self.keys, reading.lag)  # the sensor reports peaks between ticks
         holding = self.calls.capacity(self.count)
-        queue_holding(pipe, self.keys, self.consumer, holding, self.settings.lag_key_ttl_s)
+        climbing = self.climb.observe(self.calls.limit)
+        ttl = self.settings.lag_key_ttl_s
+        queue_holding(pipe, self.keys, self.consumer, holding, ttl, climbing)
         if self.claims is not None:
             self.claims.queue_refresh(pipe)  # a claim lives as long as its holder writes
         pipe.execute()

@@ -258,11 +258,15 @@ class Consumer:
                 self.claims.keep(self.calls.keys_in_hand())
 
     def _flush_due(self) -> None:
-        """Settle the outbox once no call runs, or every :data:`FLUSH_INTERVAL_S` while
-        calls run: what completes together shares one round trip."""
+        """Settle the outbox once no call runs, every :data:`FLUSH_INTERVAL_S` while calls
+        run, or once it holds as many outcomes as the limit in force: what completes
+        together shares one round trip, but a finished message is lag until it is
+        acknowledged, so a fast worker never holds more of them than calls (its published
+        holding) while the producers pace on that lag."""
         if not len(self.outbox):
             return
         due = time.monotonic() - self.outbox.last_flush >= FLUSH_INTERVAL_S
+        due = due or len(self.outbox) >= self.calls.limit.limit
         if due or not self.calls.running or self.stop.is_set():
             self.tally.update(self.outbox.flush())
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import redis
 
 from sentinel_platform.streams.backlog.drain import read_drain_rate
-from sentinel_platform.streams.backlog.holdings import read_allowance
+from sentinel_platform.streams.backlog.holdings import read_holdings
 from sentinel_platform.streams.backlog.lag import LagReading, measure_lag, read_lag_key
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -46,6 +46,8 @@ class LagSnapshot:
     drain_rate: float | None = None
     #: What the live workers published they hold in flight (streams.backlog.holdings).
     allowance: int = 0
+    #: A live worker's adaptive limit is still climbing (streams.backlog.holdings).
+    climbing: bool = False
 
     @property
     def lag(self) -> int:
@@ -122,12 +124,14 @@ def live_consumers(client: RedisClient, keys: StreamKeys, names: list[str]) -> s
 
 def lag_snapshot(client: RedisClient, keys: StreamKeys) -> LagSnapshot:
     names = registered_consumers(client, keys)
+    holdings = read_holdings(client, keys)
     return LagSnapshot(
         worker_lag=read_lag_key(client, keys),
         reading=measure_lag(client, keys),
         consumers_alive=len(live_consumers(client, keys, names)),
         drain_rate=read_drain_rate(client, keys),
-        allowance=read_allowance(client, keys),
+        allowance=holdings.allowance,
+        climbing=bool(holdings.climbing),
     )
 
 

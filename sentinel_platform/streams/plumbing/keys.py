@@ -169,6 +169,12 @@ def holdings_key(keys: StreamKeys) -> str:
     return _beside_lag(keys, "holdings")
 
 
+def climbing_key(keys: StreamKeys, consumer: str) -> str:
+    """Set while ``consumer``'s adaptive limit still climbs (with its holding's TTL):
+    ``sentinel:climbing:<stream>:<consumer>``, in the stream's slot on a cluster."""
+    return f"{_beside_lag(keys, 'climbing')}:{consumer}"
+
+
 def holding_key(keys: StreamKeys, consumer: str) -> str:
     """What ``consumer`` may hold in flight now (an integer, with the lag key's TTL):
     ``sentinel:holding:<stream>:<consumer>``, or ``{<stream>}:holding:<consumer>`` on a

@@ -97,6 +97,11 @@ PRODUCER_TTL_S = 5.0
 SET_POINT_SHARE = 0.5
 #: Before a drain rate is measured, the producer's safety stop is this many set points.
 BOOTSTRAP_PAUSE_FACTOR = 50
+#: The set point also follows the rate of the last this many seconds when it is lower: a
+#: fleet whose capacity was cut is steered to within it, not after the published rate's
+#: whole window. The stop stays at the window's rate: a short window sees a ``Retry-After``
+#: hold as a collapse, and a stop there would be a false hard episode.
+FAST_WINDOW_S = 2.0
 #: The measured drain rate is written at most this often per producer.
 RATE_WRITE_S = 0.5
 #: The workers' published in-flight allowance is re-read at most this often (workers
@@ -182,9 +187,12 @@ class BackpressureConfig:
             in_flight=max(0, allowance),
         )
 
-    def limits(self, drain_rate: float | None = None, allowance: int = 0) -> Limits:
+    def limits(
+        self, drain_rate: float | None = None, allowance: int = 0, recent: float | None = None
+    ) -> Limits:
         """The controller's limits at the fleet's drain rate (rows/s; None: not measured)
-        for the in-flight ``allowance`` the live workers published (0: none did)."""
+        for the in-flight ``allowance`` the live workers published (0: none did); the set
+        point at the ``recent`` rate instead when that is lower (a capacity just cut)."""
         if self.lag_warn is not None and self.lag_pause is not None:
             set_point = (self.lag_warn + self.lag_pause) // 2
             return self._limits(self.lag_warn, set_point, self.lag_pause)
@@ -200,7 +208,8 @@ class BackpressureConfig:
         if drain_rate <= 0:  # drained nothing over a whole window: only what is in flight
             most = max(1, held)
             return self._limits(max(1, most // 2), most, max(most + 1, pause))
-        budget = drain_rate * self.warn_s * SET_POINT_SHARE
+        steer = min(drain_rate, recent) if recent else drain_rate
+        budget = steer * self.warn_s * SET_POINT_SHARE
         set_point = min(pause - 1, held + max(2, math.ceil(budget)))
         soft = max(1, min(set_point - 1, held + math.ceil(budget / 2)))
         return self._limits(soft, set_point, pause)
@@ -275,7 +284,11 @@ class BackpressureGuard:
     _soft_since: float | None = field(default=None, init=False, repr=False)
     _id: str = field(default_factory=lambda: uuid.uuid4().hex, init=False, repr=False)
     _meter: DrainMeter = field(default_factory=DrainMeter, init=False, repr=False)
+    _fast: DrainMeter = field(
+        default_factory=lambda: DrainMeter(window_s=FAST_WINDOW_S), init=False, repr=False
+    )
     _rate: float | None = field(default=None, init=False, repr=False)
+    _recent: float | None = field(default=None, init=False, repr=False)
     _rate_written_at: float | None = field(default=None, init=False, repr=False)
     _limits: Limits | None = field(default=None, init=False, repr=False)
     _allowance: int = field(default=0, init=False, repr=False)
@@ -293,7 +306,7 @@ class BackpressureGuard:
 
     def current_limits(self) -> Limits:
         """The controller's limits at the drain rate and the allowance known now."""
-        return self.config.limits(self._rate, self._allowance)
+        return self.config.limits(self._rate, self._allowance, self._recent)
 
     def zone_limits(self) -> ZoneLimits:
         """The zone limits the guard paces between now (the published allowance)."""
@@ -343,6 +356,7 @@ class BackpressureGuard:
     def _update_rate(self, signal: Signal, now: float) -> None:
         """Fold the reading into the drain rate; publish a fresh measurement now and then."""
         measured = self._meter.observe(now, signal.completed, signal.lag)
+        self._recent = self._fast.observe(now, signal.completed, signal.lag) or None
         if measured is None:
             if signal.published_rate is not None:
                 self._rate = signal.published_rate

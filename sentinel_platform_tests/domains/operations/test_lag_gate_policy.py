@@ -541,6 +541,7 @@ def test_figures_are_recorded_on_change_spike_or_interval(
         pytest.param({"lag_peak": 8, "peak_zone": "elevated"}, False, id="elevated-peak-only"),
         pytest.param({"lag_peak": 12, "peak_zone": "backpressure"}, True, id="peak-at-pause"),
         pytest.param({"hard_episodes": 2}, True, id="hard-episode"),
+        pytest.param({"hard_episodes": 2, "climbing": True}, False, id="hard-while-climbing"),
         pytest.param({"soft_episodes": 3}, False, id="soft-episodes-only"),
     ],
 )

@@ -63,7 +63,7 @@ def test_each_worker_publishes_on_its_lag_write_and_the_pool_sums_the_live_ones(
     replies = _side_write(redis_client, keys, "worker-a", lag=7, limit=8)
     _side_write(redis_client, keys, "worker-b", lag=9, limit=32)
 
-    assert replies == 1 + 2 + 4, "one pipeline: lag key, peaks, then the holding"
+    assert replies == 1 + 2 + 5, "one pipeline: lag key, peaks, then the holding and climb"
     assert read_holdings(redis_client, keys).by_consumer == {"worker-a": 8, "worker-b": 32}
     assert read_allowance(redis_client, keys) == 40
     assert read_lag_key(redis_client, keys) == 9, "the lag key stays Sentinel-L7's integer"

@@ -3,6 +3,7 @@ by the test, consumers reading on a thread at a chosen speed."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -413,3 +414,58 @@ def test_with_no_worker_published_the_allowance_is_0_and_the_first_batch_a_read_
     guard = BackpressureGuard(redis_client, txn_keys, config)
     assert guard.wait_before_batch(1_000) == 200  # no rate yet: two reads of 100
     assert guard.allowance == 0
+
+
+def test_a_cut_in_the_consumers_speed_shrinks_the_set_point_within_seconds(
+    redis_client: RedisClient, txn_keys: StreamKeys, make_guard: Callable[..., BackpressureGuard]
+) -> None:
+    """The capacity cut's case: consumers at 1,000 rows/s drop to 100. The published rate
+    averages 10 s; the set point must not keep the old speed's second of work that long,
+    or the lag the producer steers to is 10 s of work at the new one."""
+    redis_client.xgroup_create(txn_keys.stream, txn_keys.group, id="0", mkstream=True)
+    rate, done = [1_000.0], threading.Event()
+
+    def consume() -> None:
+        client = redis_client.client()
+        while not done.is_set():
+            got = client.xreadgroup(
+                txn_keys.group, "c1", {txn_keys.stream: ">"}, count=10, block=50
+            )
+            ids = [i for _, entries in got for i, _ in entries]
+            if ids:
+                client.xack(txn_keys.stream, txn_keys.group, *ids)
+                done.wait(len(ids) / rate[0])
+
+    guard = make_guard(should_stop=done.is_set, **SECONDS)
+    entries = ({"data": f'{{"n":{i}}}'} for i in range(10**9))
+    threads = [
+        threading.Thread(target=consume, daemon=True),
+        threading.Thread(
+            target=lambda: _suppressed(
+                lambda: publish_rows(redis_client, txn_keys, entries, 100, guard)
+            ),
+            daemon=True,
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: (guard.drain_rate or 0) > 500, 20, what="the fast rate measured")
+        done.wait(6.0)  # the fast phase fills most of the published rate's 10 s window
+        rate[0] = 100.0
+        cut = time.monotonic()
+        wait_until(
+            lambda: guard.current_limits().set_point < 250, 8, what="steering to the new rate"
+        )
+        assert time.monotonic() - cut < 5.0  # the fast window (2 s) and a reading or two
+        # the stop stays at the published window's rate: no false hard stop on a dip
+        assert guard.current_limits().lag_pause > 1_000
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(timeout=10)
+
+
+def _suppressed(action: Callable[[], Any]) -> None:
+    with contextlib.suppress(PublishInterrupted):  # the test's end stopped the publish
+        action()

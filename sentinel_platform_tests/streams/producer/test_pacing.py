@@ -83,7 +83,41 @@ def test_consumers_reading_nothing_while_lag_is_elevated_hold_then_give_up() -> 
 
 def test_paced_batches_never_cross_the_hard_limit() -> None:
     decisions = _run([(0, 0, 0.0, False), (198, 2_000, 0.1, False)])  # fast readers
-    assert isinstance(decisions[1], Go) and decisions[1].budget == 1
+    assert isinstance(decisions[1], Wait) or decisions[1].budget == 1
+
+
+def test_before_a_drain_rate_is_measured_the_lag_is_topped_up_to_the_set_point() -> None:
+    # paced once (at the set point), then drained before any rate was measured: filled again
+    decisions = _run([(0, 0, 0.0, False), (125, 0, 0.01, False), (60, 65, 0.05, False)])
+    assert decisions[2] == Go(budget=65, rate=None)
+
+
+# lag, drain rate (rows/s), what the decision is: Go with at most ``budget``, or Wait
+FAST_AND_SLOW = [
+    # a fleet draining 1,400 rows/s under count limits (200 = 0.14 s of work): small
+    # batches, at the drain rate at the set point, stopped half way up to the stop
+    (125, 1_400, "go", 18),
+    (100, 1_400, "go", 18),
+    (163, 1_400, "wait", None),
+    (190, 1_400, "wait", None),
+    # 60 rows/s: the configured gains, batches of 0.1 s of work, as before
+    (125, 60, "go", 6),
+    (140, 60, "go", 3),
+]
+
+
+@pytest.mark.parametrize(("lag", "drain", "kind", "budget"), FAST_AND_SLOW)
+def test_the_correction_is_as_fast_as_the_fleet_drains_the_room_to_the_stop(
+    lag: int, drain: int, kind: str, budget: int | None
+) -> None:
+    # two readings 0.5 s apart measure the rate, the third is decided
+    reads = [(125, 0, 0.0, False), (125, drain // 2, 0.5, False), (lag, drain, 1.0, False)]
+    decision = _run(reads)[-1]
+    if kind == "wait":
+        assert isinstance(decision, Wait) and not decision.hard, decision
+        return
+    assert isinstance(decision, Go) and decision.budget == budget, decision
+    assert decision.rate is not None and decision.rate >= 0.9 * drain * (lag <= 125)
 
 
 # --- closed loops -------------------------------------------------------------------------
