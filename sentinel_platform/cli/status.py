@@ -7,7 +7,10 @@ the fleet will recover), the DLQ depth and the last alerts. It also answers "did
 processed?": entries the group has read so far (``entries-read``), the rate over the last
 minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
 the worst zone, so the command doubles as a health probe. Every hold on the analyzer
-(no worker calls it meanwhile) is shown with its cause, seconds left and analyzer.
+(no worker calls it meanwhile) is shown with its cause, seconds left and analyzer. Per
+stream it says who decided the last minutes' verdicts and their tokens per minute; while
+most are fallbacks, or the analyzer is exhausted, the overall state is a warning
+(:mod:`~sentinel_platform.cli.status_verdicts`).
 
 A stream counts as having a live worker when at least one consumer holds its lease or a
 worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
