@@ -475,6 +475,24 @@ class Settings(BaseSettings):
         description="a text file replacing the packaged instructions the model gets for "
         "each audited axiom (its content hash becomes the events' prompt_version)",
     )
+    analyzer_price_input_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="the model's price per million prompt tokens, for the cost the reporting "
+        "assets show (with SENTINEL_ANALYZER_PRICE_OUTPUT_PER_MTOK; unset: tokens only)",
+    )
+    analyzer_price_output_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="the model's price per million completion tokens (with "
+        "SENTINEL_ANALYZER_PRICE_INPUT_PER_MTOK; unset: tokens only, no cost)",
+    )
+    analyzer_price_cached_input_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="the price per million prompt tokens served from the provider's prompt "
+        "cache (unset: billed at SENTINEL_ANALYZER_PRICE_INPUT_PER_MTOK)",
+    )
 
     # --- alerting ------------------------------------------------------------------------
     alert_webhook_url: SecretStr | None = Field(

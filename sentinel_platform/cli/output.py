@@ -86,6 +86,20 @@ class Retention(Document):
     enabled: bool = Field(description="whether acknowledged entries are trimmed")
 
 
+class VerdictMix(Document):
+    window_s: int = Field(description="how far back the verdicts were read, seconds")
+    covered_s: float = Field(description="the span the figures cover (shorter when capped)")
+    verdicts: int = Field(description="verdicts committed in that span")
+    by_driver: dict[str, int] = Field(description="verdicts by `driver_used`")
+    ai_share: float | None = Field(description="share decided by the analyzer (0-1)")
+    fallback_share: float | None = Field(description="share of rules fallbacks (0-1)")
+    input_tokens_per_min: float = Field(description="prompt tokens per minute")
+    output_tokens_per_min: float = Field(description="completion tokens per minute")
+    cached_input_tokens_per_min: float = Field(description="cached prompt tokens per minute")
+    models: list[str] = Field(description="the models that answered")
+    mostly_fallback: bool = Field(description="most verdicts were fallbacks (a warning)")
+
+
 class StreamStatus(Document):
     stream: str = Field(description="the stream's Redis key")
     name: str = Field(description="the stream's name (`--stream`, the worker argument)")
@@ -108,6 +122,9 @@ class StreamStatus(Document):
     retained: Retention | None = Field(description="retention of the stream")
     in_flight_allowance: int = Field(
         0, description="what the live workers published they hold in flight, summed"
+    )
+    verdicts: VerdictMix | None = Field(
+        None, description="who decided the last minutes' verdicts, and their tokens"
     )
 
 
@@ -141,8 +158,13 @@ class AnalyzerHold(Document):
 class Status(Document):
     """``sentinel status --json``."""
 
-    zone: Zone = Field(description="the worst stream's zone")
+    zone: Zone = Field(
+        description="the worst stream's zone, at least `elevated` while a warning stands"
+    )
     exit_code: int = Field(description="the command's exit code")
+    warnings: list[str] = Field(
+        [], description="analyzer conditions that make it a warning (fallbacks, exhaustion)"
+    )
     redis: str = Field(description="the server, URL redacted")
     limits: Limits = Field(description="the zone limits")
     redis_eviction: Eviction = Field(description="the server's eviction policy")

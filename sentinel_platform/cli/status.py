@@ -7,7 +7,10 @@ the fleet will recover), the DLQ depth and the last alerts. It also answers "did
 processed?": entries the group has read so far (``entries-read``), the rate over the last
 minute, and the stream's last publish (partition, rows, when, outcome). The exit code is
 the worst zone, so the command doubles as a health probe. Every hold on the analyzer
-(no worker calls it meanwhile) is shown with its cause, seconds left and analyzer.
+(no worker calls it meanwhile) is shown with its cause, seconds left and analyzer. Per
+stream it says who decided the last minutes' verdicts and their tokens per minute; while
+most are fallbacks, or the analyzer is exhausted, the overall state is a warning
+(:mod:`~sentinel_platform.cli.status_verdicts`).
 
 A stream counts as having a live worker when at least one consumer holds its lease or a
 worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
@@ -24,7 +27,7 @@ from typing import Any, TextIO
 import redis
 
 from sentinel_platform import argtypes
-from sentinel_platform.cli import output
+from sentinel_platform.cli import output, status_verdicts
 from sentinel_platform.cli import status_records as records
 from sentinel_platform.cli.common import (
     ZONE_EXIT,
@@ -44,6 +47,7 @@ from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.backlog.progress import last_publish, progress
 from sentinel_platform.streams.backlog.retention import describe as describe_retention
 from sentinel_platform.streams.backlog.retention import retention_summary
+from sentinel_platform.streams.backlog.verdict_mix import read_mix
 from sentinel_platform.streams.backlog.zones import (
     limits_from_settings,
     pinned_or_read,
@@ -103,6 +107,8 @@ class StreamState:
     retained: dict[str, Any] | None = None
     #: what the live workers published they hold in flight, summed (streams.backlog.holdings)
     in_flight_allowance: int = 0
+    #: who decided the last minutes' verdicts and their tokens (streams.backlog.verdict_mix)
+    verdicts: dict[str, Any] | None = None
 
 
 def _consumers(client: RedisClient, keys: StreamKeys) -> list[ConsumerState]:
@@ -132,7 +138,10 @@ def stream_state(
     keys: StreamKeys,
     dlq_counts: dict[str, int] | None,
     name: str = "",
+    verdicts: bool = False,
 ) -> StreamState:
+    """One stream's state; ``verdicts`` also reads its recent verdict mix (the status
+    does, a scrape of the exporter does not need it)."""
     reading = measure_lag(client, keys)
     published = read_lag_key(client, keys)
     consumers = _consumers(client, keys)
@@ -165,6 +174,7 @@ def stream_state(
         last_publish=records.publish_record(last_publish(client, keys)),
         retained=retention_summary(client, keys, settings),
         in_flight_allowance=holdings.allowance,
+        verdicts=asdict(read_mix(client, keys)) if verdicts else None,
     )
 
 
@@ -186,14 +196,17 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
     """The whole status as plain data (the ``--json`` document)."""
     dlq_counts = dlq_admin.depth_by_stream(client, settings)
     streams = [
-        stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name)
+        stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name, True)
         for spec in stream_specs(settings)
     ]
-    worst = worst_zone([s.zone for s in streams])
+    held = [asdict(hold) for hold in analyzer_holds(client, settings)]
+    found = status_verdicts.warnings([asdict(s) for s in streams], held)
+    worst = status_verdicts.overall_zone(worst_zone([s.zone for s in streams]), found, ZONE_ORDER)
     depths = dlq_admin.depth(client, settings)
     doc = {
         "zone": worst,
         "exit_code": ZONE_EXIT[worst],
+        "warnings": found,
         "redis": redact_url(settings.redis_url_value)
         or f"{running_embedded_url(settings) or '?'} (embedded)",
         "limits": _limits(settings),
@@ -202,7 +215,7 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
         "dlq": depths,
         "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
-        "analyzer_holds": [asdict(hold) for hold in analyzer_holds(client, settings)],
+        "analyzer_holds": held,
     }
     return output.Status.model_validate(doc).model_dump(mode="json")
 
@@ -331,6 +344,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
         )
         lines.append(_progress_line(s))
         lines.append(_publish_line(s["last_publish"]))
+        lines.append(status_verdicts.verdict_line(s.get("verdicts")))
         if s.get("retained"):
             lines.append(describe_retention(s["retained"]))
         if not s["consumers"]:
@@ -346,6 +360,7 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
     for hold in doc["analyzer_holds"]:
         shown = paint(f"analyzer hold: {holds.hold_text(holds.Hold(**hold))}", "elevated", out)
         lines.append(f"{shown} (no worker calls it; `sentinel analyzer release` ends it)")
+    lines.extend(paint(f"warning: {text}", "elevated", out) for text in doc["warnings"])
     lines.append(_dlq_line(doc))
     lines.append(f"alerts (last {len(doc['alerts'])}):" if doc["alerts"] else "alerts: none")
     lines.extend(_alert_line(a) for a in doc["alerts"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from sentinel_platform_tests.harness.processes import (
 )
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
+from sentinel_platform_tests.workers.test_analyzer_in_worker import scrape_samples
 from workers.analyzer.prompts import load_prompt
 from workers.processors import axioms, transactions
 
@@ -57,9 +58,9 @@ Start = Callable[..., WorkerProcess]
 @pytest.fixture
 def start_shim(fleet: Fleet, settings: Settings) -> Start:
     """``start_shim(stream, **settings)``: ``python -m workers.watch_<stream>`` with those
-    settings (field names), not yet waited for."""
+    settings (field names) and the command line's ``args``, not yet waited for."""
 
-    def start(stream: str, **values: Any) -> WorkerProcess:
+    def start(stream: str, args: Sequence[str] = (), **values: Any) -> WorkerProcess:
         env = child_env(
             settings.redis_url_value,
             settings.home_dir,
@@ -67,7 +68,7 @@ def start_shim(fleet: Fleet, settings: Settings) -> Start:
             **values,
         )
         env.update(FAST_TIMINGS)
-        command = [sys.executable, "-m", f"workers.watch_{spec_for(stream).name}"]
+        command = [sys.executable, "-m", f"workers.watch_{spec_for(stream).name}", *args]
         child = fleet.spawn(f"model-{stream}", [*command, "--consumer", f"model-{stream}"], env)
         return WorkerProcess(child.proc, child.name, None, child.log_path, env, stream)
 
@@ -135,6 +136,44 @@ def test_every_verdict_is_the_models_with_what_it_cost(
         assert_documented_request(api, request, prompt.schema, prompt.instructions)
     assert worker.stop() == 0, worker.tail()
     assert KEY not in worker.text()
+
+
+def test_the_metrics_endpoint_counts_the_reported_tokens_per_model(
+    model_api_server: ModelApiServer,
+    start_shim: Start,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    keys = transaction_keys(settings)
+    worker = start_shim(
+        "transactions",
+        args=["--metrics-port", "0"],
+        **api_settings("openai", model_api_server, analyzer_api_key=KEY),
+    )
+    worker.wait_ready(redis_client, timeout_s=60)
+    for fields in entries("transactions"):
+        redis_client.xadd(keys.stream, fields)
+    wait_until(lambda: redis_client.xlen(keys.results) == MESSAGES, timeout_s=60)
+    (serving,) = worker.events("metrics_serving")
+    samples = scrape_samples(serving["url"])
+    model, input_tokens, output_tokens, cached = REPORTED["openai"]
+    counted = {
+        kind: [
+            v
+            for k, v in samples.items()
+            if k.startswith("sentinel_worker_analyzer_tokens_total{")
+            and f'kind="{kind}"' in k
+            and f'model="{model}"' in k
+            and f'stream="{keys.stream}"' in k
+        ]
+        for kind in ("input", "output", "cached_input")
+    }
+    assert counted == {
+        "input": [MESSAGES * int(input_tokens)],
+        "output": [MESSAGES * int(output_tokens)],
+        "cached_input": [MESSAGES * int(cached)],
+    }
+    assert worker.stop() == 0, worker.tail()
 
 
 def assert_documented_request(

@@ -272,6 +272,7 @@ class HttpAnalyzer:
             self._changed(self.breaker.failed(admission.ticket, describe(exc)))
             raise
         self._count("ok")
+        self._count_tokens(assessment)
         self._changed(self.breaker.succeeded(admission.ticket))
         self.health.now("healthy", "")
         return assessment
@@ -334,6 +335,13 @@ class HttpAnalyzer:
     def _count(self, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.count("analyzer_calls", outcome)
+
+    def _count_tokens(self, assessment: Assessment) -> None:
+        """The tokens a model call reported (``analyzer_tokens``): what it cost."""
+        usage = assessment.usage
+        if self._metrics is not None and usage is not None:
+            tokens = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
+            self._metrics.tokens.count(assessment.model, *tokens)
 
     @property
     def _log_fields(self) -> dict[str, Any]:

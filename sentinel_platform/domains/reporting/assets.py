@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sentinel_platform.domains.axioms.assets import axiom_stream
+from sentinel_platform.domains.reporting import cost
 from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
 from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
@@ -87,7 +88,9 @@ def read_back(
     by the executors (``RedisPublisherResource.read_stream``), each entry's fields as the
     ``columns()`` that are truly this stream's (which fields, which types), after its
     ``stream_id``, the demo's entries left out (:func:`users_only`). Refreshed once per
-    ``REFRESH_CRON`` tick, downstream of ``upstream`` (the stream's publish asset)."""
+    ``REFRESH_CRON`` tick, downstream of ``upstream`` (the stream's publish asset). Its
+    metadata also says what the AI verdicts cost, per day and model
+    (:func:`~sentinel_platform.domains.reporting.cost.metadata`)."""
 
     @dg.asset(
         name=name,
@@ -102,13 +105,15 @@ def read_back(
         context: dg.AssetExecutionContext,
         pyspark: PySparkResource,
         redis_publisher: RedisPublisherResource,
+        settings: SettingsResource,
     ) -> DataFrame:
         keys = redis_publisher.stream_keys(stream)
         raw = redis_publisher.read_stream(pyspark.spark_session, keys.results)
-        context.add_output_metadata(
-            {"stream": keys.results, "left out": f"the demo's entries ({DEMO_FIELD}={DEMO_VALUE})"}
-        )
-        return users_only(raw).select("stream_id", *columns())
+        users = users_only(raw)
+        usage = cost.metadata(users, cost.prices_from(settings.load()))
+        left_out = f"the demo's entries ({DEMO_FIELD}={DEMO_VALUE})"
+        context.add_output_metadata({"stream": keys.results, "left out": left_out, **usage})
+        return users.select("stream_id", *columns())
 
     return results
 

@@ -33,6 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sentinel_platform.metrics_server import serve_registry
 from sentinel_platform.streams.backlog.entry_ages import age_s
+from sentinel_platform.streams.consumer.token_metrics import TokenCounter
 
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()
@@ -163,6 +164,8 @@ class Metrics:
         self._histograms = {
             name: self._histogram(name, text, names, processor) for name, text in histograms.items()
         }
+        #: the tokens the analyzer's model calls reported, by model (``count(...)``)
+        self.tokens = TokenCounter(self.registry, prefix, self.labels)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 

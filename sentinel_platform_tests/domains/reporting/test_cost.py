@@ -1,0 +1,123 @@
+"""What the AI verdicts cost: the price arithmetic (a table), and the read-back assets'
+metadata from a real Dagster materialisation over result entries as the workers write
+them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from sentinel_platform.domains.reporting.cost import Prices, cost, prices_from
+from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
+from sentinel_platform.resources.settings import SettingsResource
+from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+
+MINI = Prices(input=0.15, output=0.60, cached_input=0.075)
+CASES = [
+    # (input, output, cached, prices, cost)
+    (1_000_000, 0, 0, MINI, 0.15),
+    (0, 1_000_000, 0, MINI, 0.6),
+    (1_000_000, 0, 1_000_000, MINI, 0.075),  # all of the prompt from the cache
+    (1_000_000, 0, 500_000, Prices(0.15, 0.60), 0.15),  # no cached price: the input price
+    (1117, 46, 1024, MINI, 0.000118),  # OpenAI's documented usage, one call
+    (1000, 10, 5000, MINI, 0.000081),  # a cached count above the prompt counts as the prompt
+    (1000, 1000, 0, None, None),  # no prices: tokens only
+]
+
+
+@pytest.mark.parametrize(("tokens_in", "tokens_out", "cached", "prices", "expected"), CASES)
+def test_cost(
+    tokens_in: int, tokens_out: int, cached: int, prices: Prices | None, expected: float | None
+) -> None:
+    assert cost(tokens_in, tokens_out, cached, prices) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({}, None),
+        ({"analyzer_price_input_per_mtok": "0.15"}, None),  # an output price is needed too
+        (
+            {"analyzer_price_input_per_mtok": "0.15", "analyzer_price_output_per_mtok": "0.6"},
+            Prices(0.15, 0.6),
+        ),
+    ],
+)
+def test_prices_from_settings(values: dict[str, str], expected: Prices | None) -> None:
+    assert prices_from(load_settings(**values)) == expected
+
+
+def _verdict(driver: str, tokens: tuple[int, int, int] | None) -> dict[str, str]:
+    """A transactions result entry as the worker writes it."""
+    fields = {
+        "txn_id": "t-1",
+        "merchant": "acme",
+        "amount": "12.00",
+        "currency": "USD",
+        "is_threat": "false",
+        "risk_level": "low",
+        "driver_used": driver,
+        "processed_at": "2026-11-21T08:00:00.000Z",
+        "source_message_id": "1700000000000-0",
+    }
+    if tokens is not None:
+        fields |= {
+            "narrative": "ordinary",
+            "model": "gpt-4o-mini-2024-07-18",
+            "prompt_version": "3f2a9c1e",
+            "input_tokens": str(tokens[0]),
+            "output_tokens": str(tokens[1]),
+            "cached_input_tokens": str(tokens[2]),
+        }
+    return fields
+
+
+DAY_1, DAY_2 = 1_795_651_200_000, 1_795_737_600_000  # 2026-11-26 and 2026-11-27, 00:00 UTC
+
+
+@pytest.mark.spark
+def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    txn = transaction_keys(settings)
+    rows = [
+        (DAY_1 + 5, "analyzer", (1117, 46, 1024)),
+        (DAY_1 + 6, "analyzer", (1117, 46, 1024)),
+        (DAY_1 + 7, "fallback", None),
+        (DAY_2 + 5, "analyzer", (2000, 100, 0)),
+    ]
+    for millis, driver, tokens in rows:
+        redis_client.xadd(txn.results, _verdict(driver, tokens), id=f"{millis}-0")
+    priced = {
+        "redis_url": settings.redis_url_value,
+        "home": str(settings.home_dir),
+        "analyzer_price_input_per_mtok": "0.15",
+        "analyzer_price_output_per_mtok": "0.60",
+        "analyzer_price_cached_input_per_mtok": "0.075",
+    }
+    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
+    result = dg.materialize(
+        REPORTING_ASSETS,
+        resources=resources,
+        instance=dagster_instance,
+        selection=["transaction_verdicts"],
+    )
+    assert result.success
+    (verdicts,) = result.asset_materializations_for_node("transaction_verdicts")
+    meta = verdicts.metadata
+    table = {(r.data["day"], r.data["model"]): r.data for r in meta["analyzer_usage"].value.records}
+    model = "gpt-4o-mini-2024-07-18"
+    assert set(table) == {("2026-11-26", model), ("2026-11-27", model)}
+    first = table[("2026-11-26", model)]
+    assert (first["verdicts"], first["input_tokens"], first["output_tokens"]) == (2, 2234, 92)
+    assert (first["cached_input_tokens"], first["cost"]) == (2048, 0.000237)
+    assert table[("2026-11-27", model)]["cost"] == 0.00036
+    assert (meta["input_tokens"].value, meta["output_tokens"].value) == (4234, 192)
+    assert meta["cost"].value == pytest.approx(0.000597)
