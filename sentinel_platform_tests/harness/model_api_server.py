@@ -49,8 +49,12 @@ class ModelApiServer:
     bucket_s: float = 60.0
     #: Announce the budget on every answer (``x-ratelimit-*``), as OpenAI does.
     announce: bool = False
+    #: The requests-per-minute limit announced beside it (not enforced).
+    requests_per_minute: int = 10_000
     admitted_tokens: int = 0
     rate_limited: int = 0
+    #: Every charge: (monotonic time, tokens, admitted).
+    charges: list[tuple[float, int, bool]] = field(default_factory=list)
     _level: float | None = None
     _filled_at: float = 0.0
 
@@ -73,9 +77,10 @@ class ModelApiServer:
             else:
                 self.rate_limited += 1
             self._level, self._filled_at = level, now
+            self.charges.append((now, cost, admitted))
         headers = {
-            "x-ratelimit-limit-requests": "10000",
-            "x-ratelimit-remaining-requests": "9999",
+            "x-ratelimit-limit-requests": str(self.requests_per_minute),
+            "x-ratelimit-remaining-requests": str(self.requests_per_minute - 1),
             "x-ratelimit-reset-requests": "6ms",
             "x-ratelimit-limit-tokens": str(self.tokens_per_minute),
             "x-ratelimit-remaining-tokens": str(int(level)),

@@ -222,7 +222,8 @@ class TokenBudget:
         self._lock = threading.Lock()
         self._learned = Pace()
         self._next_read = 0.0
-        self._stop = threading.Event()
+        self._closed = threading.Event()
+        self._stop = self._closed
 
     def bind(self, client: RedisClient) -> None:
         """Share the budget through ``client`` from now on (once, at start-up)."""
@@ -233,7 +234,8 @@ class TokenBudget:
         self._stop = stop
 
     def close(self) -> None:
-        self._stop.set()
+        """Wake a wait for a turn when no worker's stop is bound (it ends its own)."""
+        self._closed.set()
 
     def reserve(self, tokens: int) -> None:
         """Reserve ``tokens`` and one request, and wait for the turn; :class:`FleetBusy`
