@@ -130,7 +130,9 @@ class HttpAnalyzer:
 
     Before each call the fleet's hold is checked (:class:`FleetLimits`: a
     ``Retry-After`` any worker received), then the breaker, then a slot of the fleet's
-    optional rate limit is taken (so a call the breaker refuses takes none). The breaker:
+    optional rate limit and the call's tokens (:class:`TokenBudget`, settled with the
+    answer's ``usage``, paced by what answers announce) are taken (so a call the breaker
+    refuses takes none). The breaker:
     a call that fails as *down* or *wrong* counts as a failure, and while it is open a
     call raises :class:`CircuitOpenError` at once. A *busy* answer counts neither way
     and sets the fleet's hold for its ``Retry-After``. With ``when_down="wait"`` every
