@@ -63,7 +63,7 @@ format: $(VENV)/.installed-test
 ## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
 ## REDIS_URL=... runs them on that server
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
-                  slow_processor analyzer_limits
+                  slow_processor analyzer_limits token_budget
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

@@ -426,6 +426,21 @@ class Settings(BaseSettings):
         "limiter, fair between workers; at least 1/60, one call a minute, and at most "
         "1000, one call a millisecond); unset: no limit",
     )
+    analyzer_tokens_per_minute: int | None = Field(
+        None,
+        gt=0,
+        description="most model tokens per minute across all workers (one shared Redis "
+        "budget: each call reserves its prompt's estimate plus its max_tokens and is "
+        "settled with the answer's usage); unset: only the limits the API announces "
+        "(x-ratelimit-*, anthropic-ratelimit-* headers), learnt with no setting",
+    )
+    analyzer_daily_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="most model tokens per UTC day across all workers; spent, the analyzer "
+        "is exhausted (held with an ERROR alert) until midnight UTC or `sentinel analyzer "
+        "release`; unset: no daily budget",
+    )
 
     analyzer_api: Literal["openai", "anthropic", "sentinel"] | None = Field(
         None,

@@ -14,7 +14,9 @@ it. The ``model_api_server`` fixture serves one per test.
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +41,52 @@ class ModelApiServer:
     refusal_body: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Chat Completions only: a token budget per minute (None: none), charged as OpenAI
+    #: does, each call its prompt's tokens plus its ``max_tokens`` at admission, from a
+    #: bucket holding ``bucket_s`` seconds of it (OpenAI documents that a per-minute
+    #: limit may be enforced over shorter periods); a call beyond it is a 429.
+    tokens_per_minute: int | None = None
+    bucket_s: float = 60.0
+    #: Announce the budget on every answer (``x-ratelimit-*``), as OpenAI does.
+    announce: bool = False
+    #: The requests-per-minute limit announced beside it (not enforced).
+    requests_per_minute: int = 10_000
+    admitted_tokens: int = 0
+    rate_limited: int = 0
+    #: Every charge: (monotonic time, tokens, admitted).
+    charges: list[tuple[float, int, bool]] = field(default_factory=list)
+    _level: float | None = None
+    _filled_at: float = 0.0
+
+    def charge(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
+        """Admit a call against the budget: (admitted, its prompt tokens, the headers)."""
+        text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        prompt = math.ceil(len(text) / 4)
+        if self.tokens_per_minute is None:
+            return True, prompt, {}
+        rate, cap = self.tokens_per_minute / 60, self.tokens_per_minute * self.bucket_s / 60
+        cost = prompt + int(body.get("max_tokens") or 0)
+        with self.lock:
+            now = time.monotonic()
+            level = cap if self._level is None else self._level
+            level = min(cap, level + (now - self._filled_at) * rate)
+            admitted = level >= cost
+            if admitted:
+                level -= cost
+                self.admitted_tokens += cost
+            else:
+                self.rate_limited += 1
+            self._level, self._filled_at = level, now
+            self.charges.append((now, cost, admitted))
+        headers = {
+            "x-ratelimit-limit-requests": str(self.requests_per_minute),
+            "x-ratelimit-remaining-requests": str(self.requests_per_minute - 1),
+            "x-ratelimit-reset-requests": "6ms",
+            "x-ratelimit-limit-tokens": str(self.tokens_per_minute),
+            "x-ratelimit-remaining-tokens": str(int(level)),
+            "x-ratelimit-reset-tokens": f"{(cap - level) / rate:.3f}s",
+        }
+        return admitted, prompt, headers if self.announce else {}
 
     def record(self, entry: dict[str, Any]) -> None:
         with self.lock:
@@ -47,6 +95,18 @@ class ModelApiServer:
     def seen(self) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.requests)
+
+
+#: OpenAI's documented 429 for a token limit reached (no ``Retry-After``).
+RATE_LIMITED = {
+    "error": {
+        "message": "Rate limit reached for gpt-4o-mini in organization org-x on tokens per "
+        "min (TPM): Limit 120000, Used 119800, Requested 400. Please try again in 200ms.",
+        "type": "tokens",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
 
 
 def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +193,14 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 refused = state.refusal_body or error
                 self.answer(state.refuse_with, refused, {"x-echoed-key": key})
             elif self.path.endswith("/chat/completions"):
-                self.answer(200, openai_reply(state.verdict), {})
+                admitted, prompt, limits = state.charge(body)
+                if not admitted:
+                    self.answer(429, RATE_LIMITED, limits)
+                    return
+                reply = openai_reply(state.verdict)
+                if state.tokens_per_minute is not None:  # the prompt it charged
+                    reply["usage"]["prompt_tokens"] = prompt
+                self.answer(200, reply, limits)
             elif self.path.endswith("/messages"):
                 tool = body["tool_choice"]["name"]
                 self.answer(200, anthropic_reply(tool, state.verdict), {})

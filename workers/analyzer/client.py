@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import urllib3
 
@@ -53,7 +53,7 @@ from workers.analyzer.fleet_limits import (
     analyzer_key_id,
 )
 from workers.analyzer.health import Health
-from workers.analyzer.model_api import ModelApi
+from workers.analyzer.model_api import Analyzer, ModelApi
 from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
     MAX_RETRY_AFTER_S,
@@ -72,6 +72,7 @@ from workers.analyzer.replies import (
     unreachable,
 )
 from workers.analyzer.sentinel_api import SentinelApi
+from workers.analyzer.token_budget import TokenBudget, reservation
 from workers.analyzer.transport import (
     read_refusal,
     read_reply,
@@ -80,6 +81,7 @@ from workers.analyzer.transport import (
 
 __all__ = [
     "MAX_RETRY_AFTER_S",
+    "Analyzer",
     "AnalyzerBusy",
     "AnalyzerDown",
     "AnalyzerError",
@@ -106,15 +108,6 @@ JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"
 EXHAUSTED_RECHECK_S = 30.0
 
 
-class Analyzer(Protocol):
-    """Anything that can assess transactions and axioms; raise ``AnalyzerError`` on
-    failure and :class:`Busy` when at capacity."""
-
-    def assess_transaction(self, txn: Transaction) -> Assessment: ...
-
-    def assess_axiom(self, axiom: Axiom) -> Assessment: ...
-
-
 class HttpAnalyzer:
     """POSTs one message to ``url`` in the shape ``api`` builds (default: the platform's
     own ``{"kind": "transaction"|"axiom", "payload": {...}}``; a model API also sends the
@@ -137,7 +130,9 @@ class HttpAnalyzer:
 
     Before each call the fleet's hold is checked (:class:`FleetLimits`: a
     ``Retry-After`` any worker received), then the breaker, then a slot of the fleet's
-    optional rate limit is taken (so a call the breaker refuses takes none). The breaker:
+    optional rate limit and the call's tokens (:class:`TokenBudget`, settled with the
+    answer's ``usage``, paced by what answers announce) are taken (so a call the breaker
+    refuses takes none). The breaker:
     a call that fails as *down* or *wrong* counts as a failure, and while it is open a
     call raises :class:`CircuitOpenError` at once. A *busy* answer counts neither way
     and sets the fleet's hold for its ``Retry-After``. With ``when_down="wait"`` every
@@ -159,6 +154,7 @@ class HttpAnalyzer:
         limits: FleetLimits | None = None,
         api: ModelApi | None = None,
         prompts: Mapping[str, Prompt] | None = None,
+        budget: TokenBudget | None = None,
     ) -> None:
         problem = url_problem(url, ("http", "https"), needs_host=True)
         if problem:
@@ -179,6 +175,7 @@ class HttpAnalyzer:
         self.limits = limits or FleetLimits(analyzer_key_id(url), analyzer_url=url)
         self.api: ModelApi = api or SentinelApi()
         self.prompts: Mapping[str, Prompt] = dict(prompts or {})
+        self.budget = budget or TokenBudget(self.limits.analyzer_id)
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
         self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
@@ -201,6 +198,7 @@ class HttpAnalyzer:
         """Wake any call waiting for a rate slot (it raises :class:`Busy`) and close the
         kept-alive connections."""
         self.limits.close()
+        self.budget.close()
         self._pool.clear()
 
     def bind_metrics(self, metrics: Metrics) -> None:
@@ -219,11 +217,13 @@ class HttpAnalyzer:
         """Share the ``Retry-After`` hold and the rate limit with the fleet through
         ``client`` (the worker's own). Called once at start-up."""
         self.limits.bind(client)
+        self.budget.bind(client)
 
     def bind_stop(self, stop: threading.Event) -> None:
         """The worker's stop (SIGTERM/SIGINT): it ends a wait for a rate slot at once,
         and the waiting call is not made. Called once at start-up."""
         self.limits.bind_stop(stop)
+        self.budget.bind_stop(stop)
 
     def assess_transaction(self, txn: Transaction) -> Assessment:
         return self._post("transaction", txn.model_dump(mode="json", exclude_none=True), {})
@@ -252,9 +252,15 @@ class HttpAnalyzer:
             self._count(CircuitOpenError.outcome)
             raise self._when_down(self._open_error(admission.retry_in_s), admission.retry_in_s)
         try:
-            # A rate slot is taken only for a call the breaker lets out.
+            # A rate slot and the call's tokens are taken only for a call the breaker lets out.
             self.limits.reserve()
-            assessment = self._call(kind, payload, headers)
+            prompt = self.prompts.get(kind)
+            body = self.api.request(kind, payload, prompt)
+            max_tokens = getattr(self.api, "max_output_tokens", 0)
+            tokens = reservation(len(body), max_tokens)
+            self.budget.reserve(tokens)
+            assessment = self._call(body, prompt, headers)
+            self.budget.settle(self.api.kind, tokens, max_tokens, assessment.usage)
         except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
             self._count("busy")
             self._changed(self.breaker.released(admission.ticket))
@@ -351,7 +357,7 @@ class HttpAnalyzer:
             "timeout_s": self.timeout_s,
         }
 
-    def _call(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
+    def _call(self, body: bytes, prompt: Prompt | None, headers: dict[str, str]) -> Assessment:
         """One request on one of the worker's own connections. The wait for a free one is
         taken here, before the call's timeout starts, so it never eats into the time the
         analyzer is given; a wait longer than ``timeout_s`` is :class:`NoFreeConnection`."""
@@ -360,13 +366,11 @@ class HttpAnalyzer:
                 None, f"no free analyzer connection within {self.timeout_s:g}s (local pool)"
             )
         try:
-            return self._send(kind, payload, headers)
+            return self._send(body, prompt, headers)
         finally:
             self._connections.release()
 
-    def _send(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
-        prompt = self.prompts.get(kind)
-        body = self.api.request(kind, payload, prompt)
+    def _send(self, body: bytes, prompt: Prompt | None, headers: dict[str, str]) -> Assessment:
         deadline = time.monotonic() + self.timeout_s
         try:
             response = self._pool.request(
@@ -383,6 +387,8 @@ class HttpAnalyzer:
             # Refused, reset, timed out, TLS failures: all mean "no answer".
             raise unreachable(exc) from None
         kept = False
+        # Announced limits pace the fleet; a budget spent until its reset holds it.
+        self.limits.hold(self.budget.learn(response.headers), "announced budget spent")
         try:
             if not 200 <= response.status < 300:
                 refused = read_refusal(response, deadline)

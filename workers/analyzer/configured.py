@@ -17,6 +17,7 @@ from workers.analyzer.model_api import ModelApi
 from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import StreamPrompt, load_prompt
 from workers.analyzer.sentinel_api import SentinelApi
+from workers.analyzer.token_budget import TokenBudget
 
 
 def model_api_from_settings(settings: Settings) -> ModelApi:
@@ -44,10 +45,11 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     ``auto`` (both are ``settings.worker_concurrency``). Its breaker follows
     ``SENTINEL_ANALYZER_BREAKER_FAILURES`` / ``SENTINEL_ANALYZER_BREAKER_COOLDOWN_S``, a
     down analyzer ``SENTINEL_ANALYZER_WHEN_DOWN``, and its fleet limits
-    ``SENTINEL_ANALYZER_ID`` and ``SENTINEL_ANALYZER_RATE_LIMIT`` (shared once the worker
-    calls :meth:`HttpAnalyzer.bind_redis`). ``declared`` are the prompts of the stream the
-    worker serves, loaded now (a prompt file that cannot be read fails start-up); the
-    ``sentinel`` API sends none."""
+    ``SENTINEL_ANALYZER_ID``, ``SENTINEL_ANALYZER_RATE_LIMIT`` and its token budget
+    ``SENTINEL_ANALYZER_TOKENS_PER_MINUTE`` / ``SENTINEL_ANALYZER_DAILY_TOKENS`` (shared
+    once the worker calls :meth:`HttpAnalyzer.bind_redis`). ``declared`` are the prompts
+    of the stream the worker serves, loaded now (a prompt file that cannot be read fails
+    start-up); the ``sentinel`` API sends none."""
     if settings.analyzer_url is None:
         return None
     url = settings.analyzer_url.get_secret_value()
@@ -56,8 +58,10 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     breaker = CircuitBreaker(
         settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
     )
-    limits = FleetLimits(
-        analyzer_key_id(url, settings.analyzer_id), settings.analyzer_rate_limit, analyzer_url=url
+    key_id = analyzer_key_id(url, settings.analyzer_id)
+    limits = FleetLimits(key_id, settings.analyzer_rate_limit, analyzer_url=url)
+    budget = TokenBudget(
+        key_id, settings.analyzer_tokens_per_minute, settings.analyzer_daily_tokens
     )
     try:
         return HttpAnalyzer(
@@ -69,6 +73,7 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
             limits=limits,
             api=api,
             prompts=prompts,
+            budget=budget,
         )
     except ValueError as exc:
         raise SettingsError(f"SENTINEL_ANALYZER_URL: {exc}") from None

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ValidationError
 
+from sentinel_platform.schemas import Axiom, Transaction
 from workers.analyzer.answers import ApiKind
 from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
@@ -31,7 +32,15 @@ from workers.analyzer.replies import (
     Usage,
 )
 
-__all__ = ["ApiKind", "ModelApi", "endpoint", "json_reply", "refused_request", "verdict_from"]
+__all__ = [
+    "Analyzer",
+    "ApiKind",
+    "ModelApi",
+    "endpoint",
+    "json_reply",
+    "refused_request",
+    "verdict_from",
+]
 
 #: Statuses servers answer a request they cannot take with (llama.cpp's Python server
 #: answers an unsupported ``response_format`` with 500).
@@ -49,6 +58,15 @@ REFUSED_PARTS = {
     "model_not_found": "SENTINEL_ANALYZER_MODEL",
     "not_found_error": "SENTINEL_ANALYZER_MODEL",
 }
+
+
+class Analyzer(Protocol):
+    """Anything that can assess transactions and axioms; raise ``AnalyzerError`` on
+    failure and :class:`Busy` when at capacity."""
+
+    def assess_transaction(self, txn: Transaction) -> Assessment: ...
+
+    def assess_axiom(self, axiom: Axiom) -> Assessment: ...
 
 
 class ModelApi(Protocol):
