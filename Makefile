@@ -72,8 +72,8 @@ format: $(VENV)/.installed-test
 	$(VENV)/bin/ruff format .
 
 ## Quick versions of every benchmark scenario (python -m bench --help), then each goal's
-## PASS/MISS line (see bench/RESULTS.md; llama_cpp skips without the llm extra); outputs in bench/out/ (untracked);
-## REDIS_URL=... runs them on that server
+## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
+## REDIS_URL=... runs them on that server; llama_cpp prints SKIP without the llm extra
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
                   slow_processor analyzer_limits llama_cpp
 bench: $(VENV)/.installed-bench
