@@ -92,7 +92,7 @@ def worker_rate(server: LlamaServer, url: str, home: Path, calls: int) -> tuple[
         analyzer_timeout_s=RECIPE_TIMEOUT_S,
         **RECIPE,
     )
-    argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama"]
+    argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama-worker"]
     with Fleet(home) as fleet:
         child = fleet.spawn("llama-worker", argv, env)
         worker = WorkerProcess(child.proc, child.name, None, child.log_path, env)
