@@ -54,7 +54,7 @@ GOAL = 0.8
 CONCURRENCIES = (1, 2, 4)
 #: docs/analyzer.md's llama.cpp recipe (field names).
 RECIPE = {"analyzer_api": "openai", "analyzer_response_format": "json_object"}
-RECIPE_TIMEOUT_S = 15
+RECIPE_TIMEOUT_S = 60
 #: A call is seconds on two loaded cores: the whole run is bounded by this.
 RUN_TIMEOUT_S = 900.0
 
