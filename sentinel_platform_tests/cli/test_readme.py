@@ -121,7 +121,7 @@ def test_constraints_pin_every_declared_dependency_and_make_installs_with_them()
     }
     project = _project_table()
     declared = [*project["dependencies"]]
-    for extra in ("test", "bench"):
+    for extra in ("test", "bench", "llm"):
         declared += project["optional-dependencies"][extra]
     for spec in declared:
         requirement = Requirement(spec)

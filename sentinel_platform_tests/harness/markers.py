@@ -35,7 +35,9 @@ import pytest
 HARNESS_FIXTURES: dict[str, frozenset[str]] = {
     "spark": frozenset({"spark", "spark_standalone"}),
     "dagster": frozenset({"dagster_instance"}),
-    "processes": frozenset({"start_worker", "fleet", "platform", "browser", "postgres_server"}),
+    "processes": frozenset(
+        {"start_worker", "fleet", "platform", "browser", "postgres_server", "llama_server"}
+    ),
     "redis": frozenset({"redis_server", "redis_binary", "redis_cluster"}),
 }
 #: Names in the code a test runs that mean a harness (functions and attributes alike).
