@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-
-import pytest
+from collections.abc import Callable
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.cli import run_sentinel
@@ -28,20 +26,6 @@ HOUR_MS = 3_600_000
 SECRET = "H0ld-S3cret"
 MESSAGES = 20
 CONCURRENCY = 16
-
-
-@pytest.fixture
-def clients(settings: Settings) -> Iterator[Callable[[], RedisClient]]:
-    """``clients()``: one more Redis client of its own, as each worker has."""
-    made: list[RedisClient] = []
-
-    def make() -> RedisClient:
-        made.append(connect(settings))
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def hold_record(analyzer_id: str, reason: str) -> str:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,20 +104,6 @@ def test_a_caller_may_always_wait_for_the_next_slot(rate: float, bound: float) -
 
 
 # --- on a real Redis ----------------------------------------------------------------
-
-
-@pytest.fixture
-def clients(settings: Settings, redis_client: RedisClient) -> Iterator[Callable[[], RedisClient]]:
-    """``clients()``: one more Redis client of its own, as each worker has."""
-    made: list[RedisClient] = []
-
-    def make() -> RedisClient:
-        made.append(connect(settings))
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def test_a_hold_is_never_shortened_and_reaches_another_client_within_the_refresh(

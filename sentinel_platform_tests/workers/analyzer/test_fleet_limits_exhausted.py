@@ -5,32 +5,17 @@ suite's real redis-server."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.fleet_limits import (
     FleetExhausted,
     FleetHeld,
     FleetLimits,
 )
-
-
-@pytest.fixture
-def clients(settings: Settings, redis_client: RedisClient) -> Iterator[Callable[[], RedisClient]]:
-    """``clients()``: one more Redis client of its own, as each worker has."""
-    made: list[RedisClient] = []
-
-    def make() -> RedisClient:
-        made.append(connect(settings))
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def test_an_exhausted_hold_reaches_another_client_as_exhausted_with_its_cause(

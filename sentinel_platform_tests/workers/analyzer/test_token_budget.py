@@ -8,14 +8,13 @@ redis-server, several clients sharing one budget as a fleet's workers do.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import pytest
 
-from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy
-from sentinel_platform.streams.plumbing.connection import RedisClient, connect
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.announced_limits import AnnouncedLimits, Budget
 from workers.analyzer.replies import AnalyzerExhausted, Usage
 from workers.analyzer.token_budget import (
@@ -101,20 +100,6 @@ def test_a_daily_budget_renews_at_midnight_utc(now: datetime, left: float) -> No
 
 
 # --- on a real Redis ----------------------------------------------------------------
-
-
-@pytest.fixture
-def clients(settings: Settings, redis_client: RedisClient) -> Iterator[Callable[[], RedisClient]]:
-    """``clients()``: one more Redis client of its own, as each worker has."""
-    made: list[RedisClient] = []
-
-    def make() -> RedisClient:
-        made.append(connect(settings))
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
 
 
 def budget(clients: Callable[[], RedisClient], **kwargs: int) -> TokenBudget:
