@@ -95,6 +95,12 @@ def _finished(platform: Platform, run_id: str, allow_failure: bool = False) -> s
     return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
 
+def _settled(execution: dict[str, Any]) -> dict[str, Any] | None:
+    """A check's execution once it has an outcome (``IN_PROGRESS`` while a run, such as the
+    checks schedule's, is evaluating it)."""
+    return execution if execution.get("status") not in (None, "IN_PROGRESS") else None
+
+
 def _drained(client: RedisClient, settings: Settings) -> bool:
     keys = (transaction_keys(settings), axiom_keys(settings))
     return all(measure_lag(client, k).lag == 0 for k in keys)
@@ -142,7 +148,12 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     assert redis_client.xlen(transaction_keys(settings).stream) == demo.TRANSACTIONS_PER_TICK
     for asset in ("raw_transactions", "enriched_transactions", "transaction_stream"):
         assert _materialized(platform, asset) == 0, f"the demo materialised {asset}"
-    eviction = _checks(platform, "transaction_stream")[EVICTION_CHECK]
+    # The checks schedule may be evaluating it right now: wait for an outcome, then judge it.
+    eviction = wait_until(
+        lambda: _settled(_checks(platform, "transaction_stream")[EVICTION_CHECK]),
+        timeout_s=300,
+        interval_s=1,
+    )
     assert eviction.get("status") == "SUCCEEDED", eviction
     page.goto(f"{platform.url}/assets/transaction_stream?view=checks")
     succeeded = page.get_by_text("Succeeded", exact=True)
