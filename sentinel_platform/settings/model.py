@@ -1,11 +1,4 @@
-"""One settings model for the whole platform.
-
-Every process (Dagster code location, workers, CLI, Spark executors) reads the same
-environment variables through :class:`Settings`, so a value means the same thing
-everywhere. Validation happens at start-up: a bad value fails the process immediately
-with the variable's name and the allowed range, instead of surfacing hours later as
-odd behaviour.
-"""
+"""The settings model, whole: :class:`Settings`, its checks and :func:`load_settings`."""
 
 from __future__ import annotations
 
