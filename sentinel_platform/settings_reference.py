@@ -67,7 +67,7 @@ def render() -> str:
     lines = [
         "# Settings",
         "",
-        f"Generated from `sentinel_platform/settings.py` by `{COMMAND}`; do not edit by hand.",
+        f"Generated from `sentinel_platform/settings/` by `{COMMAND}`; do not edit by hand.",
         "",
         "Every process (workers, Dagster, `sentinel`, Spark executors) reads these environment",
         "variables; a bad value or combination stops the process at start-up, naming the",

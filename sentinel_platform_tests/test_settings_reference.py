@@ -15,7 +15,7 @@ SETTINGS_DOC = ROOT / "docs" / "settings.md"
 
 def test_docs_settings_md_is_the_generated_reference() -> None:
     assert SETTINGS_DOC.read_text() == settings_reference.render(), (
-        "docs/settings.md is out of date with sentinel_platform/settings.py; regenerate it: "
+        "docs/settings.md is out of date with sentinel_platform.settings; regenerate it: "
         f"{settings_reference.COMMAND}"
     )
 

@@ -4,7 +4,7 @@
 the analyzer's pool) while :attr:`Settings.worker_concurrency_pinned` still tells it apart
 from a pinned value, and it must survive the worker's dump-and-reload of its settings
 (``--count`` and friends re-validate ``model_dump()``). Bad values fail at start-up
-naming the variable.
+naming the variable, and so does a hang timeout not above the lease's TTL.
 """
 
 from __future__ import annotations
@@ -82,3 +82,10 @@ def test_the_analyzer_capacity_defaults() -> None:
         settings.analyzer_id,
         settings.analyzer_rate_limit,
     ) == (256, "rules", None, None)
+
+
+def test_hang_timeout_must_exceed_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SENTINEL_HANG_TIMEOUT_MS", "2000")
+    monkeypatch.setenv("SENTINEL_LEASE_TTL_MS", "3000")
+    with pytest.raises(SettingsError, match="SENTINEL_HANG_TIMEOUT_MS"):
+        load_settings()

@@ -1,5 +1,6 @@
-"""The model API settings: what cannot call the API fails at start-up naming the setting,
-and the key, from the environment or a file, is never shown."""
+"""The analyzer's settings: what cannot call the model API fails at start-up naming the
+setting, the key, from the environment or a file, is never shown, and a fleet rate limit
+below one call a minute is refused."""
 
 from __future__ import annotations
 
@@ -93,3 +94,25 @@ def test_the_key_from_the_environment_is_never_shown(tmp_path: Path) -> None:
     assert settings.analyzer_key_value == KEY
     assert KEY not in repr(settings) and KEY not in str(settings.model_dump())
     assert KEY not in scrub(f"echoed: {KEY}")
+
+
+@pytest.mark.parametrize(
+    ("rate", "accepted"),
+    [
+        ("1e-9", False),  # a call every 31 years: every slot wait would outlive the fleet
+        ("0.0033", False),  # one call in five minutes
+        ("0.0166", False),  # just under one call a minute
+        (str(1 / 60), True),  # one call a minute: the lowest the fleet lives with
+        ("0.15", True),
+        ("1000", True),
+    ],
+)
+def test_an_analyzer_rate_limit_below_one_call_a_minute_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, rate: str, accepted: bool
+) -> None:
+    monkeypatch.setenv("SENTINEL_ANALYZER_RATE_LIMIT", rate)
+    if accepted:
+        assert load_settings().analyzer_rate_limit == pytest.approx(float(rate))
+        return
+    with pytest.raises(SettingsError, match=r"SENTINEL_ANALYZER_RATE_LIMIT.*one call a minute"):
+        load_settings()
