@@ -22,17 +22,21 @@ from typing import Any
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.idempotency import InvalidEffectError, check_effect
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
     DeadLetterOp,
+    Delivery,
     Failure,
     Outcome,
     Prepared,
 )
-from sentinel_platform.streams.consumer.processor import Busy, Processor
-from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.processor import (
+    Busy,
+    InvalidEffectError,
+    Processor,
+    check_effect,
+)
 from sentinel_platform.streams.consumer.watchdog import InHand
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,8 @@ once; per-id checks otherwise), the marker's check is its ``SET NX``, and the ca
 acknowledgements are one XACK and its recent entries one LPUSH at the end. Two commands
 per message remain: SET and XADD.
 
-Effects are checked before they are queued (:func:`check_effect`): a value the client
+Effects are checked before they are queued
+(:func:`~sentinel_platform.streams.consumer.processor.check_effect`): a value the client
 cannot send (``None``, a bool, a nested mapping) is the processor's bug, reported like
 any processor failure, never an exception out of the commit.
 
@@ -47,14 +48,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sentinel_platform.streams.consumer.processor import InvalidEffectError
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import WRONG_TYPE_CHECK, LuaScript
 
 CommitStatus = Literal["applied", "duplicate", "stale"]
 #: Most messages committed by one script call (bounds the call's length on the server).
 COMMIT_CHUNK = 500
-#: Value types of a result field that are sent as they are (str, and numbers as text).
-FIELD_TYPES = (str, int, float)
 
 COMMIT_EFFECTS = LuaScript(
     "commit_effects",
@@ -144,10 +144,6 @@ return statuses
 )
 
 
-class InvalidEffectError(TypeError):
-    """A processor returned an effect that cannot be committed (a processor bug)."""
-
-
 _STATUS: dict[int, CommitStatus] = {1: "applied", 0: "duplicate", -1: "stale"}
 
 
@@ -229,32 +225,3 @@ def queue_commit(
 def commit_statuses(reply: Any) -> list[CommitStatus]:
     """Read one script reply: a status per committed item, in order."""
     return [_STATUS[int(code)] for code in reply]
-
-
-def check_natural_key(natural_key: Any) -> None:
-    """Raise :class:`InvalidEffectError` unless ``natural_key`` can name a marker: a
-    non-empty string (a plug-in returning anything else has a bug; retried, then
-    dead-lettered, never committed under a key the client cannot send)."""
-    if type(natural_key) is not str or not natural_key:
-        raise InvalidEffectError(f"the natural key {natural_key!r} is not a non-empty string")
-
-
-def check_effect(result: Mapping[str, Any], recent: Any) -> None:
-    """Raise :class:`InvalidEffectError` unless the effect can be committed as it is.
-
-    ``result`` needs at least one field, string names and str/int/float values (not
-    bool, which the client refuses); ``recent`` is a string or None.
-    """
-    if not (type(result) is dict or isinstance(result, Mapping)) or not result:
-        raise InvalidEffectError("the effect's result has no fields")
-    for name, value in result.items():
-        if type(name) is str and type(value) is str:
-            continue  # the common case, decided without the general checks below
-        if not isinstance(name, str):
-            raise InvalidEffectError(f"result field name {name!r} is not a string")
-        if isinstance(value, bool) or not isinstance(value, FIELD_TYPES):
-            raise InvalidEffectError(
-                f"result field {name!r} is a {type(value).__name__}, not a string or a number"
-            )
-    if recent is not None and not isinstance(recent, str):
-        raise InvalidEffectError(f"the effect's recent entry is a {type(recent).__name__}")

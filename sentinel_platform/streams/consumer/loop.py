@@ -45,13 +45,13 @@ from sentinel_platform.streams.consumer.lease import LeaseHeldError
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
+    Delivery,
     IterationReport,
     Outcome,
     Prepared,
 )
 from sentinel_platform.streams.consumer.parts import Hooks, build_parts
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.recovery import Delivery
 from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS
 from sentinel_platform.streams.consumer.stopping import Stopping
 from sentinel_platform.streams.plumbing.connection import RedisClient

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sentinel_platform.streams.consumer.attempts import read_attempts
-from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.outcomes import Delivery
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

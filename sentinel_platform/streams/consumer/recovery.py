@@ -53,6 +53,7 @@ from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.backlog.entry_ages import age_s
 from sentinel_platform.streams.consumer.liveness import Watch, registration_key
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.outcomes import Delivery
 from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
@@ -121,17 +122,6 @@ redis.call('HDEL', KEYS[3], ARGV[2])
 return 1
 """,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One message handed to this worker, with its delivery count including this delivery."""
-
-    id: str
-    fields: dict[str, str]
-    deliveries: int
-    #: consumer it was claimed from; None for new reads, ourselves for our own retries
-    claimed_from: str | None = None
 
 
 @dataclass

@@ -43,11 +43,12 @@ from sentinel_platform.streams.consumer.outcomes import (
     Acknowledge,
     Commit,
     DeadLetterOp,
+    Delivery,
     Failure,
     Outcome,
 )
 from sentinel_platform.streams.consumer.processor import Effect
-from sentinel_platform.streams.consumer.recovery import CLAIM, PRUNE, Delivery
+from sentinel_platform.streams.consumer.recovery import CLAIM, PRUNE
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import with_scripts

@@ -43,15 +43,14 @@ from sentinel_platform.streams.consumer.dead_letter import (
     queue_dead_check,
 )
 from sentinel_platform.streams.consumer.entry_age import EXPIRED_MARKER_ERROR, entry_too_old
-from sentinel_platform.streams.consumer.idempotency import check_natural_key
 from sentinel_platform.streams.consumer.outcomes import (
     Acknowledge,
     DeadLetterOp,
+    Delivery,
     Outcome,
     Prepared,
 )
-from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.processor import Processor, check_natural_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.undecodable import undecodable_error

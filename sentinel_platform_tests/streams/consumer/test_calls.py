@@ -16,9 +16,8 @@ import pytest
 
 from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
 from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.outcomes import Commit, Failure, Outcome, Prepared
+from sentinel_platform.streams.consumer.outcomes import Commit, Delivery, Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.processor import Busy, Effect, waited_for_turn
-from sentinel_platform.streams.consumer.recovery import Delivery
 from sentinel_platform.streams.consumer.room import read_ahead
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.fleet_limits import FleetBusy, FleetHeld

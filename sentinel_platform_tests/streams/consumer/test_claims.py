@@ -7,8 +7,7 @@ import time
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.claims import REFRESH, REFRESH_AFTER, Claims, claim_key
-from sentinel_platform.streams.consumer.outcomes import Prepared
-from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.outcomes import Delivery, Prepared
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.waits import wait_until

@@ -16,8 +16,7 @@ import redis
 from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.loop import Consumer
-from sentinel_platform.streams.consumer.outcomes import Failure, Outcome, Prepared
-from sentinel_platform.streams.consumer.recovery import Delivery
+from sentinel_platform.streams.consumer.outcomes import Delivery, Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.stop_path import (
     FINAL_MARGIN_S,
     STOP_MARGIN_S,
