@@ -175,11 +175,13 @@ def layer_of(module: str) -> int:
 
 def package_of(module: str, root: Path) -> str:
     """The unit a cycle is judged between: a sub-package for the modules inside it, the
-    module itself for one directly in a top-level package (``sentinel_platform.settings``)."""
+    module itself for one directly in a top-level package (``sentinel_platform.settings``)
+    or in the consumer, whose top level is both the ground under its rooms and the loop
+    over them (:data:`CONSUMER_ROOMS`)."""
     if root.joinpath(*module.split(".")).is_dir():
         return module
     parent = module.rpartition(".")[0]
-    return module if parent in CODE_PACKAGES else parent
+    return module if parent in (*CODE_PACKAGES, CONSUMER) else parent
 
 
 def upward_edges(root: Path) -> list[str]:
@@ -294,6 +296,66 @@ def consumer_reached_from_outside(root: Path) -> list[str]:
         if (edge.target == CONSUMER or edge.target.startswith(CONSUMER + "."))
         and not edge.source.startswith((CONSUMER, *WORKER_CODE))
     ]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of ``graph``: its strongly connected parts of more than one node, each
+    sorted (Tarjan's algorithm), so a report names all of them, not the first found."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = [stack.pop()]
+            while part[-1] != node:
+                part.append(stack.pop())
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def consumer_circles(root: Path) -> list[list[str]]:
+    """Circles of imports between modules of the consumer (``TYPE_CHECKING`` ones too)."""
+    graph: dict[str, set[str]] = {}
+    for edge in import_time_edges(root):
+        if edge.source.startswith(CONSUMER) and edge.target.startswith(CONSUMER):
+            graph.setdefault(edge.source, set()).add(edge.target)
+    return circles(graph)
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}}, []),
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        (
+            {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}},
+            [["a", "b", "c"], ["d", "e"]],
+        ),
+    ],
+)
+def test_every_circle_of_a_graph_is_found(
+    graph: dict[str, set[str]], expected: list[list[str]]
+) -> None:
+    assert circles(graph) == expected
+
+
+def test_no_two_modules_of_the_consumer_import_each_other() -> None:
+    assert consumer_circles(ROOT) == []
 
 
 def test_every_module_of_the_streams_core_is_in_a_declared_group() -> None:

@@ -1,7 +1,7 @@
 """A worker's stop: one deadline for everything it does, whatever Redis does meanwhile.
 
-:class:`Stopping` finishes what a :class:`~sentinel_platform.streams.consumer.loop.Consumer`
-holds when it is asked to stop (SIGTERM/SIGINT, its name taken) or its burst run is over:
+:class:`Stopping` finishes what a consumer holds when it is asked to stop (SIGTERM/SIGINT,
+its name taken) or its burst run is over:
 
 1. the calls in progress may finish until ``SENTINEL_SHUTDOWN_TIMEOUT_S`` (their outcomes
    are settled); everything else in hand (the backlog, parked messages, waiting copies,
@@ -18,20 +18,34 @@ still runs at ``SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S``. The exit status s
 was left undone (:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED`): those messages
 stay pending on this consumer and the survivors recover them, at once or once its lease
 has run out; commits are idempotent.
+
+What a stop needs of its consumer is :class:`StoppableConsumer`, a protocol the loop's
+``Consumer`` satisfies: the stop path reads the consumer's parts through it and never
+imports the loop, so the loop sits above the stop and nothing imports in a circle.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 import redis
 
 from sentinel_platform.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
 from sentinel_platform.logs import BoundLogger
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.group_read import GroupReader
+from sentinel_platform.streams.consumer.lease import Heartbeat, Lease
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.outages import Outages
+from sentinel_platform.streams.consumer.settle import Outbox
 from sentinel_platform.streams.consumer.stop_path import (
     MIN_CALL_S,
     STOP_MARGIN_S,
@@ -41,18 +55,63 @@ from sentinel_platform.streams.consumer.stop_path import (
     bounded_client,
 )
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
-
-if TYPE_CHECKING:
-    from sentinel_platform.streams.consumer.loop import Consumer
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class StoppableConsumer(Protocol):
+    """What a stop reads and drives of the consumer it stops: its parts, its client and
+    keys, its stop event, what it holds and its tally. Read-only properties, so a plain
+    attribute satisfies each."""
+
+    @property
+    def client(self) -> RedisClient: ...
+    @property
+    def keys(self) -> StreamKeys: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def log(self) -> BoundLogger: ...
+    @property
+    def stop(self) -> threading.Event: ...
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def lease(self) -> Lease: ...
+    @property
+    def heartbeat(self) -> Heartbeat: ...
+    @property
+    def reader(self) -> GroupReader: ...
+    @property
+    def calls(self) -> Calls: ...
+    @property
+    def claims(self) -> Claims | None: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    @property
+    def outages(self) -> Outages: ...
+    @property
+    def tally(self) -> Counter[str]: ...
+    @property
+    def name_taken(self) -> bool: ...
+    @property
+    def lease_taken(self) -> bool: ...
+
+    def held(self) -> int:
+        """Messages in hand and not decided."""
+        ...
+
+    def report(self) -> object:
+        """Count what was handled since the last report (its totals)."""
+        ...
+
+
 class Stopping:
     """The stop of one consumer; :meth:`shutdown` never raises a Redis error."""
 
-    def __init__(self, consumer: Consumer) -> None:
+    def __init__(self, consumer: StoppableConsumer) -> None:
         self.consumer = consumer
         self.log = BoundLogger(log, consumer.log.fields)
         #: ends the process if a stop outlives SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S
