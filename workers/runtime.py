@@ -12,7 +12,7 @@ Redis being unreachable at start-up is retried with backoff rather than crash-lo
 under a supervisor, and so is a server that refuses what joining the group needs for now
 (full: OOM; a key of the wrong type). A consumer name whose lease another process holds
 (a restarted worker's killed predecessor) is waited for, up to two lease TTLs
-(:meth:`~sentinel_platform.streams.consumer.lease.Lease.acquire`). SIGTERM/SIGINT cuts
+(:meth:`~sentinel_platform.streams.consumer.healing.lease.Lease.acquire`). SIGTERM/SIGINT cuts
 every one of these waits short: the worker logs ``stopped`` and exits 0, having taken
 nothing. A server that refuses a needed command outright (an ACL) fails start-up.
 
@@ -42,7 +42,7 @@ from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import BoundLogger, configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backlog.zones import in_flight_problem
-from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
+from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import (

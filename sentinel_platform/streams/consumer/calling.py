@@ -22,6 +22,7 @@ from typing import Any
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.healing.watchdog import InHand
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
@@ -37,7 +38,6 @@ from sentinel_platform.streams.consumer.processor import (
     Processor,
     check_effect,
 )
-from sentinel_platform.streams.consumer.watchdog import InHand
 
 log = logging.getLogger(__name__)
 

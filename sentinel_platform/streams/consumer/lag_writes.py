@@ -35,8 +35,8 @@ from sentinel_platform.streams.backlog.peaks import queue_record_lag
 from sentinel_platform.streams.consumer.adaptive_limit import AdaptiveLimit
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.healing.heartbeat_writes import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.side_writes import SideWriteFailures
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

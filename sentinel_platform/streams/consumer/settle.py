@@ -31,6 +31,7 @@ from sentinel_platform.streams.consumer.dead_letter import (
     queue_dead_letter,
     was_dead_lettered,
 )
+from sentinel_platform.streams.consumer.healing.recovery import CLAIM, PRUNE
 from sentinel_platform.streams.consumer.idempotency import (
     COMMIT_EFFECTS,
     CommitItem,
@@ -48,7 +49,6 @@ from sentinel_platform.streams.consumer.outcomes import (
     Outcome,
 )
 from sentinel_platform.streams.consumer.processor import Effect
-from sentinel_platform.streams.consumer.recovery import CLAIM, PRUNE
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import with_scripts

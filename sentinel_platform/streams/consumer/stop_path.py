@@ -38,7 +38,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.streams.consumer.liveness import node_client
+from sentinel_platform.streams.consumer.healing.liveness import node_client
 from sentinel_platform.streams.plumbing.connection import RedisClient
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.calls import Calls
 from sentinel_platform.streams.consumer.claims import Claims
 from sentinel_platform.streams.consumer.group_read import GroupReader
-from sentinel_platform.streams.consumer.lease import Heartbeat, Lease
+from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
 from sentinel_platform.streams.consumer.settle import Outbox

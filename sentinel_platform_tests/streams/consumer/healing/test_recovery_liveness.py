@@ -11,8 +11,8 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.liveness import Registration, registration_key
-from sentinel_platform.streams.consumer.recovery import CLAIM
+from sentinel_platform.streams.consumer.healing.liveness import Registration, registration_key
+from sentinel_platform.streams.consumer.healing.recovery import CLAIM
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, StartWorker, WorkerProcess

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.liveness import Registration, registration_key
+from sentinel_platform.streams.consumer.healing.liveness import Registration, registration_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processes import StartWorker

@@ -20,7 +20,7 @@ import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.lease import Lease
+from sentinel_platform.streams.consumer.healing.lease import Lease
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processes import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.liveness import (
+from sentinel_platform.streams.consumer.healing.liveness import (
     Observation,
     Registration,
     Sighting,

@@ -51,10 +51,10 @@ from typing import Any
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.backlog.entry_ages import age_s
-from sentinel_platform.streams.consumer.liveness import Watch, registration_key
+from sentinel_platform.streams.consumer.healing.liveness import Watch, registration_key
+from sentinel_platform.streams.consumer.healing.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import Delivery
-from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import LuaScript

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.consumer.healing.recovery import Recovery
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.recovery import Recovery
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.streams import publish

@@ -5,7 +5,7 @@ meets the lease the killed process left behind, which lives on for up to
 ``SENTINEL_LEASE_TTL_MS``. The predecessor also registered its dedicated connection
 beside that lease (``liveness.py``), and the kernel closed that connection when the
 process died. So the waiting worker judges the holder the way survivors do
-(:func:`~sentinel_platform.streams.consumer.liveness.judge`: the current lease's
+(:func:`~sentinel_platform.streams.consumer.healing.liveness.judge`: the current lease's
 registration, its connection missing twice :data:`~liveness.CONFIRM_S` apart) and, once
 the holder is dead by its connection, replaces the lease with its own in one
 compare-and-set (:data:`TAKE_OVER`): only the lease value judged dead is replaced, so a
@@ -25,7 +25,7 @@ import time
 import redis
 
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.streams.consumer.liveness import (
+from sentinel_platform.streams.consumer.healing.liveness import (
     CONFIRM_S,
     Observation,
     Registration,

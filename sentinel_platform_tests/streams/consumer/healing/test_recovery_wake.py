@@ -7,7 +7,7 @@ watch confirms that another worker's connection is gone, it cuts its own read sh
 
 from __future__ import annotations
 
-from sentinel_platform.streams.consumer.liveness import registration_key
+from sentinel_platform.streams.consumer.healing.liveness import registration_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processes import StartWorker

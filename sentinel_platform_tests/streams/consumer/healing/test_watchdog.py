@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from sentinel_platform.streams.consumer.healing.watchdog import HangWatchdog, InHand
 from sentinel_platform.streams.consumer.processor import take_turn_wait, waited_for_turn
-from sentinel_platform.streams.consumer.watchdog import HangWatchdog, InHand
 
 
 def in_hand_on_a_thread(in_hand: InHand, message_id: str, turn_wait_s: float) -> threading.Event:

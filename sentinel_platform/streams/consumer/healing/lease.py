@@ -53,9 +53,12 @@ from typing import Literal
 import redis
 
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.streams.consumer.lease_takeover import Predecessor
-from sentinel_platform.streams.consumer.link import Link
-from sentinel_platform.streams.consumer.side_writes import SideWriteFailures, SideWrites
+from sentinel_platform.streams.consumer.healing.heartbeat_writes import (
+    SideWriteFailures,
+    SideWrites,
+)
+from sentinel_platform.streams.consumer.healing.lease_takeover import Predecessor
+from sentinel_platform.streams.consumer.healing.link import Link
 from sentinel_platform.streams.plumbing.connection import (
     FAILOVER_ERRORS,
     TRANSIENT_ERRORS,
@@ -172,7 +175,7 @@ class Lease:
 
         A lease held by another process means the consumer name is taken. A killed
         predecessor whose registered connection is gone is taken over at once
-        (:class:`~sentinel_platform.streams.consumer.lease_takeover.Predecessor`); any
+        (:class:`~sentinel_platform.streams.consumer.healing.lease_takeover.Predecessor`); any
         other dead holder's lease runs out within one TTL, so we wait up to two TTLs (or
         ``wait_s``) before concluding that a live process uses the name (two processes
         sharing one name would retry each other's in-flight messages) and raising

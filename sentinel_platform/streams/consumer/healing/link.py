@@ -4,7 +4,7 @@
 (``dedicated_client``), registers that connection's id beside the lease (the
 ``REGISTER`` script: only while the lease is ours), and sits in a blocking read on it, so
 a dropped connection is seen at once; it then reconnects and registers the new id. The
-other workers' :class:`~sentinel_platform.streams.consumer.liveness.Watch` reads the
+other workers' :class:`~sentinel_platform.streams.consumer.healing.liveness.Watch` reads the
 registration and judges a worker dead when its registered connection is gone.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import redis
 
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.streams.consumer.liveness import (
+from sentinel_platform.streams.consumer.healing.liveness import (
     LINK_BLOCK_S,
     LINK_RETRY_MAX_S,
     LINK_RETRY_S,

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.redis_server import RedisServer
-from sentinel_platform.streams.consumer.recovery_grace import RecoveryGrace, others_claimable
+from sentinel_platform.streams.consumer.healing.recovery_grace import (
+    RecoveryGrace,
+    others_claimable,
+)
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.processes import StartWorker
