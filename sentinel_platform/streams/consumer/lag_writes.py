@@ -32,9 +32,9 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.holdings import queue_holding
 from sentinel_platform.streams.backlog.lag import measure_lag, queue_lag_key
 from sentinel_platform.streams.backlog.peaks import queue_record_lag
-from sentinel_platform.streams.consumer.adaptive_limit import AdaptiveLimit
-from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.calling.adaptive_limit import AdaptiveLimit
+from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.healing.heartbeat_writes import SideWriteFailures
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.plumbing.connection import FAILOVER_ERRORS, RedisClient

@@ -2,22 +2,22 @@
 
 One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 
-    collect finished calls            # calls.py: outcomes, and busy messages parked
+    collect finished calls            # in_flight.py: outcomes, and busy messages parked
     settle the outbox                 # settle.py: one round trip for everything decided
     take back a lost read             # a read whose reply was lost: its batch, from the PEL
     call parked messages again        # a busy downstream's delay has passed
     recovery.step(room)               # claims due messages: dead workers', our own failures
     XREADGROUP > COUNT room BLOCK b   # sent once (group_read.py); b <= 1 s, woken at a death
     triage the batch                  # triage.py: dead letters, duplicates, due for a call
-    submit what is due                # calls.py: runs on threads, at most the limit at once
+    submit what is due                # in_flight.py: runs on threads, at most the limit at once
     write the lag key (rate-limited; the heartbeat writes it too)
 
-Every call goes through :class:`~sentinel_platform.streams.consumer.calls.Calls`, whatever
-the concurrency: a pinned ``SENTINEL_WORKER_CONCURRENCY=1`` is a limit of one, ``auto`` an
-adaptive limit (``adaptive_limit.py``). ``room`` is how many more messages the limit lets
-the worker take (with a read-ahead for slow calls while the stream is backlogged:
-``Calls.room``), so it holds what it can work on and every message it holds is in its
-PEL (counted in the lag, recovered if it dies).
+Every call goes through :class:`~sentinel_platform.streams.consumer.calling.in_flight.Calls`,
+whatever the concurrency: a pinned ``SENTINEL_WORKER_CONCURRENCY=1`` is a limit of one,
+``auto`` an adaptive limit (``adaptive_limit.py``). ``room`` is how many more messages the
+limit lets the worker take (with a read-ahead for slow calls while the stream is
+backlogged: ``Calls.room``), so it holds what it can work on and every message it holds is
+in its PEL (counted in the lag, recovered if it dies).
 
 :meth:`Consumer.run` repeats it: as a service (``burst=False``, the worker process) until
 asked to stop, or in burst mode (``burst=True``) until a pass finds nothing to do, nothing
@@ -209,7 +209,7 @@ class Consumer:
         if room and not self.stop.is_set():
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self.reader.read_new(room, self._block(waiting))
-            self._backlogged = len(batch) >= room  # more to read: read ahead (calls.py)
+            self._backlogged = len(batch) >= room  # more to read: read ahead (in_flight.py)
             self._take(batch, "read")
         if self.calls.running:  # wait for a call rather than spin
             self.outbox.extend(self.calls.collect(FLUSH_INTERVAL_S))

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.retention import Retention
 from sentinel_platform.streams.backlog.zones import auto_maximum
-from sentinel_platform.streams.consumer.adaptive_limit import limit_for
-from sentinel_platform.streams.consumer.calling import ProcessorCall
-from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.calling.adaptive_limit import limit_for
+from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
+from sentinel_platform.streams.consumer.calling.processor_call import ProcessorCall
 from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease, heartbeat_interval_s
 from sentinel_platform.streams.consumer.healing.recovery import Recovery

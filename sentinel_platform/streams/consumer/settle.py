@@ -21,9 +21,9 @@ from typing import Any
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.attempts import RECORD_CALL, queue_error
-from sentinel_platform.streams.consumer.claims import CLAIM as CLAIM_KEYS
-from sentinel_platform.streams.consumer.claims import REFRESH as REFRESH_CLAIMS
-from sentinel_platform.streams.consumer.claims import claim_key
+from sentinel_platform.streams.consumer.calling.claims import CLAIM as CLAIM_KEYS
+from sentinel_platform.streams.consumer.calling.claims import REFRESH as REFRESH_CLAIMS
+from sentinel_platform.streams.consumer.calling.claims import claim_key
 from sentinel_platform.streams.consumer.dead_letter import (
     ALREADY_DEAD_LETTERED,
     DEAD_LETTER,

@@ -39,8 +39,8 @@ import redis
 from sentinel_platform.exit_codes import EXIT_NAME_IN_USE, EXIT_UNCOMMITTED
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease
 from sentinel_platform.streams.consumer.metrics import Metrics

@@ -16,7 +16,7 @@ table-tested; :class:`Triage` does the look-ups around them:
   (then the claims).
 
 What is due for a call comes back claimed (``claims.py``); a copy of a key another worker
-claimed waits in :class:`~sentinel_platform.streams.consumer.claims.Claims`.
+claimed waits in :class:`~sentinel_platform.streams.consumer.calling.claims.Claims`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from sentinel_platform.streams.consumer.attempts import (
     queue_read_attempts,
     record_call,
 )
-from sentinel_platform.streams.consumer.calling import operator_interrupt
-from sentinel_platform.streams.consumer.claims import Claims
+from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.processor_call import operator_interrupt
 from sentinel_platform.streams.consumer.dead_letter import (
     NO_ERROR_RECORDED,
     already_dead_lettered,

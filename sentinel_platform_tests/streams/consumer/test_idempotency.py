@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.claims import claim_key
+from sentinel_platform.streams.consumer.calling.claims import claim_key
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.idempotency import (
     COMMIT_EFFECTS,

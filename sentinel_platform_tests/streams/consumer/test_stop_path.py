@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
-from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.outcomes import Delivery, Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.stop_path import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.room import room_for
+from sentinel_platform.streams.consumer.calling.intake import room_for
 
 SLOW, FAST = 0.1, 0.000_001
 

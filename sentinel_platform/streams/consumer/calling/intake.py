@@ -1,9 +1,10 @@
 """How much a worker takes: the length of a run of calls, the read-ahead, the room.
 
-Pure decisions, table-tested, that :class:`~sentinel_platform.streams.consumer.calls.Calls`
-applies to what it has in flight: a fast processor's calls go in runs of a whole read, a
-slow one's in runs of one; a worker of slow calls reads ahead half its limit while the
-stream is backlogged; and the room is what the free runs and the read-ahead can take.
+Pure decisions, table-tested, that
+:class:`~sentinel_platform.streams.consumer.calling.in_flight.Calls` applies to what it
+has in flight: a fast processor's calls go in runs of a whole read, a slow one's in runs
+of one; a worker of slow calls reads ahead half its limit while the stream is backlogged;
+and the room is what the free runs and the read-ahead can take.
 """
 
 from __future__ import annotations

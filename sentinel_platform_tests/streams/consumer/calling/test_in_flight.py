@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.streams.consumer.adaptive_limit import FixedLimit
-from sentinel_platform.streams.consumer.calls import Calls
+from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
+from sentinel_platform.streams.consumer.calling.intake import read_ahead
 from sentinel_platform.streams.consumer.outcomes import Commit, Delivery, Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.processor import Busy, Effect, waited_for_turn
-from sentinel_platform.streams.consumer.room import read_ahead
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.fleet_limits import FleetBusy, FleetHeld
 

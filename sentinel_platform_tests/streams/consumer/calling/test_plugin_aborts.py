@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sentinel_platform.streams.consumer.calling import operator_interrupt
+from sentinel_platform.streams.consumer.calling.processor_call import operator_interrupt
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""One processor call and what it comes to; runs on the threads of ``calls.py``.
+"""One processor call and what it comes to; runs on the threads of ``in_flight.py``.
 
 :class:`ProcessorCall` turns a :class:`~sentinel_platform.streams.consumer.outcomes.Prepared`
 message into an outcome: the effect to commit, a dead letter (``SchemaError``: the content

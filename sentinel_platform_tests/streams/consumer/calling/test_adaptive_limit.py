@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from sentinel_platform.streams.consumer.adaptive_limit import (
+from sentinel_platform.streams.consumer.calling.adaptive_limit import (
     CEILING_HOLD_S,
     PROBE_LIMIT,
     AdaptiveLimit,

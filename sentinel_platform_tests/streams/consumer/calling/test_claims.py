@@ -6,7 +6,12 @@ from __future__ import annotations
 import time
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.claims import REFRESH, REFRESH_AFTER, Claims, claim_key
+from sentinel_platform.streams.consumer.calling.claims import (
+    REFRESH,
+    REFRESH_AFTER,
+    Claims,
+    claim_key,
+)
 from sentinel_platform.streams.consumer.outcomes import Delivery, Prepared
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys

@@ -7,13 +7,13 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
 * **Runs.** A job is a *run*: messages called one after another by one thread. At most
   ``limit`` runs are in flight; the rest of what the worker holds waits in a backlog. A
   run hands back what it has not started once it has run for :data:`RUN_TARGET_S`, and new
-  runs are cut to about that long from the calls' measured latency (``room.run_length``):
+  runs are cut to about that long from the calls' measured latency (``intake.run_length``):
   a processor that answers in microseconds (the rules, a no-op) has a whole batch called
   in one run, one hand-off per batch; a slow one (an analyzer call) has runs of one, so
   ``limit`` calls run side by side. The limit thus counts calls at once for slow calls.
 * **Read-ahead.** A worker with slow calls holds half its limit beyond its runs while
   the stream has more than it reads, and reads again only once that has run out
-  (``room.room_for``): a read and its triage then serve many finished calls, not one
+  (``intake.room_for``): a read and its triage then serve many finished calls, not one
   each. The holding it publishes counts it (:meth:`Calls.capacity`).
 * **Copies.** Copies of a natural key wait for the first's outcome: they share its effect
   (the commit acknowledges them as duplicates) or, if it did not commit, get calls of
@@ -48,11 +48,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sentinel_platform.streams.consumer.adaptive_limit import ConcurrencyLimit
-from sentinel_platform.streams.consumer.calling import operator_interrupt
+from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit
+from sentinel_platform.streams.consumer.calling.intake import (
+    RUN_TARGET_S,
+    read_ahead,
+    room_for,
+    run_length,
+)
+from sentinel_platform.streams.consumer.calling.processor_call import operator_interrupt
 from sentinel_platform.streams.consumer.outcomes import Commit, Outcome, Prepared, is_sample
 from sentinel_platform.streams.consumer.processor import Busy, take_turn_wait
-from sentinel_platform.streams.consumer.room import RUN_TARGET_S, read_ahead, room_for, run_length
 
 #: Calls faster than this on average run on the consumer's own thread (``Calls._inline``).
 INLINE_BELOW_S = 0.0005
@@ -125,7 +130,7 @@ class Calls:
     # --- what the loop asks -----------------------------------------------------------------
     def room(self, count: int, backlogged: bool) -> int:
         """How many more messages may be taken now (read or recovered), at most ``count``
-        (``room.room_for``; ``backlogged``: the last read got all it asked for)."""
+        (``intake.room_for``; ``backlogged``: the last read got all it asked for)."""
         waiting = len(self._backlog) + len(self._parked)  # each will need a run
         latency = self._mean_latency_s
         return room_for(self.limit.limit, self._running, waiting, count, latency, backlogged)

@@ -20,7 +20,7 @@ import signal
 from typing import Any
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.claims import claim_key
+from sentinel_platform.streams.consumer.calling.claims import claim_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
