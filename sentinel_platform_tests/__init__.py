@@ -22,7 +22,7 @@ runs is said by its markers (``spark``, ``dagster``, ``processes``, ``redis``, s
 collection by :mod:`.harness.markers`; ``slow`` and ``cluster`` set by the module), and
 runs are selected by them: ``make test-fast``, ``make test-cluster``, CI's second-server
 pass. Two tests of one module that would share a file name are named by their subject
-(``streams/consumer/test_idempotency.py`` and ``test_idempotent_effects.py``).
+(``streams/consumer/settling/test_idempotency.py`` and ``test_idempotent_effects.py``).
 
 Fixtures shared between folders are registered by the suite's plugin
 (:mod:`.harness.plugin`); a test module never imports a conftest (``test_suite_layout``).

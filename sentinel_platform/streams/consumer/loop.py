@@ -3,7 +3,7 @@
 One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 
     collect finished calls            # in_flight.py: outcomes, and busy messages parked
-    settle the outbox                 # settle.py: one round trip for everything decided
+    settle the outbox                 # outbox.py: one round trip for everything decided
     take back a lost read             # a read whose reply was lost: its batch, from the PEL
     call parked messages again        # a busy downstream's delay has passed
     recovery.step(room)               # claims due messages: dead workers', our own failures
@@ -52,7 +52,7 @@ from sentinel_platform.streams.consumer.outcomes import (
 )
 from sentinel_platform.streams.consumer.parts import Hooks, build_parts
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS
+from sentinel_platform.streams.consumer.settling.outbox import ALL_SCRIPTS
 from sentinel_platform.streams.consumer.stopping import Stopping
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sentinel_platform.streams.consumer.attempts import read_attempts
 from sentinel_platform.streams.consumer.outcomes import Delivery
+from sentinel_platform.streams.consumer.settling.attempts import read_attempts
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

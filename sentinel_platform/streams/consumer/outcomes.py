@@ -3,7 +3,7 @@
 A :class:`Delivery` is a message as it was handed to the worker (read, or claimed by
 recovery). An :data:`Outcome` is decided before a processor call (a dead letter, an acknowledgement
 without a call) or by it (a commit, a failure), and is settled in Redis by
-:mod:`~sentinel_platform.streams.consumer.settle`. A :class:`Prepared` message is one
+:mod:`~sentinel_platform.streams.consumer.settling.outbox`. A :class:`Prepared` message is one
 that is due for its call. These are plain values, shared by the loop, the calls in
 flight and the settling, so none of them imports another for its types.
 """

@@ -23,12 +23,12 @@ from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease, heartbeat_interval_s
 from sentinel_platform.streams.consumer.healing.recovery import Recovery
 from sentinel_platform.streams.consumer.healing.watchdog import HangWatchdog, InHand
-from sentinel_platform.streams.consumer.lag_writes import LagWriter
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
 from sentinel_platform.streams.consumer.outcomes import Prepared
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.settle import Outbox
+from sentinel_platform.streams.consumer.settling.lag_and_holding import LagWriter
+from sentinel_platform.streams.consumer.settling.outbox import Outbox
 from sentinel_platform.streams.consumer.triage import Triage
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys

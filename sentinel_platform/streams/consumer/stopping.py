@@ -45,7 +45,7 @@ from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
-from sentinel_platform.streams.consumer.settle import Outbox
+from sentinel_platform.streams.consumer.settling.outbox import Outbox
 from sentinel_platform.streams.consumer.stop_path import (
     MIN_CALL_S,
     STOP_MARGIN_S,

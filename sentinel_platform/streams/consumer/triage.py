@@ -29,19 +29,8 @@ from typing import Any
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.attempts import (
-    AttemptRecord,
-    attempt_records,
-    queue_read_attempts,
-    record_call,
-)
 from sentinel_platform.streams.consumer.calling.claims import Claims
 from sentinel_platform.streams.consumer.calling.processor_call import operator_interrupt
-from sentinel_platform.streams.consumer.dead_letter import (
-    NO_ERROR_RECORDED,
-    already_dead_lettered,
-    queue_dead_check,
-)
 from sentinel_platform.streams.consumer.entry_age import EXPIRED_MARKER_ERROR, entry_too_old
 from sentinel_platform.streams.consumer.outcomes import (
     Acknowledge,
@@ -51,6 +40,17 @@ from sentinel_platform.streams.consumer.outcomes import (
     Prepared,
 )
 from sentinel_platform.streams.consumer.processor import Processor, check_natural_key
+from sentinel_platform.streams.consumer.settling.attempts import (
+    AttemptRecord,
+    attempt_records,
+    queue_read_attempts,
+    record_call,
+)
+from sentinel_platform.streams.consumer.settling.dead_letter import (
+    NO_ERROR_RECORDED,
+    already_dead_lettered,
+    queue_dead_check,
+)
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.undecodable import undecodable_error

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.dead_letter import (
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.consumer.settling.dead_letter import (
     DEAD_LETTER,
     build_dead_letter,
     queue_dead_letter,
     was_dead_lettered,
 )
-from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.streams import publish

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.idempotency import (
+from sentinel_platform.streams.consumer.settling.idempotency import (
     COMMIT_EFFECTS,
     CommitLimits,
     commit_statuses,

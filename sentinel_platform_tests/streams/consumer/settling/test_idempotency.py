@@ -12,7 +12,7 @@ import pytest
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.calling.claims import claim_key
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.idempotency import (
+from sentinel_platform.streams.consumer.settling.idempotency import (
     COMMIT_EFFECTS,
     CommitItem,
     CommitLimits,

@@ -20,25 +20,10 @@ from typing import Any
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.attempts import RECORD_CALL, queue_error
 from sentinel_platform.streams.consumer.calling.claims import CLAIM as CLAIM_KEYS
 from sentinel_platform.streams.consumer.calling.claims import REFRESH as REFRESH_CLAIMS
 from sentinel_platform.streams.consumer.calling.claims import claim_key
-from sentinel_platform.streams.consumer.dead_letter import (
-    ALREADY_DEAD_LETTERED,
-    DEAD_LETTER,
-    build_dead_letter,
-    queue_dead_letter,
-    was_dead_lettered,
-)
 from sentinel_platform.streams.consumer.healing.recovery import CLAIM, PRUNE
-from sentinel_platform.streams.consumer.idempotency import (
-    COMMIT_EFFECTS,
-    CommitItem,
-    CommitLimits,
-    commit_statuses,
-    queue_commits,
-)
 from sentinel_platform.streams.consumer.metrics import VERDICT_DRIVERS, Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Acknowledge,
@@ -49,6 +34,21 @@ from sentinel_platform.streams.consumer.outcomes import (
     Outcome,
 )
 from sentinel_platform.streams.consumer.processor import Effect
+from sentinel_platform.streams.consumer.settling.attempts import RECORD_CALL, queue_error
+from sentinel_platform.streams.consumer.settling.dead_letter import (
+    ALREADY_DEAD_LETTERED,
+    DEAD_LETTER,
+    build_dead_letter,
+    queue_dead_letter,
+    was_dead_lettered,
+)
+from sentinel_platform.streams.consumer.settling.idempotency import (
+    COMMIT_EFFECTS,
+    CommitItem,
+    CommitLimits,
+    commit_statuses,
+    queue_commits,
+)
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import with_scripts

@@ -16,8 +16,8 @@ import redis
 
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.consumer.attempts import read_attempts, record_call
 from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.consumer.settling.attempts import read_attempts, record_call
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.harness.consumers import records_of
