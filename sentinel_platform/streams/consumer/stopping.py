@@ -41,10 +41,10 @@ from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.calling.claims import Claims
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
-from sentinel_platform.streams.consumer.group_read import GroupReader
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
+from sentinel_platform.streams.consumer.reading.group_read import GroupReader
 from sentinel_platform.streams.consumer.settling.outbox import Outbox
 from sentinel_platform.streams.consumer.stop_path import (
     MIN_CALL_S,

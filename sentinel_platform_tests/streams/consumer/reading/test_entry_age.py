@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.entry_age import EXPIRED_MARKER_ERROR, margin_ms, too_old
+from sentinel_platform.streams.consumer.reading.entry_age import (
+    EXPIRED_MARKER_ERROR,
+    margin_ms,
+    too_old,
+)
 
 DAY_S = 86_400
 WEEK_S = 7 * DAY_S

@@ -18,7 +18,7 @@ from sentinel_platform_tests.harness.processes import StartWorker
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.streams import publish
 from sentinel_platform_tests.harness.waits import wait_until
-from sentinel_platform_tests.streams.consumer.lossy_relay import LossyRelay
+from sentinel_platform_tests.streams.consumer.reading.lossy_relay import LossyRelay
 
 
 @pytest.fixture

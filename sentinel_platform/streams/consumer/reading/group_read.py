@@ -25,8 +25,8 @@ import redis
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.streams.consumer.healing.liveness import dedicated_client, node_client
-from sentinel_platform.streams.consumer.lost_read import lost_read
 from sentinel_platform.streams.consumer.outcomes import Delivery
+from sentinel_platform.streams.consumer.reading.lost_read import lost_read
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

@@ -31,7 +31,6 @@ from sentinel_platform.schemas import SchemaError, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.calling.claims import Claims
 from sentinel_platform.streams.consumer.calling.processor_call import operator_interrupt
-from sentinel_platform.streams.consumer.entry_age import EXPIRED_MARKER_ERROR, entry_too_old
 from sentinel_platform.streams.consumer.outcomes import (
     Acknowledge,
     DeadLetterOp,
@@ -40,6 +39,7 @@ from sentinel_platform.streams.consumer.outcomes import (
     Prepared,
 )
 from sentinel_platform.streams.consumer.processor import Processor, check_natural_key
+from sentinel_platform.streams.consumer.reading.entry_age import EXPIRED_MARKER_ERROR, entry_too_old
 from sentinel_platform.streams.consumer.settling.attempts import (
     AttemptRecord,
     attempt_records,
