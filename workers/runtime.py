@@ -51,7 +51,7 @@ from sentinel_platform.streams.consumer.outages import (
     RedisRefusedError,
 )
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.stoppable import until_stopped
+from sentinel_platform.streams.consumer.stopping.startup_wait import until_stopped
 from sentinel_platform.streams.plumbing.backoff import Backoff
 from sentinel_platform.streams.plumbing.connection import (
     TRANSIENT_ERRORS,
@@ -175,7 +175,7 @@ def connect_with_retry(
 ) -> RedisClient | None:
     """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
     None once ``stop`` is set. Each attempt runs on a thread of its own
-    (:func:`~sentinel_platform.streams.consumer.stoppable.until_stopped`), so SIGTERM
+    (:func:`~sentinel_platform.streams.consumer.stopping.startup_wait.until_stopped`), so SIGTERM
     ends the wait at once even while an attempt is stuck on a server that never answers."""
     backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see Backoff
     while not stop.is_set():

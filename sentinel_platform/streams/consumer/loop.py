@@ -24,7 +24,7 @@ asked to stop, or in burst mode (``burst=True``) until a pass finds nothing to d
 is left uncommitted and we hold no pending message. Errors met in a pass are classified
 once (``redis_errors.py``) and ridden out by ``outages.py``; a group deleted under the
 worker is recreated (:meth:`Consumer._heal`). A stop is bounded by one deadline whatever
-Redis does (``stopping.py``).
+Redis does (``wind_down.py``).
 
 Exit status of :meth:`Consumer.run` (the worker process): ``exit_codes.py``.
 """
@@ -53,7 +53,7 @@ from sentinel_platform.streams.consumer.outcomes import (
 from sentinel_platform.streams.consumer.parts import Hooks, build_parts
 from sentinel_platform.streams.consumer.processor import Processor
 from sentinel_platform.streams.consumer.settling.outbox import ALL_SCRIPTS
-from sentinel_platform.streams.consumer.stopping import Stopping
+from sentinel_platform.streams.consumer.stopping.wind_down import Stopping
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 
@@ -168,7 +168,7 @@ class Consumer:
             return self.shutdown()
 
     def shutdown(self) -> int:
-        """Settle what is done, hand back the rest, leave; see ``stopping.py``."""
+        """Settle what is done, hand back the rest, leave; see ``wind_down.py``."""
         return self.stopping.shutdown()
 
     def _guarded(self, action: Callable[[], T]) -> T | None:

@@ -242,7 +242,7 @@ class Lease:
     def release(self, client: RedisClient | None = None) -> None:
         """Delete the lease if it is still ours (the registered connection then no longer
         counts: survivors go by the lease). ``client``: the stop path's bounded client
-        (``stop_path.py``); by default the lease's own."""
+        (``deadline.py``); by default the lease's own."""
         self.stop_link()
         RELEASE.run(client or self.client, [self.key], [self.value])
 

@@ -115,7 +115,7 @@ class Outbox:
     def flush(self, client: RedisClient | None = None) -> Counter[str]:
         """Settle the buffered outcomes in one pipeline; what they came to, by report
         field. On failure they stay buffered and the error is raised. ``client``: the
-        stop path's bounded client (``stop_path.py``); by default the worker's own."""
+        stop path's bounded client (``deadline.py``); by default the worker's own."""
         self.last_flush = time.monotonic()
         tally: Counter[str] = Counter()
         if not self.outcomes:

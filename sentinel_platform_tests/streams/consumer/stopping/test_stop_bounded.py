@@ -21,7 +21,7 @@ import pytest
 
 from sentinel_platform.exit_codes import EXIT_UNCOMMITTED
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.stop_path import STOP_MARGIN_S
+from sentinel_platform.streams.consumer.stopping.deadline import STOP_MARGIN_S
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.frozen_server import FreezableServer, freezable_server

@@ -13,7 +13,7 @@ its name taken) or its burst run is over:
    within ``LEAVE_MARGIN_S`` more.
 
 Every Redis call here goes through a client of its own, never retried, whose waits end
-by the stop's deadline (``stop_path.py``); a backstop thread ends the process if the stop
+by the stop's deadline (``deadline.py``); a backstop thread ends the process if the stop
 still runs at ``SENTINEL_SHUTDOWN_TIMEOUT_S + STOP_MARGIN_S``. The exit status says what
 was left undone (:data:`~sentinel_platform.exit_codes.EXIT_UNCOMMITTED`): those messages
 stay pending on this consumer and the survivors recover them, at once or once its lease
@@ -46,7 +46,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
 from sentinel_platform.streams.consumer.reading.group_read import GroupReader
 from sentinel_platform.streams.consumer.settling.outbox import Outbox
-from sentinel_platform.streams.consumer.stop_path import (
+from sentinel_platform.streams.consumer.stopping.deadline import (
     MIN_CALL_S,
     STOP_MARGIN_S,
     NoTimeLeftError,

@@ -17,7 +17,7 @@ from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.outcomes import Delivery, Failure, Outcome, Prepared
-from sentinel_platform.streams.consumer.stop_path import (
+from sentinel_platform.streams.consumer.stopping.deadline import (
     FINAL_MARGIN_S,
     STOP_MARGIN_S,
     NoTimeLeftError,
