@@ -3,7 +3,8 @@
 Where a test lives:
 
 * a module of ``sentinel_platform`` (``sentinel_platform/<path>/<module>.py``) is tested
-  under ``sentinel_platform_tests/<path>/``: ``streams/consumer/``, ``streams/backlog/``,
+  under ``sentinel_platform_tests/<path>/``: ``streams/consumer/`` (its rooms too:
+  ``streams/consumer/healing/``, ...), ``streams/backlog/``,
   ``domains/operations/``, ``cli/``, ...; its top-level modules (``settings``,
   ``schemas``, ``redis_server``, ``registry``, ``redaction``, ``definitions``, ...) right
   here;

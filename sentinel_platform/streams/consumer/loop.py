@@ -2,14 +2,14 @@
 
 One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 
-    collect finished calls            # in_flight.py: outcomes, and busy messages parked
-    settle the outbox                 # outbox.py: one round trip for everything decided
+    collect finished calls            # calling/in_flight.py: outcomes, busy ones parked
+    settle the outbox                 # settling/outbox.py: one round trip for all decided
     take back a lost read             # a read whose reply was lost: its batch, from the PEL
     call parked messages again        # a busy downstream's delay has passed
     recovery.step(room)               # claims due messages: dead workers', our own failures
-    XREADGROUP > COUNT room BLOCK b   # sent once (group_read.py); b <= 1 s, woken at a death
-    triage the batch                  # triage.py: dead letters, duplicates, due for a call
-    submit what is due                # in_flight.py: runs on threads, at most the limit at once
+    XREADGROUP > COUNT room BLOCK b   # reading/group_read.py: once; b <= 1 s, woken at a death
+    triage the batch                  # reading/triage.py: dead letters, duplicates, due
+    submit what is due                # calling/in_flight.py: threads, at most the limit
     write the lag key (rate-limited; the heartbeat writes it too)
 
 Every call goes through :class:`~sentinel_platform.streams.consumer.calling.in_flight.Calls`,
@@ -25,6 +25,10 @@ is left uncommitted and we hold no pending message. Errors met in a pass are cla
 once (``redis_errors.py``) and ridden out by ``outages.py``; a group deleted under the
 worker is recreated (:meth:`Consumer._heal`). A stop is bounded by one deadline whatever
 Redis does (``wind_down.py``).
+
+Each step's part lives in the consumer's room for its phase (``reading``, ``calling``,
+``settling``, ``healing``, ``stopping``); the loop stands above them all and is the only
+module besides :mod:`~sentinel_platform.streams.consumer.parts` that imports every room.
 
 Exit status of :meth:`Consumer.run` (the worker process): ``exit_codes.py``.
 """
