@@ -1,11 +1,11 @@
 """What the consumer holds and decides for a message, and what one pass of it handled.
 
 A :class:`Delivery` is a message as it was handed to the worker (read, or claimed by
-recovery). An :data:`Outcome` is decided before a processor call (a dead letter, an acknowledgement
-without a call) or by it (a commit, a failure), and is settled in Redis by
-:mod:`~sentinel_platform.streams.consumer.settling.outbox`. A :class:`Prepared` message is one
-that is due for its call. These are plain values, shared by the loop, the calls in
-flight and the settling, so none of them imports another for its types.
+recovery). An :data:`Outcome` is decided before a processor call (a dead letter, an
+acknowledgement without a call) or by it (a commit, a failure), and is settled in Redis by
+:mod:`~sentinel_platform.streams.consumer.settling.outbox`. A :class:`Prepared` message is
+one that is due for its call. These are plain values, shared by every room of the
+consumer, so none of them imports another for its types.
 """
 
 from __future__ import annotations
