@@ -8,14 +8,14 @@ the survivor writes for those M messages. Both arms use the default settings
 (``SENTINEL_LEASE_TTL_MS`` 5 s) and run interleaved:
 
 * ``connection``: the default, the survivor sees the victim's registered connection
-  closed (:mod:`sentinel_platform.streams.consumer.liveness`);
+  closed (:mod:`sentinel_platform.streams.consumer.healing.liveness`);
 * ``lease only``: the victim runs with ``SENTINEL_CONNECTION_LIVENESS=false``, so only
   its lease running out frees its messages (the rule before).
 
 Goal: p95 of ``connection`` <= 0.5 s, printed with PASS/MISS (a confirmed death wakes the
 survivors' blocked reads, so recovery does not wait out the block time). That a slow but
 live worker is never robbed (the original stole its messages) is a worker test's promise
-(``streams/consumer/test_recovery_liveness.py``).
+(``streams/consumer/healing/test_recovery_liveness.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from bench.timing import (
     server_ms,
 )
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.liveness import registration_key
+from sentinel_platform.streams.consumer.healing.liveness import registration_key
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.processes import TEST_PROCESSOR, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.streams import fill_stream, pending_of

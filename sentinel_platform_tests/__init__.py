@@ -3,7 +3,8 @@
 Where a test lives:
 
 * a module of ``sentinel_platform`` (``sentinel_platform/<path>/<module>.py``) is tested
-  under ``sentinel_platform_tests/<path>/``: ``streams/consumer/``, ``streams/backlog/``,
+  under ``sentinel_platform_tests/<path>/``: ``streams/consumer/`` (its rooms too:
+  ``streams/consumer/healing/``, ...), ``streams/backlog/``,
   ``domains/operations/``, ``cli/``, ...; its top-level modules (``settings``,
   ``schemas``, ``redis_server``, ``registry``, ``redaction``, ``definitions``, ...) right
   here;
@@ -22,7 +23,7 @@ runs is said by its markers (``spark``, ``dagster``, ``processes``, ``redis``, s
 collection by :mod:`.harness.markers`; ``slow`` and ``cluster`` set by the module), and
 runs are selected by them: ``make test-fast``, ``make test-cluster``, CI's second-server
 pass. Two tests of one module that would share a file name are named by their subject
-(``streams/consumer/test_idempotency.py`` and ``test_idempotent_effects.py``).
+(``streams/consumer/settling/test_idempotency.py`` and ``test_idempotent_effects.py``).
 
 Fixtures shared between folders are registered by the suite's plugin
 (:mod:`.harness.plugin`); a test module never imports a conftest (``test_suite_layout``).

@@ -1,11 +1,14 @@
 """Imports go one way: cli -> domains -> resources -> streams -> foundation.
 
 The rule is read off the source, not trusted to review: every module of
-``sentinel_platform`` and ``workers`` is parsed with :mod:`ast`, each import (at any depth,
+``sentinel_platform`` and ``workers`` is parsed with :mod:`ast`
+(:mod:`~sentinel_platform_tests.harness.import_graph`), each import (at any depth,
 ``TYPE_CHECKING`` blocks included) becomes an edge, and an edge may only point to the
 same or a lower layer. ``workers`` sits beside ``cli``: both are entry points, and the
 workers need nothing above the streams. On top of the layers, no two packages may import
-each other, even indirectly, and no code imports Dagster's private modules.
+each other, even indirectly, and no code imports Dagster's private modules. Inside the
+consumer, each room imports only the rooms below it (:data:`CONSUMER_ROOMS`) and no two
+modules import each other.
 
 A module can also reach another by name, without an import: a string literal that is a
 module of the code packages (``"sentinel_platform.definitions"``) or a ``module:attribute``
@@ -19,15 +22,21 @@ from __future__ import annotations
 
 import ast
 import graphlib
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from sentinel_platform_tests.harness.import_graph import (
+    CODE_PACKAGES,
+    Edge,
+    circles,
+    imported_names,
+    internal_edges,
+    modules,
+    named_modules,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
-CODE_PACKAGES = ("sentinel_platform", "workers")
 
 #: Layer of each module, by its longest matching name prefix; higher may import lower.
 LAYERS: dict[str, int] = {
@@ -71,99 +80,15 @@ RUN_TIME_REFERENCES: dict[tuple[str, str], str] = {
         "the code location named in an operator's command (dagster asset materialize -m)"
     ),
 }
-#: A string literal naming a module (``a.b``) or an attribute of one (``a.b:c``).
-DOTTED_NAME = re.compile(
-    r"^(?P<module>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?$"
-)
 
 
-@dataclass(frozen=True)
-class Edge:
-    source: str
-    target: str
-    line: int
-    #: named in a string literal rather than imported
-    by_name: bool = False
-
-    def __str__(self) -> str:
-        verb = "names" if self.by_name else "imports"
-        return f"{self.source}:{self.line} {verb} {self.target}"
-
-    @property
-    def declared_run_time_reference(self) -> bool:
-        return self.by_name and (self.source, self.target) in RUN_TIME_REFERENCES
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def modules(root: Path) -> dict[str, Path]:
-    """Every module of the code packages under ``root``, by dotted name."""
-    found: dict[str, Path] = {}
-    for package in CODE_PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            found[module_name(path, root)] = path
-    return found
-
-
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-def imported_names(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """Every module name an import statement names (``from a import b`` names ``a`` and,
-    when ``b`` is a submodule, ``a.b``), with its line."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            base = _absolute(node, module, is_package)
-            yield base, node.lineno
-            for alias in node.names:
-                yield f"{base}.{alias.name}", node.lineno
-
-
-def named_modules(tree: ast.AST) -> Iterator[tuple[str, int]]:
-    """Every module a string literal names (``"a.b"`` or ``"a.b:attr"``), with its line.
-
-    Only whole strings count, so prose (a docstring, a message) never does; whether the
-    name is a module of the project is for the caller to judge."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            match = DOTTED_NAME.match(node.value)
-            if match:
-                yield match["module"], node.lineno
-
-
-def internal_edges(root: Path) -> list[Edge]:
-    """Imports and references by name from one module of the code packages to another
-    (itself excluded)."""
-    known = modules(root)
-    edges = []
-    for module, path in known.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        is_package = path.name == "__init__.py"
-        for name, line in imported_names(tree, module, is_package):
-            if name in known and name != module:
-                edges.append(Edge(module, name, line))
-        for name, line in named_modules(tree):
-            if name in known and name != module:
-                edges.append(Edge(module, name, line, by_name=True))
-    return edges
+def declared_run_time_reference(edge: Edge) -> bool:
+    return edge.by_name and (edge.source, edge.target) in RUN_TIME_REFERENCES
 
 
 def import_time_edges(root: Path) -> list[Edge]:
     """:func:`internal_edges` but the declared :data:`RUN_TIME_REFERENCES`."""
-    return [edge for edge in internal_edges(root) if not edge.declared_run_time_reference]
+    return [edge for edge in internal_edges(root) if not declared_run_time_reference(edge)]
 
 
 def layer_of(module: str) -> int:
@@ -175,11 +100,13 @@ def layer_of(module: str) -> int:
 
 def package_of(module: str, root: Path) -> str:
     """The unit a cycle is judged between: a sub-package for the modules inside it, the
-    module itself for one directly in a top-level package (``sentinel_platform.settings``)."""
+    module itself for one directly in a top-level package (``sentinel_platform.settings``)
+    or in the consumer, whose top level is both the ground under its rooms and the loop
+    over them (:data:`CONSUMER_ROOMS`)."""
     if root.joinpath(*module.split(".")).is_dir():
         return module
     parent = module.rpartition(".")[0]
-    return module if parent in CODE_PACKAGES else parent
+    return module if parent in (*CODE_PACKAGES, CONSUMER) else parent
 
 
 def upward_edges(root: Path) -> list[str]:
@@ -294,6 +221,94 @@ def consumer_reached_from_outside(root: Path) -> list[str]:
         if (edge.target == CONSUMER or edge.target.startswith(CONSUMER + "."))
         and not edge.source.startswith((CONSUMER, *WORKER_CODE))
     ]
+
+
+#: The consumer's rooms, lowest first: a room may import only the rooms before it and the
+#: shared ground (the consumer's own top-level modules but :data:`CONSUMER_TOP`).
+CONSUMER_ROOMS = ("healing", "calling", "settling", "reading", "stopping")
+#: Above every room: the loop and the building of its parts, which tie the rooms together.
+CONSUMER_TOP = ("loop", "parts")
+
+
+def consumer_rank(module: str) -> int:
+    """Where a module of the consumer stands: 0 the shared ground, then each room in
+    :data:`CONSUMER_ROOMS` order, then :data:`CONSUMER_TOP`; imports go to a rank no higher."""
+    name = module.removeprefix(CONSUMER).removeprefix(".").split(".")[0]
+    if name in CONSUMER_TOP:
+        return len(CONSUMER_ROOMS) + 1
+    return CONSUMER_ROOMS.index(name) + 1 if name in CONSUMER_ROOMS else 0
+
+
+def consumer_room_edges(root: Path) -> list[str]:
+    """Imports and references inside the consumer that go up: to a later room, or to
+    the loop and its parts, from below them."""
+    inside = [e for e in internal_edges(root) if e.source.startswith(CONSUMER)]
+    return [
+        f"{edge} (rank {consumer_rank(edge.source)} -> {consumer_rank(edge.target)})"
+        for edge in inside
+        if edge.target.startswith(CONSUMER)
+        and consumer_rank(edge.target) > consumer_rank(edge.source)
+    ]
+
+
+def consumer_circles(root: Path) -> list[list[str]]:
+    """Circles of imports between modules of the consumer (``TYPE_CHECKING`` ones too)."""
+    graph: dict[str, set[str]] = {}
+    for edge in import_time_edges(root):
+        if edge.source.startswith(CONSUMER) and edge.target.startswith(CONSUMER):
+            graph.setdefault(edge.source, set()).add(edge.target)
+    return circles(graph)
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}}, []),
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        (
+            {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}},
+            [["a", "b", "c"], ["d", "e"]],
+        ),
+    ],
+)
+def test_every_circle_of_a_graph_is_found(
+    graph: dict[str, set[str]], expected: list[list[str]]
+) -> None:
+    assert circles(graph) == expected
+
+
+def test_no_two_modules_of_the_consumer_import_each_other() -> None:
+    assert consumer_circles(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "rank"),
+    [
+        (CONSUMER, 0),
+        (f"{CONSUMER}.processor", 0),
+        (f"{CONSUMER}.outcomes", 0),
+        (f"{CONSUMER}.healing", 1),
+        (f"{CONSUMER}.healing.lease", 1),
+        (f"{CONSUMER}.calling.in_flight", 2),
+        (f"{CONSUMER}.settling.outbox", 3),
+        (f"{CONSUMER}.reading.triage", 4),
+        (f"{CONSUMER}.stopping.wind_down", 5),
+        (f"{CONSUMER}.loop", 6),
+        (f"{CONSUMER}.parts", 6),
+    ],
+)
+def test_each_module_of_the_consumer_has_the_rank_of_its_room(module: str, rank: int) -> None:
+    assert consumer_rank(module) == rank
+
+
+def test_every_sub_package_of_the_consumer_is_a_declared_room() -> None:
+    folder = ROOT.joinpath(*CONSUMER.split("."))
+    rooms = {p.parent.name for p in folder.glob("*/__init__.py")}
+    assert rooms == set(CONSUMER_ROOMS)
+
+
+def test_rooms_of_the_consumer_import_only_the_rooms_below_them() -> None:
+    assert consumer_room_edges(ROOT) == []
 
 
 def test_every_module_of_the_streams_core_is_in_a_declared_group() -> None:

@@ -12,7 +12,7 @@ Redis being unreachable at start-up is retried with backoff rather than crash-lo
 under a supervisor, and so is a server that refuses what joining the group needs for now
 (full: OOM; a key of the wrong type). A consumer name whose lease another process holds
 (a restarted worker's killed predecessor) is waited for, up to two lease TTLs
-(:meth:`~sentinel_platform.streams.consumer.lease.Lease.acquire`). SIGTERM/SIGINT cuts
+(:meth:`~sentinel_platform.streams.consumer.healing.lease.Lease.acquire`). SIGTERM/SIGINT cuts
 every one of these waits short: the worker logs ``stopped`` and exits 0, having taken
 nothing. A server that refuses a needed command outright (an ACL) fails start-up.
 
@@ -42,7 +42,7 @@ from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import BoundLogger, configure_json_logging
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backlog.zones import in_flight_problem
-from sentinel_platform.streams.consumer.lease import LeaseHeldError, LeaseWaitStopped
+from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import (
@@ -51,7 +51,7 @@ from sentinel_platform.streams.consumer.outages import (
     RedisRefusedError,
 )
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.stoppable import until_stopped
+from sentinel_platform.streams.consumer.stopping.startup_wait import until_stopped
 from sentinel_platform.streams.plumbing.backoff import Backoff
 from sentinel_platform.streams.plumbing.connection import (
     TRANSIENT_ERRORS,
@@ -175,7 +175,7 @@ def connect_with_retry(
 ) -> RedisClient | None:
     """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
     None once ``stop`` is set. Each attempt runs on a thread of its own
-    (:func:`~sentinel_platform.streams.consumer.stoppable.until_stopped`), so SIGTERM
+    (:func:`~sentinel_platform.streams.consumer.stopping.startup_wait.until_stopped`), so SIGTERM
     ends the wait at once even while an attempt is stuck on a server that never answers."""
     backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see Backoff
     while not stop.is_set():

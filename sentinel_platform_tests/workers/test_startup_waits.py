@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from sentinel_platform.redis_server import RedisServer, free_port
-from sentinel_platform.streams.consumer.liveness import registration_key
+from sentinel_platform.streams.consumer.healing.liveness import registration_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.processes import (

@@ -2,29 +2,33 @@
 
 One pass, :meth:`Consumer.iteration`, returns an :class:`IterationReport`::
 
-    collect finished calls            # calls.py: outcomes, and busy messages parked
-    settle the outbox                 # settle.py: one round trip for everything decided
+    collect finished calls            # calling/in_flight.py: outcomes, busy ones parked
+    settle the outbox                 # settling/outbox.py: one round trip for all decided
     take back a lost read             # a read whose reply was lost: its batch, from the PEL
     call parked messages again        # a busy downstream's delay has passed
     recovery.step(room)               # claims due messages: dead workers', our own failures
-    XREADGROUP > COUNT room BLOCK b   # sent once (group_read.py); b <= 1 s, woken at a death
-    triage the batch                  # triage.py: dead letters, duplicates, due for a call
-    submit what is due                # calls.py: runs on threads, at most the limit at once
+    XREADGROUP > COUNT room BLOCK b   # reading/group_read.py: once; b <= 1 s, woken at a death
+    triage the batch                  # reading/triage.py: dead letters, duplicates, due
+    submit what is due                # calling/in_flight.py: threads, at most the limit
     write the lag key (rate-limited; the heartbeat writes it too)
 
-Every call goes through :class:`~sentinel_platform.streams.consumer.calls.Calls`, whatever
-the concurrency: a pinned ``SENTINEL_WORKER_CONCURRENCY=1`` is a limit of one, ``auto`` an
-adaptive limit (``adaptive_limit.py``). ``room`` is how many more messages the limit lets
-the worker take (with a read-ahead for slow calls while the stream is backlogged:
-``Calls.room``), so it holds what it can work on and every message it holds is in its
-PEL (counted in the lag, recovered if it dies).
+Every call goes through :class:`~sentinel_platform.streams.consumer.calling.in_flight.Calls`,
+whatever the concurrency: a pinned ``SENTINEL_WORKER_CONCURRENCY=1`` is a limit of one,
+``auto`` an adaptive limit (``adaptive_limit.py``). ``room`` is how many more messages the
+limit lets the worker take (with a read-ahead for slow calls while the stream is
+backlogged: ``Calls.room``), so it holds what it can work on and every message it holds is
+in its PEL (counted in the lag, recovered if it dies).
 
 :meth:`Consumer.run` repeats it: as a service (``burst=False``, the worker process) until
 asked to stop, or in burst mode (``burst=True``) until a pass finds nothing to do, nothing
 is left uncommitted and we hold no pending message. Errors met in a pass are classified
 once (``redis_errors.py``) and ridden out by ``outages.py``; a group deleted under the
 worker is recreated (:meth:`Consumer._heal`). A stop is bounded by one deadline whatever
-Redis does (``stopping.py``).
+Redis does (``wind_down.py``).
+
+Each step's part lives in the consumer's room for its phase (``reading``, ``calling``,
+``settling``, ``healing``, ``stopping``); the loop stands above them all and is the only
+module besides :mod:`~sentinel_platform.streams.consumer.parts` that imports every room.
 
 Exit status of :meth:`Consumer.run` (the worker process): ``exit_codes.py``.
 """
@@ -41,19 +45,19 @@ from typing import TypeVar
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.group import ensure_group
-from sentinel_platform.streams.consumer.lease import LeaseHeldError
+from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
+    Delivery,
     IterationReport,
     Outcome,
     Prepared,
 )
 from sentinel_platform.streams.consumer.parts import Hooks, build_parts
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.recovery import Delivery
-from sentinel_platform.streams.consumer.settle import ALL_SCRIPTS
-from sentinel_platform.streams.consumer.stopping import Stopping
+from sentinel_platform.streams.consumer.settling.outbox import ALL_SCRIPTS
+from sentinel_platform.streams.consumer.stopping.wind_down import Stopping
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 
@@ -168,7 +172,7 @@ class Consumer:
             return self.shutdown()
 
     def shutdown(self) -> int:
-        """Settle what is done, hand back the rest, leave; see ``stopping.py``."""
+        """Settle what is done, hand back the rest, leave; see ``wind_down.py``."""
         return self.stopping.shutdown()
 
     def _guarded(self, action: Callable[[], T]) -> T | None:
@@ -209,7 +213,7 @@ class Consumer:
         if room and not self.stop.is_set():
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self.reader.read_new(room, self._block(waiting))
-            self._backlogged = len(batch) >= room  # more to read: read ahead (calls.py)
+            self._backlogged = len(batch) >= room  # more to read: read ahead (in_flight.py)
             self._take(batch, "read")
         if self.calls.running:  # wait for a call rather than spin
             self.outbox.extend(self.calls.collect(FLUSH_INTERVAL_S))

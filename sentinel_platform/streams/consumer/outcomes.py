@@ -1,10 +1,11 @@
-"""What the consumer decides for a message, and what one pass of it handled.
+"""What the consumer holds and decides for a message, and what one pass of it handled.
 
-An :data:`Outcome` is decided before a processor call (a dead letter, an acknowledgement
-without a call) or by it (a commit, a failure), and is settled in Redis by
-:mod:`~sentinel_platform.streams.consumer.settle`. A :class:`Prepared` message is one
-that is due for its call. These are plain values, shared by the loop, the calls in
-flight and the settling, so none of them imports another for its types.
+A :class:`Delivery` is a message as it was handed to the worker (read, or claimed by
+recovery). An :data:`Outcome` is decided before a processor call (a dead letter, an
+acknowledgement without a call) or by it (a commit, a failure), and is settled in Redis by
+:mod:`~sentinel_platform.streams.consumer.settling.outbox`. A :class:`Prepared` message is
+one that is due for its call. These are plain values, shared by every room of the
+consumer, so none of them imports another for its types.
 """
 
 from __future__ import annotations
@@ -14,7 +15,17 @@ from typing import Any, Literal
 
 from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.streams.consumer.processor import Effect
-from sentinel_platform.streams.consumer.recovery import Delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message handed to this worker, with its delivery count including this delivery."""
+
+    id: str
+    fields: dict[str, str]
+    deliveries: int
+    #: consumer it was claimed from; None for new reads, ourselves for our own retries
+    claimed_from: str | None = None
 
 
 @dataclass(slots=True)

@@ -15,21 +15,21 @@ from dataclasses import dataclass
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.retention import Retention
 from sentinel_platform.streams.backlog.zones import auto_maximum
-from sentinel_platform.streams.consumer.adaptive_limit import limit_for
-from sentinel_platform.streams.consumer.calling import ProcessorCall
-from sentinel_platform.streams.consumer.calls import Calls
-from sentinel_platform.streams.consumer.claims import Claims
-from sentinel_platform.streams.consumer.group_read import GroupReader
-from sentinel_platform.streams.consumer.lag_writes import LagWriter
-from sentinel_platform.streams.consumer.lease import Heartbeat, Lease, heartbeat_interval_s
+from sentinel_platform.streams.consumer.calling.adaptive_limit import limit_for
+from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.in_flight import Calls
+from sentinel_platform.streams.consumer.calling.processor_call import ProcessorCall
+from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease, heartbeat_interval_s
+from sentinel_platform.streams.consumer.healing.recovery import Recovery
+from sentinel_platform.streams.consumer.healing.watchdog import HangWatchdog, InHand
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.outages import Outages
 from sentinel_platform.streams.consumer.outcomes import Prepared
 from sentinel_platform.streams.consumer.processor import Processor
-from sentinel_platform.streams.consumer.recovery import Recovery
-from sentinel_platform.streams.consumer.settle import Outbox
-from sentinel_platform.streams.consumer.triage import Triage
-from sentinel_platform.streams.consumer.watchdog import HangWatchdog, InHand
+from sentinel_platform.streams.consumer.reading.group_read import GroupReader
+from sentinel_platform.streams.consumer.reading.triage import Triage
+from sentinel_platform.streams.consumer.settling.lag_and_holding import LagWriter
+from sentinel_platform.streams.consumer.settling.outbox import Outbox
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 

@@ -9,6 +9,12 @@ has a second effect.
 
 A processor whose downstream is at capacity raises :class:`Busy` instead of failing: that
 is backpressure, not an error, and the loop treats it apart from every other exception.
+
+What a processor hands back must be committable as it is (:func:`check_natural_key`,
+:func:`check_effect`): a key or a value the client cannot send is the processor's bug,
+an :class:`InvalidEffectError`, checked where the call ends so it is a failure of that
+message and never an exception out of a commit. The checks live with the contract they
+enforce, so every part of the consumer may apply them.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Any, Protocol
 #: each thread writes only its own entry (single dict operations, atomic in CPython) and
 #: the hang watchdog's thread reads them all.
 _turn_waits: dict[int, float] = {}
+#: Value types of a result field that are sent as they are (str, and numbers as text).
+FIELD_TYPES = (str, int, float)
 
 
 def waited_for_turn(seconds: float) -> None:
@@ -153,3 +161,36 @@ class Processor(Protocol):
         """Compute the effect. :class:`Busy` means "call again later" (see there); any
         other exception leaves the message pending for a retry."""
         ...
+
+
+class InvalidEffectError(TypeError):
+    """A processor returned an effect that cannot be committed (a processor bug)."""
+
+
+def check_natural_key(natural_key: Any) -> None:
+    """Raise :class:`InvalidEffectError` unless ``natural_key`` can name a marker: a
+    non-empty string (a plug-in returning anything else has a bug; retried, then
+    dead-lettered, never committed under a key the client cannot send)."""
+    if type(natural_key) is not str or not natural_key:
+        raise InvalidEffectError(f"the natural key {natural_key!r} is not a non-empty string")
+
+
+def check_effect(result: Mapping[str, Any], recent: Any) -> None:
+    """Raise :class:`InvalidEffectError` unless the effect can be committed as it is.
+
+    ``result`` needs at least one field, string names and str/int/float values (not
+    bool, which the client refuses); ``recent`` is a string or None.
+    """
+    if not (type(result) is dict or isinstance(result, Mapping)) or not result:
+        raise InvalidEffectError("the effect's result has no fields")
+    for name, value in result.items():
+        if type(name) is str and type(value) is str:
+            continue  # the common case, decided without the general checks below
+        if not isinstance(name, str):
+            raise InvalidEffectError(f"result field name {name!r} is not a string")
+        if isinstance(value, bool) or not isinstance(value, FIELD_TYPES):
+            raise InvalidEffectError(
+                f"result field {name!r} is a {type(value).__name__}, not a string or a number"
+            )
+    if recent is not None and not isinstance(recent, str):
+        raise InvalidEffectError(f"the effect's recent entry is a {type(recent).__name__}")

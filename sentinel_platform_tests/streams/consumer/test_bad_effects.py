@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.idempotency import InvalidEffectError, check_effect
+from sentinel_platform.streams.consumer.processor import InvalidEffectError, check_effect
 
 
 @pytest.mark.parametrize(

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.streams.consumer import settle as settle_module
-from sentinel_platform.streams.consumer.attempts import queue_error as queue_error_today
-from sentinel_platform.streams.consumer.attempts import read_attempts
 from sentinel_platform.streams.consumer.loop import Delivery, IterationReport, read_block
 from sentinel_platform.streams.consumer.processor import Effect, Processor
-from sentinel_platform.streams.consumer.settle import HANDBACK_CONSUMER
+from sentinel_platform.streams.consumer.settling import outbox as outbox_module
+from sentinel_platform.streams.consumer.settling.attempts import queue_error as queue_error_today
+from sentinel_platform.streams.consumer.settling.attempts import read_attempts
+from sentinel_platform.streams.consumer.settling.outbox import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
 from sentinel_platform_tests.harness.consumers import MakeConsumer
@@ -143,7 +143,7 @@ def test_replies_are_read_by_the_operation_that_queued_them_whatever_it_queues(
     monkeypatch: pytest.MonkeyPatch,
     queue_error: Callable[..., None],
 ) -> None:
-    monkeypatch.setattr(settle_module, "queue_error", queue_error)
+    monkeypatch.setattr(outbox_module, "queue_error", queue_error)
     consumer = make_consumer(block_ms=0)
     consumer.start()
     ids = publish(

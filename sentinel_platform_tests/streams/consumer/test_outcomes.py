@@ -7,12 +7,12 @@ import pytest
 from sentinel_platform.streams.consumer.outcomes import (
     Commit,
     DeadLetterOp,
+    Delivery,
     Failure,
     Outcome,
     is_sample,
 )
 from sentinel_platform.streams.consumer.processor import Effect
-from sentinel_platform.streams.consumer.recovery import Delivery
 
 DELIVERY = Delivery("1-0", {}, 1)
 

@@ -17,6 +17,21 @@ from sentinel_platform_tests.harness.suite_on_cluster import make_settings
 from sentinel_platform_tests.streams.backlog.test_consumption import (
     test_lag_key_counts_backlog_plus_pending_and_survives_a_slow_message,
 )
+from sentinel_platform_tests.streams.consumer.healing.test_recovery import (
+    test_a_live_worker_with_a_slow_message_is_never_robbed,
+    test_dead_worker_messages_are_recovered_by_a_survivor_within_lease_ttl,
+)
+from sentinel_platform_tests.streams.consumer.healing.test_recovery_liveness import (
+    test_a_connection_that_drops_and_reconnects_is_not_taken_as_death,
+    test_a_killed_workers_messages_are_claimed_at_connection_close_before_its_lease_expires,
+)
+from sentinel_platform_tests.streams.consumer.settling.test_dead_letters import (
+    test_dead_letter_and_ack_are_one_atomic_step,
+)
+from sentinel_platform_tests.streams.consumer.settling.test_idempotent_effects import (
+    test_a_redelivered_message_is_acknowledged_without_a_second_effect,
+    test_a_settled_delivery_never_gets_an_effect_later,
+)
 from sentinel_platform_tests.streams.consumer.test_consumer import (
     test_the_same_record_published_twice_has_one_effect,
 )
@@ -27,21 +42,6 @@ from sentinel_platform_tests.streams.consumer.test_consumer_dead_letters import 
 from sentinel_platform_tests.streams.consumer.test_consumer_domains import (
     test_axiom_worker_writes_one_compliance_event_per_reading,
     test_messages_published_before_the_group_exists_are_consumed,
-)
-from sentinel_platform_tests.streams.consumer.test_dead_letters import (
-    test_dead_letter_and_ack_are_one_atomic_step,
-)
-from sentinel_platform_tests.streams.consumer.test_idempotent_effects import (
-    test_a_redelivered_message_is_acknowledged_without_a_second_effect,
-    test_a_settled_delivery_never_gets_an_effect_later,
-)
-from sentinel_platform_tests.streams.consumer.test_recovery import (
-    test_a_live_worker_with_a_slow_message_is_never_robbed,
-    test_dead_worker_messages_are_recovered_by_a_survivor_within_lease_ttl,
-)
-from sentinel_platform_tests.streams.consumer.test_recovery_liveness import (
-    test_a_connection_that_drops_and_reconnects_is_not_taken_as_death,
-    test_a_killed_workers_messages_are_claimed_at_connection_close_before_its_lease_expires,
 )
 from sentinel_platform_tests.workers.test_process import (
     test_sigterm_finishes_the_message_in_hand_and_exits_zero_holding_nothing,

@@ -14,7 +14,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.dead_letter import DEAD_LETTER
+from sentinel_platform.streams.consumer.settling.dead_letter import DEAD_LETTER
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import (
     StreamKeys,
