@@ -35,6 +35,14 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 log = logging.getLogger(__name__)
 
 
+def retry_delay(failures: int) -> float:
+    """Seconds to wait after ``failures`` failed turns in a row (at least 2): doubling from
+    ``LINK_RETRY_S``, capped at ``LINK_RETRY_MAX_S``. The exponent is capped too: an outage
+    of a thousand turns would otherwise raise ``OverflowError`` and end the link's thread."""
+    doublings = min(max(failures - 2, 0), 30)
+    return float(min(LINK_RETRY_S * 2**doublings, LINK_RETRY_MAX_S))
+
+
 class Link(threading.Thread):
     """The worker's dedicated connection, registered beside its lease.
 
@@ -82,7 +90,7 @@ class Link(threading.Thread):
                 if failures == 2:  # the immediate reconnection failed too: once per outage
                     self.log.warning("liveness_link_lost", extra={"error": str(exc)})
                 if failures > 1:
-                    self._halt.wait(min(LINK_RETRY_S * 2 ** (failures - 2), LINK_RETRY_MAX_S))
+                    self._halt.wait(retry_delay(failures))
             except Exception:  # the link must outlive any single bad turn
                 self.log.exception("liveness_link_error")
                 self._drop()
