@@ -17,7 +17,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 from sentinel_platform.domains.shared.common import DAILY, IO_MANAGER_KEY, partition_day
 from sentinel_platform.domains.shared.generation import generate_telemetry
 from sentinel_platform.domains.shared.landing import CORRUPT, landing_files, read_landing
-from sentinel_platform.domains.shared.publish import publish_asset
+from sentinel_platform.domains.shared.publish import daily_publishing
 from sentinel_platform.registry import AXIOMS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.storage_uri import join
@@ -130,10 +130,9 @@ def axioms(telemetry_readings: DataFrame) -> DataFrame:
     return to_axioms(telemetry_readings)
 
 
-axiom_stream = publish_asset(
+axiom_stream, publish_axioms = daily_publishing(
     AXIOMS,
     axioms,
-    group_name="axioms",
-    partitions_def=DAILY,
     description="The day's axioms on stream `synapse:axioms`, published by the executors.",
+    job_description="Build, check and publish one day of axioms to the axiom stream.",
 )

@@ -26,7 +26,7 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.domains.shared.common import DAILY, IO_MANAGER_KEY, partition_day
 from sentinel_platform.domains.shared.generation import generate_transactions
 from sentinel_platform.domains.shared.landing import CORRUPT, landing_files, read_landing
-from sentinel_platform.domains.shared.publish import publish_asset
+from sentinel_platform.domains.shared.publish import daily_publishing
 from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.storage_uri import join
@@ -127,10 +127,9 @@ def enriched_transactions(raw_transactions: DataFrame, settings: SettingsResourc
     return enrich_transactions(raw_transactions, settings.load().high_risk_amount)
 
 
-transaction_stream = publish_asset(
+transaction_stream, publish_transactions = daily_publishing(
     TRANSACTIONS,
     enriched_transactions,
-    group_name="transactions",
-    partitions_def=DAILY,
     description="The day's transactions on stream `transactions`, published by the executors.",
+    job_description="Build, check and publish one day of transactions to the transactions stream.",
 )
