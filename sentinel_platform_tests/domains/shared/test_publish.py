@@ -21,14 +21,7 @@ from sentinel_platform.resources.stream_inspector import StreamInspector
 
 #: Declared here only, never registered: the factory reads nothing but the spec.
 ORDERS = dataclasses.replace(
-    AXIOMS,
-    name="orders",
-    stream="orders",
-    group="orders-workers",
-    asset="order_stream",
-    publish_job="publish_orders",
-    worker_prefix="ord",
-    workers_option=None,
+    AXIOMS, name="orders", asset="order_stream", publish_job="publish_orders"
 )
 
 
