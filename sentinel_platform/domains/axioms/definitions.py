@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from sentinel_platform.domains.axioms.assets import axiom_stream, axioms, telemetry_readings
+from sentinel_platform.domains.axioms.assets import (
+    axiom_stream,
+    axioms,
+    publish_axioms,
+    telemetry_readings,
+)
 from sentinel_platform.domains.axioms.checks import axioms_quality
-from sentinel_platform.domains.axioms.jobs import publish_axioms
 
 ASSETS = [telemetry_readings, axioms, axiom_stream]
 

@@ -22,10 +22,8 @@ from collections.abc import Sequence
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
-from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.resources.stream_inspector import StreamInspector
+from sentinel_platform.domains.operations.cursor import dump_cursor
+from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.streams.operators import analyzer_holds as holds
 
 SENSOR_NAME = "analyzer_hold_sensor"
@@ -80,27 +78,19 @@ def hold_alert(hold: holds.Hold, held_s: float, since: float) -> Alert:
     )
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    minimum_interval_seconds=INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Warns when the fleet has been held off an analyzer for over a minute.",
+@operations_sensor(
+    SENSOR_NAME,
+    INTERVAL_S,
+    "Warns when the fleet has been held off an analyzer for over a minute.",
 )
-def analyzer_hold_sensor(
-    context: dg.SensorEvaluationContext,
-    settings: SettingsResource,
-    stream_inspector: StreamInspector,
-    alerts: AlertSink,
-) -> dg.SensorResult:
-    cursor = load_cursor(context.cursor)
-    current = settings.load()
-    with stream_inspector.client(current) as client:
-        found = holds.read_holds(client, holds.configured_ids(current))
+def analyzer_hold_sensor(tick: SensorTick) -> dg.SensorResult:
+    with tick.client() as client:
+        found = holds.read_holds(client, holds.configured_ids(tick.settings))
     now = time.time()
-    since = held_since(found, dict(cursor.get("since", {})), now)
-    alerted = set(cursor.get("alerted", [])) & set(since)
+    since = held_since(found, dict(tick.cursor.get("since", {})), now)
+    alerted = set(tick.cursor.get("alerted", [])) & set(since)
     for hold, held_s in due(found, since, alerted, now):
-        alerts.send(hold_alert(hold, held_s, since[hold.analyzer_id]))
+        tick.alerts.send(hold_alert(hold, held_s, since[hold.analyzer_id]))
         alerted.add(hold.analyzer_id)
     reason = "; ".join(holds.hold_text(hold) for hold in found) or "no analyzer hold"
     return dg.SensorResult(

@@ -27,16 +27,14 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
+from sentinel_platform.domains.operations.cursor import dump_cursor
+from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import (
     DLQ_CHECK,
     dead_letter_verdict,
     latest_materialization,
 )
 from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET, stream_targets
-from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.streams.operators.dlq_capacity import crossed, fill_level, fullest, percent
 from sentinel_platform.streams.operators.group_view import (
     DLQ_READ_CAP,
@@ -108,26 +106,19 @@ def fill_alert(lengths: dict[str, int], cap: int, previous: str | None) -> tuple
     return level, alert
 
 
-@dg.sensor(
-    name=SENSOR_NAME,
-    minimum_interval_seconds=INTERVAL_S,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Alerts once per tick with a summary of new dead letters; observes DLQ depth.",
+@operations_sensor(
+    SENSOR_NAME,
+    INTERVAL_S,
+    "Alerts once per tick with a summary of new dead letters; observes DLQ depth.",
 )
-def dead_letter_queue_sensor(
-    context: dg.SensorEvaluationContext,
-    settings: SettingsResource,
-    stream_inspector: StreamInspector,
-    alerts: AlertSink,
-) -> dg.SensorResult:
-    cursor = load_cursor(context.cursor)
+def dead_letter_queue_sensor(tick: SensorTick) -> dg.SensorResult:
+    cursor, current = tick.cursor, tick.settings
     last_ids: dict[str, str] = cursor.get("last_ids", {})
     first_tick = not cursor
-    current = settings.load()
     new: list[DeadLetterEntry] = []
     lengths: dict[str, int] = {}
     more = False
-    with stream_inspector.client(current) as client:
+    with tick.client() as client:
         for dlq in dlq_streams(current):
             lengths[dlq] = dlq_depth(client, dlq)
             entries = read_dead_letters(client, dlq, last_ids.get(dlq, "0-0"), DLQ_READ_CAP)
@@ -157,10 +148,10 @@ def dead_letter_queue_sensor(
         else []
     )
     checks = [
-        dead_letter_verdict(stream_inspector, current, target).evaluation(
+        dead_letter_verdict(tick.inspector, current, target).evaluation(
             target.asset_key,
             DLQ_CHECK,
-            target=latest_materialization(context.instance, target.asset_key),
+            target=latest_materialization(tick.context.instance, target.asset_key),
         )
         for target in stream_targets()
     ]
@@ -174,9 +165,9 @@ def dead_letter_queue_sensor(
     )
     new_cursor = dump_cursor({"last_ids": last_ids, "fill_level": level, **seen})
     if capacity is not None:
-        alerts.send(capacity)
+        tick.alerts.send(capacity)
     if new:
-        alerts.send(dead_letter_alert(new, depth, more))
+        tick.alerts.send(dead_letter_alert(new, depth, more))
         reason = f"alerted on {len(new)} new dead letter(s); DLQ depth {depth}"
     else:
         reason = f"no new dead letters; DLQ depth {depth}"

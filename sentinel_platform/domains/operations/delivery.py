@@ -22,16 +22,14 @@ from sentinel_platform.domains.operations.anomalies import (
     stalled,
     summarise,
 )
-from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
+from sentinel_platform.domains.operations.cursor import dump_cursor
+from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import (
     DELIVERY_CHECK,
     evaluate_delivery,
     latest_materialization,
 )
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
-from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.resources.stream_inspector import StreamInspector
 
 SENSOR_NAME = "delivery_anomaly_sensor"
 INTERVAL_S = 30
@@ -112,25 +110,18 @@ def build_delivery_sensor(
     """The delivery sensor for ``streams`` (default: every declared stream)."""
     streams = stream_targets() if streams is None else streams
 
-    @dg.sensor(
-        name=name,
-        minimum_interval_seconds=interval_s,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Alerts on pending messages near the delivery limit, idle past reclaim, "
+    @operations_sensor(
+        name,
+        interval_s,
+        "Alerts on pending messages near the delivery limit, idle past reclaim, "
         "held by dead consumers, and on consumers whose pending count only grows.",
     )
-    def _sensor(
-        context: dg.SensorEvaluationContext,
-        settings: SettingsResource,
-        stream_inspector: StreamInspector,
-        alerts: AlertSink,
-    ) -> dg.SensorResult:
-        cursor = load_cursor(context.cursor)
-        windows: dict[str, Any] = cursor.get("windows", {})
-        current = settings.load()
+    def _sensor(tick: SensorTick) -> dg.SensorResult:
+        windows: dict[str, Any] = tick.cursor.get("windows", {})
+        current = tick.settings
         notes: list[str] = []
         events: list[dg.AssetCheckEvaluation] = []
-        with stream_inspector.client(current) as client:
+        with tick.client() as client:
             for stream in streams:
                 anomalies = find_anomalies(client, stream.keys_of(current), current)
                 windows[stream.name] = slide_windows(
@@ -138,10 +129,10 @@ def build_delivery_sensor(
                 )
                 stalls = stalled(windows[stream.name], window_ticks)
                 verdict = evaluate_delivery(anomalies)
-                target = latest_materialization(context.instance, stream.asset_key)
+                target = latest_materialization(tick.context.instance, stream.asset_key)
                 events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK, target=target))
                 raised = anomaly_alerts(anomalies, stalls, current.reclaim_idle_ms)
-                sent = sum(alerts.send(alert).sent for alert in raised)
+                sent = sum(tick.alerts.send(alert).sent for alert in raised)
                 notes.append(
                     f"{stream.name}: {anomalies.pending_total} pending, {len(raised)} anomaly "
                     f"kind(s), {sent} alert(s) sent"

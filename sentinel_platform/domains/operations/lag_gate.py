@@ -28,7 +28,7 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
-from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
+from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
     ClearPauseFlag,
@@ -44,6 +44,7 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     episode_to_resume,
     step,
 )
+from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import (
     CLIMBING_TODO,
     LAG_CHECK,
@@ -58,8 +59,6 @@ from sentinel_platform.domains.operations.stream_health import (
 )
 from sentinel_platform.domains.operations.targets import PublishTarget, StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
-from sentinel_platform.resources.settings import SettingsResource
-from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import card_rate
 from sentinel_platform.streams.backlog.peaks import take_peaks
@@ -385,31 +384,26 @@ def build_lag_sensor(
     publish = dict(publish or {})
     jobs = list({target.job_name: target.job for target in publish.values()}.values())
 
-    @dg.sensor(
-        name=name,
-        minimum_interval_seconds=interval_s,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        jobs=jobs or None,
-        description="Records consumer lag and its peak since the last tick per stream (on "
+    @operations_sensor(
+        name,
+        interval_s,
+        "Records consumer lag and its peak since the last tick per stream (on "
         "change, at least every `SENTINEL_OBSERVATION_MAX_INTERVAL_S`), pauses publishing "
         "under backpressure or with no live worker, resumes held partitions at nominal, "
         "alerts on zone changes and hard backpressure episodes.",
+        jobs=jobs or None,
     )
-    def _sensor(
-        context: dg.SensorEvaluationContext,
-        settings: SettingsResource,
-        stream_inspector: StreamInspector,
-        alerts: AlertSink,
-    ) -> dg.SensorResult:
-        states = load_cursor(context.cursor).get("streams", {})
+    def _sensor(sensor_tick: SensorTick) -> dg.SensorResult:
+        states = sensor_tick.cursor.get("streams", {})
         if not isinstance(states, dict):
             states = {}
         events: list[Any] = []
         runs: list[dg.RunRequest] = []
         notes: list[str] = []
-        current = settings.load()
-        with stream_inspector.client(current) as client:
-            tick = Tick(client, current, context.instance, alerts, clock())
+        current = sensor_tick.settings
+        with sensor_tick.client() as client:
+            instance = sensor_tick.context.instance
+            tick = Tick(client, current, instance, sensor_tick.alerts, clock())
             for stream in streams:
                 state = GateState.from_json(states.get(stream.name))
                 state, outcome = tick_stream(tick, stream, publish.get(stream.name), state)

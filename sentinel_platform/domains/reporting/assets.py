@@ -254,26 +254,17 @@ def compliance_report(
     )
     # One long table, so the three sections share one Parquet file.
     return (
-        threats.select(
-            F.lit("threats_by_merchant").alias("section"),
-            F.col("merchant").alias("key"),
-            F.col("category").alias("detail"),
-            F.col("threats").cast("long").alias("value"),
-        )
-        .unionByName(
-            risks.select(
-                F.lit("risk_by_domain").alias("section"),
-                F.col("domain").alias("key"),
-                F.lit("high").alias("detail"),
-                F.col("high").cast("long").alias("value"),
-            )
-        )
-        .unionByName(
-            letters.select(
-                F.lit("dead_letters").alias("section"),
-                F.col("stream").alias("key"),
-                F.col("reason").alias("detail"),
-                F.col("count").cast("long").alias("value"),
-            )
-        )
+        _section(threats, "threats_by_merchant", "merchant", F.col("category"), "threats")
+        .unionByName(_section(risks, "risk_by_domain", "domain", F.lit("high"), "high"))
+        .unionByName(_section(letters, "dead_letters", "stream", F.col("reason"), "count"))
+    )
+
+
+def _section(df: DataFrame, section: str, key: str, detail: Column, value: str) -> DataFrame:
+    """One section of the report as rows of its long table: section, key, detail, value."""
+    return df.select(
+        F.lit(section).alias("section"),
+        F.col(key).alias("key"),
+        detail.alias("detail"),
+        F.col(value).cast("long").alias("value"),
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date
+from typing import Any
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
 from sentinel_platform.domains.operations.stream_health import EVICTION_CHECK
-from sentinel_platform.registry import spec_for
+from sentinel_platform.registry import StreamSpec, spec_for
 from sentinel_platform.resources.io_manager import column_schema
 from sentinel_platform.resources.spark import session_metadata
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -21,6 +23,17 @@ IO_MANAGER_KEY = "parquet_io_manager"
 
 def partition_day(context: dg.AssetExecutionContext) -> date:
     return date.fromisoformat(context.partition_key)
+
+
+def daily_spark_asset(spec: StreamSpec) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """The decorator of a daily Spark asset of stream ``spec``, stored as Parquet by the
+    IO manager, in the group named after the stream (with its publish asset)."""
+    return dg.asset(
+        group_name=spec.name,
+        partitions_def=DAILY,
+        io_manager_key=IO_MANAGER_KEY,
+        kinds={"spark", "parquet"},
+    )
 
 
 def publish_selection(group: str, stream_asset: dg.AssetsDefinition) -> dg.AssetSelection:

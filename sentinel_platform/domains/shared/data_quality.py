@@ -1,8 +1,10 @@
 """Blocking data-quality checks with great-expectations: the machinery the domains share.
 
-Each data domain defines its view and expectations next to its assets; this module runs
-them, and :func:`quality_check` builds the blocking daily check of every domain from them
-(the shape is the same for every stream; only the view and the expectations are not).
+Each data domain declares what is its own next to its assets, a :class:`QualitySuite`
+(the columns it checks, its time column, its own expectations and helper columns); this
+module runs it, and :func:`quality_check` builds the blocking daily check of every stream
+from its spec and its suite (the shape is the same for every stream, and so is the tail
+of every suite: an ISO-8601 time Spark can parse and no corrupt landing row).
 
 A failed check stops the publish of its run (the publish assets sit downstream of the
 checked assets, and the checks are ``blocking``), and its metadata lists each failed
@@ -36,6 +38,8 @@ import dagster as dg
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sentinel_platform.domains.shared.landing import CORRUPT
+from sentinel_platform.registry import StreamSpec
 from sentinel_platform.resources.spark import session_metadata
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -225,17 +229,48 @@ def timestamp_unparseable(column: str) -> Column:
     ).alias("timestamp_unparseable")
 
 
+@dataclass(frozen=True)
+class QualitySuite:
+    """What a stream's blocking check looks at that is the stream's own.
+
+    ``columns`` are the checked columns, in order; ``time_column`` holds each row's time;
+    ``helpers`` build the stream's helper columns (the offending value, else null);
+    ``rules`` are the stream's own expectations, given ``great_expectations.expectations``
+    (called when the check runs, so GX is imported only then). Every suite then expects the
+    time to match :data:`ISO_8601` and to parse, and no row in ``_corrupt_record``.
+    """
+
+    columns: tuple[str, ...]
+    time_column: str
+    rules: Callable[[Any], list[Any]]
+    helpers: tuple[Callable[[], Column], ...] = ()
+
+    def view(self, df: DataFrame) -> DataFrame:
+        """The columns GX checks, with the helper columns holding the offending values."""
+        helpers = [helper() for helper in self.helpers]
+        return df.select(*self.columns, CORRUPT, *helpers, timestamp_unparseable(self.time_column))
+
+    def expectations(self) -> list[Any]:
+        """The stream's own expectations, then the time and corrupt-row ones all share."""
+        import great_expectations as gx
+
+        e = gx.expectations
+        return [
+            *self.rules(e),
+            e.ExpectColumnValuesToMatchRegex(column=self.time_column, regex=ISO_8601),
+            e.ExpectColumnValuesToBeNull(column="timestamp_unparseable"),
+            e.ExpectColumnValuesToBeNull(column=CORRUPT),
+        ]
+
+
 def quality_check(
+    spec: StreamSpec,
     asset: dg.AssetsDefinition,
-    name: str,
-    kind: str,
-    view: Callable[[DataFrame], DataFrame],
-    expectations: Callable[[], Sequence[Any]],
+    suite: QualitySuite,
     description: str,
 ) -> dg.AssetChecksDefinition:
-    """The blocking, daily-partitioned check ``name`` of ``asset``: :func:`run_suite` of
-    ``expectations()`` (built when the check runs, so great-expectations is imported only
-    then) on ``view`` of the partition. ``kind`` names the suite (the stream's name)."""
+    """The blocking, daily-partitioned check ``<stream name>_quality`` of ``asset``:
+    :func:`run_suite` of ``suite`` on the partition, the suite named after the stream."""
     from sentinel_platform.domains.shared.common import DAILY
 
     with warnings.catch_warnings():
@@ -243,9 +278,13 @@ def quality_check(
         warnings.simplefilter("ignore", category=dg.PreviewWarning)
 
         @dg.asset_check(
-            asset=asset, name=name, blocking=True, partitions_def=DAILY, description=description
+            asset=asset,
+            name=f"{spec.name}_quality",
+            blocking=True,
+            partitions_def=DAILY,
+            description=description,
         )
         def check(data: DataFrame) -> dg.AssetCheckResult:
-            return run_suite(data, kind, view, expectations())
+            return run_suite(data, spec.name, suite.view, suite.expectations())
 
     return check

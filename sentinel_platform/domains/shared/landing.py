@@ -9,10 +9,19 @@ Parquet are read with the feed's schema. A CSV/JSON row that does not fit keeps 
 text in ``_corrupt_record`` instead of being dropped, so the data-quality check can show
 it; a Parquet file missing a required (non-nullable in the feed schema) column fails with
 the file and column named.
+
+Every stream's source asset takes the day's rows the same way (:func:`day_rows`): the
+feed's landing files when there are any, else rows Spark generates, and says which in its
+output metadata (``origin``); only the schema, the generator and the finishing of landed
+rows are the stream's own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -108,3 +117,29 @@ def read_landing(spark: SparkSession, files: list[str], schema: StructType) -> D
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def day_rows(
+    context: dg.AssetExecutionContext,
+    spark: SparkSession,
+    feed_uri: str,
+    schema: StructType,
+    *,
+    generate: Callable[[], DataFrame],
+    generated: Mapping[str, Any],
+    landed: Callable[[DataFrame], DataFrame] = lambda df: df,
+) -> DataFrame:
+    """The partition's rows of the feed at ``feed_uri``.
+
+    With landing files: ``landed`` of them as :func:`read_landing` reads them, without
+    ``_source_file``, and output metadata ``origin: landing`` with the files. Without:
+    ``generate()`` with a null ``_corrupt_record`` (the column every source carries for
+    the quality check), and output metadata ``origin: generated`` plus ``generated``.
+    """
+    files = landing_files(spark, feed_uri, context.partition_key)
+    if files:
+        df = landed(read_landing(spark, files, schema))
+        context.add_output_metadata({"origin": "landing", "files": files})
+        return df.drop("_source_file")
+    context.add_output_metadata({"origin": "generated", **generated})
+    return generate().withColumn(CORRUPT, F.lit(None).cast("string"))

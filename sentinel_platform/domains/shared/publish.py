@@ -13,12 +13,18 @@ publishes a stream waits in the queue while another run publishing the same stre
 progress, whoever launched either (the lag gate, a click on *Materialize*, an asset
 backfill, the GraphQL API): Dagster reads the pool from the run's plan. An asset built
 here cannot forget it, and the pool's name is derived in one place (the registry).
+
+A daily stream of the code location's own domains also gets its publish job from here
+(:func:`daily_publishing`): the job is named by ``spec.publish_job`` and selects the
+stream's group (``spec.name``), so a new daily stream writes only its own transformation.
 """
+
+from typing import Any, NamedTuple
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
-from sentinel_platform.domains.shared.common import publish_metadata
+from sentinel_platform.domains.shared.common import DAILY, publish_metadata, publish_selection
 from sentinel_platform.registry import StreamSpec
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 
@@ -65,3 +71,34 @@ def publish_asset(
         )
 
     return _publish
+
+
+class Publishing(NamedTuple):
+    """A daily stream's publish asset and the job that builds, checks and publishes a day."""
+
+    asset: dg.AssetsDefinition
+    #: What ``dg.define_asset_job`` returns (Dagster exports no public name for its type).
+    job: Any
+
+
+def daily_publishing(
+    spec: StreamSpec,
+    source: dg.AssetsDefinition,
+    *,
+    description: str,
+    job_description: str,
+) -> Publishing:
+    """The daily publish asset of ``spec`` (:func:`publish_asset` of ``source``) in the
+    group named after the stream, and its job ``spec.publish_job``: the group's assets and
+    data-quality checks for one day, then the publish
+    (:func:`~sentinel_platform.domains.shared.common.publish_selection`)."""
+    asset = publish_asset(
+        spec, source, group_name=spec.name, partitions_def=DAILY, description=description
+    )
+    job = dg.define_asset_job(
+        spec.publish_job,
+        selection=publish_selection(spec.name, asset),
+        partitions_def=DAILY,
+        description=job_description,
+    )
+    return Publishing(asset, job)

@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sentinel_platform.domains.shared.data_quality import (
-    ISO_8601,
-    quality_check,
-    timestamp_unparseable,
-)
-from sentinel_platform.domains.shared.landing import CORRUPT
+from sentinel_platform.domains.shared.data_quality import QualitySuite, quality_check
 from sentinel_platform.domains.transactions.assets import enriched_transactions
+from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.schemas import CATEGORIES, CURRENCIES
 
 
-def transaction_expectations() -> list[Any]:
-    """Unique non-null ids, positive 2-dp amounts, known currencies/categories, ISO times."""
-    import great_expectations as gx
-
-    e = gx.expectations
+def transaction_rules(e: Any) -> list[Any]:
+    """Unique non-null ids, positive 2-dp amounts, known currencies/categories, a time."""
     return [
         e.ExpectColumnValuesToNotBeNull(column="id"),
         e.ExpectColumnValuesToBeUnique(column="id"),
@@ -33,31 +26,24 @@ def transaction_expectations() -> list[Any]:
         e.ExpectColumnValuesToNotBeNull(column="category"),
         e.ExpectColumnValuesToBeInSet(column="category", value_set=list(CATEGORIES)),
         e.ExpectColumnValuesToNotBeNull(column="timestamp"),
-        e.ExpectColumnValuesToMatchRegex(column="timestamp", regex=ISO_8601),
-        e.ExpectColumnValuesToBeNull(column="timestamp_unparseable"),
-        e.ExpectColumnValuesToBeNull(column=CORRUPT),
     ]
 
 
-def transaction_view(df: DataFrame) -> DataFrame:
-    """The columns GX checks, with the helper columns holding the offending values."""
-    return df.select(
-        "id",
-        "amount",
-        "currency",
-        "category",
-        "timestamp",
-        CORRUPT,
-        F.when(F.round("amount", 2) != F.col("amount"), F.col("amount")).alias("amount_over_2dp"),
-        timestamp_unparseable("timestamp"),
-    )
+def amount_over_2dp() -> Column:
+    """The amount where it has more than two decimals, else null (no GX expectation says it)."""
+    return F.when(F.round("amount", 2) != F.col("amount"), F.col("amount")).alias("amount_over_2dp")
 
+
+TRANSACTION_SUITE = QualitySuite(
+    columns=("id", "amount", "currency", "category", "timestamp"),
+    time_column="timestamp",
+    rules=transaction_rules,
+    helpers=(amount_over_2dp,),
+)
 
 transactions_quality = quality_check(
+    TRANSACTIONS,
     enriched_transactions,
-    "transactions_quality",
-    "transactions",
-    transaction_view,
-    transaction_expectations,
+    TRANSACTION_SUITE,
     "Unique non-null ids, positive 2-dp amounts, known currencies/categories, ISO times.",
 )

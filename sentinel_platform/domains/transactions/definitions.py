@@ -6,11 +6,11 @@ import dagster as dg
 
 from sentinel_platform.domains.transactions.assets import (
     enriched_transactions,
+    publish_transactions,
     raw_transactions,
     transaction_stream,
 )
 from sentinel_platform.domains.transactions.checks import transactions_quality
-from sentinel_platform.domains.transactions.jobs import publish_transactions
 
 ASSETS = [raw_transactions, enriched_transactions, transaction_stream]
 

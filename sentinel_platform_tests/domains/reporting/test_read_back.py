@@ -90,6 +90,18 @@ def test_compliance_report_summarises_verdicts_events_and_dead_letters(
     (letters,) = report.metadata["dead_letters"].value.records
     assert (letters.data["stream"], letters.data["count"]) == (txn.stream, 1)
     assert report.metadata["verdicts"].value == 7
+    # The stored report: the three sections as rows of one long table.
+    table = {
+        (row["section"], row["key"], row["detail"]): row["value"]
+        for row in result.output_for_node("compliance_report").collect()
+    }
+    assert table == {
+        ("threats_by_merchant", "RapidRemit", "suspicious"): 3,
+        ("threats_by_merchant", "Costco", "retail"): 0,
+        ("risk_by_domain", "aml", "high"): 2,
+        ("risk_by_domain", "gdpr", "high"): 0,
+        ("dead_letters", txn.stream, "invalid_message"): 1,
+    }
 
 
 def test_the_demos_results_inputs_and_dead_letters_stay_out_of_the_users_figures(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.domains.axioms.checks import axiom_expectations, axiom_view
+from sentinel_platform.domains.axioms.checks import AXIOM_SUITE
 from sentinel_platform.domains.shared.data_quality import validate
 from sentinel_platform.domains.shared.landing import CORRUPT
 
@@ -26,9 +26,9 @@ def test_validation_draws_no_progress_bar_on_stderr(
         "source_id string, emitted_at string, metric_value double, anomaly_score double, "
         f"status string, {CORRUPT} string"
     )
-    df = axiom_view(spark.createDataFrame(rows, schema))
+    df = AXIOM_SUITE.view(spark.createDataFrame(rows, schema))
     capfd.readouterr()
-    outcomes = validate(df, "axioms", axiom_expectations())
+    outcomes = validate(df, "axioms", AXIOM_SUITE.expectations())
     err = capfd.readouterr().err
     assert outcomes, "the suite ran no expectation"
     assert "Calculating Metrics" not in err

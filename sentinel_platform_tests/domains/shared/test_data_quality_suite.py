@@ -13,12 +13,10 @@ from typing import Any
 
 import pytest
 
-from sentinel_platform.domains.shared.data_quality import run_suite, validate
+from sentinel_platform.domains.axioms.checks import AXIOM_SUITE
+from sentinel_platform.domains.shared.data_quality import QualitySuite, run_suite, validate
 from sentinel_platform.domains.shared.landing import CORRUPT
-from sentinel_platform.domains.transactions.checks import (
-    transaction_expectations,
-    transaction_view,
-)
+from sentinel_platform.domains.transactions.checks import TRANSACTION_SUITE
 
 pytestmark = pytest.mark.spark
 
@@ -39,7 +37,7 @@ BAD = [
 
 def _check(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
     df = spark.createDataFrame(rows, SCHEMA)
-    return run_suite(df, "transactions", transaction_view, transaction_expectations())
+    return run_suite(df, "transactions", TRANSACTION_SUITE.view, TRANSACTION_SUITE.expectations())
 
 
 def _failures(result: Any) -> dict[tuple[str, str], dict[str, Any]]:
@@ -74,9 +72,9 @@ def test_bad_partition_after_a_good_one_fails_naming_each_expectation(spark: Any
 
 
 def test_outcomes_keep_the_suite_order_with_counts_only_for_failures(spark: Any) -> None:
-    expectations = transaction_expectations()
+    expectations = TRANSACTION_SUITE.expectations()
     outcomes = validate(
-        transaction_view(spark.createDataFrame(BAD, SCHEMA)), "transactions", expectations
+        TRANSACTION_SUITE.view(spark.createDataFrame(BAD, SCHEMA)), "transactions", expectations
     )
     assert [o.expectation for o in outcomes] == [e.expectation_type for e in expectations]
     assert all(o.unexpected_count == 0 and not o.sample for o in outcomes if o.success)
@@ -85,6 +83,20 @@ def test_outcomes_keep_the_suite_order_with_counts_only_for_failures(spark: Any)
 
 def test_a_missing_column_fails_the_check_naming_its_expectations(spark: Any) -> None:
     df = spark.createDataFrame(GOOD, SCHEMA).drop("category")
-    result = run_suite(df, "transactions", lambda d: d, transaction_expectations())
+    result = run_suite(df, "transactions", lambda d: d, TRANSACTION_SUITE.expectations())
     assert not result.passed
     assert {column for _, column in _failures(result)} >= {"category"}
+
+
+@pytest.mark.parametrize("suite", [AXIOM_SUITE, TRANSACTION_SUITE], ids=["axioms", "transactions"])
+def test_every_suite_ends_with_the_time_and_corrupt_row_expectations(suite: QualitySuite) -> None:
+    import great_expectations as gx
+
+    expectations = suite.expectations()
+    own = suite.rules(gx.expectations)
+    assert [e.configuration for e in expectations[: len(own)]] == [e.configuration for e in own]
+    assert [(e.expectation_type, e.column) for e in expectations[len(own) :]] == [
+        ("expect_column_values_to_match_regex", suite.time_column),
+        ("expect_column_values_to_be_null", "timestamp_unparseable"),
+        ("expect_column_values_to_be_null", CORRUPT),
+    ]

@@ -6,11 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
+from pyspark.sql import functions as F
 
+from sentinel_platform.domains.shared.common import DAILY
 from sentinel_platform.domains.shared.landing import (
     CORRUPT,
     LandingError,
+    day_rows,
     landing_files,
     read_landing,
 )
@@ -75,3 +79,40 @@ def test_parquet_is_cast_to_the_schema_and_missing_columns_are_named(
     spark.createDataFrame([{"id": "t-9"}]).write.parquet(str(partial))
     with pytest.raises(LandingError, match=r"partial\.parquet: missing column\(s\) merchant"):
         read_landing(spark, [partial.as_uri()], LANDING_SCHEMA)
+
+
+def _day_rows_of(spark: Any, feed: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The output metadata and rows of a source asset built on :func:`day_rows`."""
+
+    @dg.asset(partitions_def=DAILY)
+    def source(context) -> Any:  # type: ignore[no-untyped-def]  # Dagster cannot read a postponed one
+        return day_rows(
+            context,
+            spark,
+            feed.as_uri(),
+            LANDING_SCHEMA,
+            generate=lambda: spark.createDataFrame([{**GOOD, "id": "generated"}]),
+            generated={"seed": 7},
+            landed=lambda df: df.withColumn("message", F.lit("landed")),
+        )
+
+    result = dg.materialize(
+        [source], partition_key="2026-11-20", resources={"io_manager": dg.InMemoryIOManager()}
+    )
+    (event,) = result.asset_materializations_for_node("source")
+    metadata = {name: value.value for name, value in event.metadata.items()}
+    return metadata, [row.asDict() for row in result.output_for_node("source").collect()]
+
+
+def test_day_rows_are_the_landing_files_when_present_else_generated(
+    spark: Any, tmp_path: Path
+) -> None:
+    metadata, rows = _day_rows_of(spark, tmp_path)
+    assert metadata == {"origin": "generated", "seed": 7}
+    assert [(row["id"], row[CORRUPT]) for row in rows] == [("generated", None)]
+
+    (tmp_path / "t.jsonl").write_text(json.dumps(GOOD) + "\n")
+    metadata, rows = _day_rows_of(spark, tmp_path)
+    assert metadata["origin"] == "landing" and metadata["files"][0].endswith("/t.jsonl")
+    assert [(row["id"], row["message"]) for row in rows] == [("t-1", "landed")]
+    assert "_source_file" not in rows[0]
