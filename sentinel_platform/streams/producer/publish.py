@@ -40,11 +40,11 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.undecodable import ENCODING_ERRORS
 from sentinel_platform.streams.producer.backpressure import (
-    BackpressureConfig,
     BackpressureGuard,
     BackpressureTimeout,
     PublishInterrupted,
 )
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 
 log = logging.getLogger(__name__)
 
