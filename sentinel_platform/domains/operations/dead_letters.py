@@ -27,12 +27,9 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
-from sentinel_platform.domains.operations.stream_health import (
-    DLQ_CHECK,
-    dead_letter_verdict,
-    latest_materialization,
-)
+from sentinel_platform.domains.operations.stream_health import DLQ_CHECK, dead_letter_verdict
 from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource

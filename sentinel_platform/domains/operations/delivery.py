@@ -22,12 +22,9 @@ from sentinel_platform.domains.operations.anomalies import (
     stalled,
     summarise,
 )
+from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
-from sentinel_platform.domains.operations.stream_health import (
-    DELIVERY_CHECK,
-    evaluate_delivery,
-    latest_materialization,
-)
+from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, evaluate_delivery
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource

@@ -28,6 +28,11 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.check_verdict import (
+    MaterializationTarget,
+    Verdict,
+    latest_materialization,
+)
 from sentinel_platform.domains.operations.cursor import dump_cursor, load_cursor
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
@@ -44,18 +49,15 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     episode_to_resume,
     step,
 )
-from sentinel_platform.domains.operations.stream_health import (
+from sentinel_platform.domains.operations.lag_verdict import (
     CLIMBING_TODO,
-    LAG_CHECK,
     LAG_TODO,
-    MaterializationTarget,
-    Verdict,
     evaluate_lag,
     lag_advice,
     lag_figures,
     lag_figures_short,
-    latest_materialization,
 )
+from sentinel_platform.domains.operations.stream_health import LAG_CHECK
 from sentinel_platform.domains.operations.targets import PublishTarget, StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.resources.settings import SettingsResource

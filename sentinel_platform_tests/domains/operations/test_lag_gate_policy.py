@@ -28,7 +28,7 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     step,
     zone_alert,
 )
-from sentinel_platform.domains.operations.stream_health import evaluate_lag
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.backlog.lag import LagReading, Zone
 from sentinel_platform.streams.backlog.peaks import Peaks
