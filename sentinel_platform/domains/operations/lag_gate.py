@@ -37,7 +37,6 @@ from sentinel_platform.domains.operations.lag_alerts import spike_alert, zone_al
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
     ClearPauseFlag,
-    GateState,
     LagCard,
     Launch,
     Observation,
@@ -49,6 +48,7 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     episode_to_resume,
     step,
 )
+from sentinel_platform.domains.operations.lag_gate_state import GateState
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.stream_health import LAG_CHECK
 from sentinel_platform.domains.operations.targets import PublishTarget, StreamTarget, stream_targets
