@@ -52,10 +52,10 @@ from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.producer.backpressure import (
-    BackpressureConfig,
     BackpressureGuard,
     PublishInterrupted,
 )
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.publish import publish_rows
 from sentinel_platform_tests.harness.processes import (
     PYTHON,

@@ -44,7 +44,7 @@ from bench.timing import (
 from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform.streams.producer.backpressure import BackpressureConfig
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.publish import (
     STATS_SCHEMA,
     TRANSACTION_COLUMNS,

@@ -30,7 +30,7 @@ import redis
 
 from sentinel_platform.cli.common import ZONE_EXIT
 from sentinel_platform.cli.dagster_home import ensure_dagster_home
-from sentinel_platform.cli.up import repo_root
+from sentinel_platform.cli.up_children import repo_root
 from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME
 from sentinel_platform.domains.operations.stream_health import (
     DELIVERY_CHECK,

@@ -29,11 +29,11 @@ from sentinel_platform.schemas import DeadLetterReason
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import dlq_admin, dlq_export, dlq_import
 from sentinel_platform.streams.operators.dlq_admin import (
-    DlqEntry,
     DlqError,
     DlqFilter,
     ReplayOutcome,
 )
+from sentinel_platform.streams.operators.dlq_entry import DlqEntry
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import dlq_streams
 

@@ -43,7 +43,7 @@ from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect, resolve_url
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
-from sentinel_platform.streams.producer.backpressure import BackpressureConfig
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.publish import (
     STATS_SCHEMA,
     STOP_KEY_TTL_S,

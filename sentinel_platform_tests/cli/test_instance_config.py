@@ -24,7 +24,7 @@ from sentinel_platform.cli.dagster_home import (
     storage_kind,
 )
 from sentinel_platform.cli.pools import ensure_pool_limits, publish_pool_limits
-from sentinel_platform.cli.up import check_postgres
+from sentinel_platform.cli.up_instance import check_postgres
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform_tests.harness.postgres import PASSWORD, PASSWORD_IN_URL

@@ -241,6 +241,6 @@ def test_scrub_hides_the_password_in_real_libpq_and_psycopg2_errors(
     ],
 )
 def test_the_check_reads_the_url_as_sqlalchemy_does(url: str, args: dict[str, object]) -> None:
-    from sentinel_platform.cli.up import postgres_connect_args
+    from sentinel_platform.cli.up_instance import postgres_connect_args
 
     assert postgres_connect_args(url) == args

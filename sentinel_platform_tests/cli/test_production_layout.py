@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.cli import proctree
-from sentinel_platform.cli.up import CODE_LOCATION
+from sentinel_platform.cli.production_layout import CODE_LOCATION
 from sentinel_platform.redis_server import RedisServer, free_port
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import load_settings

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.cli import proctree
-from sentinel_platform.cli.up import unasked_runs
 from sentinel_platform.redis_server import (
     binary_identity,
     find_redis_server,
@@ -122,21 +121,3 @@ def test_up_refuses_a_taken_port_before_starting_anything(
     assert code == 1
     assert f"port {port} on 127.0.0.1 is taken" in err
     assert not (Path(settings_env["SENTINEL_HOME"]) / "run" / "up.json").exists()
-
-
-DEMO_LINES = [
-    # (demo on, analyzer configured, what the start-up line must say)
-    (True, True, "never sent to the analyzer"),
-    (True, False, "decided by the rules"),
-    (False, True, "no demo"),
-    (False, False, "no demo"),
-]
-
-
-@pytest.mark.parametrize(("demo", "analyzer", "says"), DEMO_LINES)
-def test_the_runs_by_itself_line_says_what_the_demo_costs(
-    demo: bool, analyzer: bool, says: str
-) -> None:
-    line = unasked_runs(demo, analyzer=analyzer)
-    assert line.startswith("runs by itself: ") and says in line, line
-    assert ("left out of the reports" in line) == demo, line

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from sentinel_platform.cli.up import repo_root
+from sentinel_platform.cli.up_children import repo_root
 from sentinel_platform.redis_server import free_port
 
 #: The ``sentinel`` console script of this venv.

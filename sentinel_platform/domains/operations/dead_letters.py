@@ -27,13 +27,10 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
-from sentinel_platform.domains.operations.stream_health import (
-    DLQ_CHECK,
-    dead_letter_verdict,
-    latest_materialization,
-)
+from sentinel_platform.domains.operations.stream_health import DLQ_CHECK, dead_letter_verdict
 from sentinel_platform.domains.operations.targets import DEAD_LETTER_QUEUE_ASSET, stream_targets
 from sentinel_platform.streams.operators.dlq_capacity import crossed, fill_level, fullest, percent
 from sentinel_platform.streams.operators.group_view import (

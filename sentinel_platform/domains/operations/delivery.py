@@ -22,13 +22,10 @@ from sentinel_platform.domains.operations.anomalies import (
     stalled,
     summarise,
 )
+from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
-from sentinel_platform.domains.operations.stream_health import (
-    DELIVERY_CHECK,
-    evaluate_delivery,
-    latest_materialization,
-)
+from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, evaluate_delivery
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 
 SENSOR_NAME = "delivery_anomaly_sensor"

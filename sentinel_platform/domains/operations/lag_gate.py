@@ -27,12 +27,16 @@ from typing import Any
 
 import dagster as dg
 
-from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.check_verdict import (
+    MaterializationTarget,
+    Verdict,
+    latest_materialization,
+)
 from sentinel_platform.domains.operations.cursor import dump_cursor
+from sentinel_platform.domains.operations.lag_alerts import spike_alert, zone_alert
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
     ClearPauseFlag,
-    GateState,
     LagCard,
     Launch,
     Observation,
@@ -44,19 +48,10 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     episode_to_resume,
     step,
 )
+from sentinel_platform.domains.operations.lag_gate_state import GateState
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
-from sentinel_platform.domains.operations.stream_health import (
-    CLIMBING_TODO,
-    LAG_CHECK,
-    LAG_TODO,
-    MaterializationTarget,
-    Verdict,
-    evaluate_lag,
-    lag_advice,
-    lag_figures,
-    lag_figures_short,
-    latest_materialization,
-)
+from sentinel_platform.domains.operations.stream_health import LAG_CHECK
 from sentinel_platform.domains.operations.targets import PublishTarget, StreamTarget, stream_targets
 from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.settings import Settings
@@ -64,7 +59,6 @@ from sentinel_platform.streams.backlog.drain import card_rate
 from sentinel_platform.streams.backlog.peaks import take_peaks
 from sentinel_platform.streams.backlog.progress import progress
 from sentinel_platform.streams.backlog.retention import retained_entries
-from sentinel_platform.streams.backlog.zones import limits_from_settings, work_seconds
 from sentinel_platform.streams.operators.group_view import LagSnapshot, lag_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -227,9 +221,13 @@ def apply(
         elif isinstance(action, Launch) and publish is not None:
             out.runs.append(_run_request(stream, publish, action))
         elif isinstance(action, SpikeAlert):
-            tick.alerts.send(_spike_alert(stream, keys, action, read.verdict, tick.settings))
+            tick.alerts.send(
+                spike_alert(SENSOR_NAME, stream, keys, action, read.verdict, tick.settings)
+            )
         elif isinstance(action, ZoneAlert):
-            tick.alerts.send(_zone_alert(stream, keys, action, read.snapshot, tick.settings))
+            tick.alerts.send(
+                zone_alert(SENSOR_NAME, stream, keys, action, read.snapshot, tick.settings)
+            )
     return out
 
 
@@ -271,89 +269,6 @@ def _run_request(stream: StreamTarget, target: PublishTarget, launch: Launch) ->
         tags={
             "sentinel/stream": stream.name,
             "sentinel/launched_by": f"{SENSOR_NAME}:{launch.reason}",
-        },
-    )
-
-
-def _zone_alert(
-    stream: StreamTarget,
-    keys: StreamKeys,
-    decided: ZoneAlert,
-    snapshot: LagSnapshot,
-    settings: Settings,
-) -> Alert:
-    what = {
-        "pause": "producers paused, no new publish runs",
-        "resume": f"producers resumed, {len(decided.relaunched)} held partition(s) relaunched",
-    }.get(decided.action or "", "no publish action")
-    limits = limits_from_settings(settings, snapshot.allowance, snapshot.climbing)
-    figures = lag_figures_short(snapshot.lag, snapshot.drain_rate, limits)
-    climbing = limits.climbing and decided.zone == "elevated"
-    todo = CLIMBING_TODO if climbing else LAG_TODO[decided.zone]
-    return Alert(
-        severity=decided.severity,
-        source=SENSOR_NAME,
-        stream=keys.stream,
-        condition=decided.condition,
-        summary=f"lag zone {decided.previous or 'unknown'} -> {decided.zone}: {figures}; "
-        f"{what}. To do: {todo}",
-        details={
-            "advice": lag_advice(decided.zone, limits),
-            "figures": lag_figures(snapshot.lag, snapshot.drain_rate, limits),
-            "pause_flag": keys.paused,
-            "stream_name": stream.name,
-            "previous_zone": decided.previous,
-            "zone": decided.zone,
-            "lag": snapshot.lag,
-            "work_s": work_seconds(snapshot.lag, snapshot.drain_rate),
-            "drain_rate_per_s": snapshot.drain_rate,
-            "pending": snapshot.reading.pending,
-            "backlog": snapshot.reading.backlog,
-            "consumers_alive": snapshot.consumers_alive,
-            "action": decided.action,
-            "episode": decided.episode,
-            "relaunched_partitions": list(decided.relaunched),
-        },
-    )
-
-
-def _spike_alert(
-    stream: StreamTarget,
-    keys: StreamKeys,
-    decided: SpikeAlert,
-    verdict: Verdict,
-    settings: Settings,
-) -> Alert:
-    meta = verdict.metadata
-    hard = int(meta["hard_backpressure_episodes"])
-    peak_work = meta.get("peak_work_s")
-    if meta["limits_unit"] == "messages":  # Sentinel-L7's wording, in its unit
-        work, limit = "", f"pause limit {meta['lag_pause']}"
-    else:
-        work = "" if peak_work is None else f" = {peak_work:g} s of work"
-        limit = f"pause limit {meta['lag_pause_s']:g} s of work"
-    return Alert(
-        severity=decided.severity,
-        source=SENSOR_NAME,
-        stream=keys.stream,
-        condition=decided.condition,
-        summary=f"lag peaked at {meta['lag_peak']}{work} ({limit}) since the last check, "
-        f"{hard} hard backpressure episode(s); lag now {meta['lag']}. To do: if it recurs, "
-        "check the workers (`sentinel status`), add workers or raise "
-        "SENTINEL_WORKER_CONCURRENCY",
-        details={
-            "advice": "Producers waited for the workers. If it recurs, check the workers "
-            "(`sentinel status`: dead consumers, dead letters, processor errors), then add "
-            "workers or raise SENTINEL_WORKER_CONCURRENCY (docs/backpressure.md).",
-            "stream_name": stream.name,
-            "lag_peak": meta["lag_peak"],
-            "peak_work_s": peak_work,
-            "lag": meta["lag"],
-            "hard_backpressure_episodes": hard,
-            "soft_backpressure_episodes": meta["soft_backpressure_episodes"],
-            "lag_pause": meta.get("lag_pause"),
-            "lag_pause_s": meta["lag_pause_s"],
-            "drain_rate_per_s": meta.get("drain_rate_per_s"),
         },
     )
 

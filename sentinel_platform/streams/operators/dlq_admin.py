@@ -12,7 +12,6 @@ stays single-slot.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,13 +20,11 @@ from typing import Literal
 
 import redis
 
-from sentinel_platform.schemas import DeadLetter, SchemaError
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
+from sentinel_platform.streams.operators.dlq_entry import DlqEntry, entry_from_fields
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import all_stream_keys, dlq_streams, stream_keys
 from sentinel_platform.streams.plumbing.replies import entries
-from sentinel_platform.streams.plumbing.undecodable import readable
 
 #: Field added to a replayed message: the id it had when it was dead-lettered.
 REPLAYED_FROM_FIELD = "_replayed_from"
@@ -35,7 +32,6 @@ REPLAYED_FROM_FIELD = "_replayed_from"
 REPLAY_COUNT_FIELD = "_replays"
 PAGE_SIZE = 500
 
-_STREAM_ID = re.compile(r"^\d+-\d+$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -76,65 +72,6 @@ class DlqFilter:
     @property
     def is_empty(self) -> bool:
         return self.stream is None and self.reason is None and self.since is None
-
-
-@dataclass(frozen=True)
-class DlqEntry:
-    """One DLQ stream entry; ``letter`` is None when its fields do not parse."""
-
-    dlq: str
-    entry_id: str
-    fields: dict[str, str]
-    letter: DeadLetter | None
-    problem: str | None = None
-
-    @property
-    def source_stream(self) -> str | None:
-        return self.letter.stream if self.letter else self.fields.get("stream")
-
-    @property
-    def reason(self) -> str | None:
-        return self.letter.reason if self.letter else self.fields.get("reason")
-
-    @property
-    def imported_from(self) -> str | None:
-        """The id the entry had when it was exported, for an entry ``dlq import`` restored."""
-        origin = self.fields.get(IMPORTED_FROM_FIELD)
-        return origin if origin and _STREAM_ID.match(origin) else None
-
-    @property
-    def dead_lettered_at(self) -> datetime:
-        """When the message was dead-lettered: the millisecond part of its stream id, or,
-        for an imported entry, of the id it had at export (its own id is the import's)."""
-        return id_time(self.imported_from or self.entry_id)
-
-    def payload(self) -> dict[str, str] | None:
-        """The original message's fields as text (bytes that are not UTF-8 shown as
-        ``\\xNN`` escapes), or None when the payload is not a readable JSON object."""
-        exact = self.payload_bytes()
-        if exact is None:
-            return None
-        return {readable(name): readable(value) for name, value in exact.items()}
-
-    def payload_bytes(self) -> dict[bytes, bytes] | None:
-        """The original message's fields as the exact bytes its producer wrote, or None
-        when the payload is not a readable JSON object."""
-        if self.letter is not None:
-            try:
-                return self.letter.original_bytes()
-            except (ValueError, TypeError, AttributeError):  # not JSON, not an object, not b64
-                return None
-        raw = self.fields.get("payload")
-        try:
-            value = json.loads(raw) if raw is not None else None
-        except ValueError:
-            return None
-        if not isinstance(value, dict):
-            return None
-        return {
-            str(k).encode(): (v if isinstance(v, str) else json.dumps(v)).encode()
-            for k, v in value.items()
-        }
 
 
 ReplayStatus = Literal["replayed", "would_replay", "already_replayed", "gone", "refused"]
@@ -183,23 +120,10 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def id_time(entry_id: str) -> datetime:
-    """The time in a stream id (its millisecond part), in UTC."""
-    millis = int(entry_id.split("-", 1)[0])
-    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
-
-
 def replayed_key(dlq: str) -> str:
     """The sorted set of ``dlq``'s replayed entry ids (score: when, in ms). It shares the
     DLQ's hash tag, so the replay script stays single-slot on a cluster."""
     return f"{dlq}:replayed"
-
-
-def _entry(dlq: str, entry_id: str, fields: dict[str, str]) -> DlqEntry:
-    try:
-        return DlqEntry(dlq, entry_id, dict(fields), DeadLetter.from_fields(fields))
-    except SchemaError as exc:
-        return DlqEntry(dlq, entry_id, dict(fields), None, problem=str(exc))
 
 
 def _matches(entry: DlqEntry, filt: DlqFilter) -> bool:
@@ -220,7 +144,7 @@ def _scan(client: RedisClient, dlq: str, since: datetime | None) -> Iterator[Dlq
     while True:
         page = entries(client.xrange(dlq, min=low, max="+", count=PAGE_SIZE))
         for entry_id, fields in page:
-            yield _entry(dlq, entry_id, fields)
+            yield entry_from_fields(dlq, entry_id, fields)
         if len(page) < PAGE_SIZE:
             return
         low = f"({page[-1][0]}"
@@ -263,7 +187,7 @@ def get_entry(client: RedisClient, settings: Settings, ref: str) -> DlqEntry:
             rows = entries(client.xrange(dlq, min=entry_id, max=entry_id))
         except redis.ResponseError:
             raise DlqError(f"{entry_id!r} is not a stream id (like 1715000000000-0)") from None
-        found.extend(_entry(dlq, row_id, fields) for row_id, fields in rows)
+        found.extend(entry_from_fields(dlq, row_id, fields) for row_id, fields in rows)
     if not found:
         raise DlqError(f"no dead letter with id {ref}")
     if len(found) > 1:

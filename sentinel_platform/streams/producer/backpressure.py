@@ -1,31 +1,23 @@
 """The producer's backpressure guard: the I/O around the pacing controller.
 
-Before each batch the guard reads, in one pipelined round trip, the group's state
-(``XINFO GROUPS``: backlog, pending, ``entries-read``), the lag key the workers publish,
-the operators' pause flag and the run's stop key; it steps the pure controller of
-:mod:`~sentinel_platform.streams.producer.pacing` and acts on its decision: send a batch of at most
-the given size and then keep to the given rate, wait, or give up.
+Before each batch the guard reads, in one pipelined round trip, everything it looks at
+(:mod:`~sentinel_platform.streams.producer.backpressure_signal`: the group's state, the lag
+key the workers publish, the operators' pause flag and the run's stop key); it steps the
+pure controller of :mod:`~sentinel_platform.streams.producer.pacing` and acts on its
+decision: send a batch of at most the given size and then keep to the given rate, wait,
+or give up.
 
 Contract:
 
-* **Lag is measured, the published figure can only stop.** The group's own numbers are
-  current to the round trip, so the producer never paces on a stale figure (workers
-  write the lag key once per read cycle, which may be a second old). A published figure
-  (Sentinel-L7's lag key) at or above ``lag_pause`` still stops the producer, and holds it
-  until the figure is below the resume level, so whatever writes it can hold producers.
-  Without a group the whole stream counts as backlog.
-* **Limits.** In seconds of work by default: before each step the guard turns the zone
-  thresholds of :mod:`~sentinel_platform.streams.backlog.zones` at the fleet's drain rate into
-  message counts (:meth:`BackpressureConfig.limits`): the set point is what the fleet holds
-  in flight plus 1 s of work, the stop the backpressure zone. What the fleet holds in
-  flight is the allowance the live workers publish
+* **Limits.** Taken before each step from the zone thresholds at the fleet's drain rate
+  (:meth:`~sentinel_platform.streams.producer.pacing_limits.BackpressureConfig.limits`).
+  What the fleet holds in flight is the allowance the live workers publish
   (:mod:`~sentinel_platform.streams.backlog.holdings`), re-read at most every
   :data:`ALLOWANCE_READ_S`: the same figure ``sentinel status``, the lag sensor and the
   checks use, never one computed from this process's settings. The drain rate is measured
   here from the group's completed count (:mod:`~sentinel_platform.streams.backlog.drain`) and
-  published for the other readers. With Sentinel-L7's ``lag_warn``/``lag_pause`` set, those
-  counts are used as they are. Below the soft limit a batch may fill the lag up to the set
-  point at once; from the set point on the rate follows the consumers; at the stop (or
+  published for the other readers. Below the soft limit a batch may fill the lag up to the
+  set point at once; from the set point on the rate follows the consumers; at the stop (or
   while ``keys.paused`` is set) the producer stops, and after a lag-driven stop resumes
   only below the resume level. A stop, or consumers reading nothing while the lag is
   elevated, longer than ``max_pause_s`` raises :class:`BackpressureTimeout` naming the
@@ -38,44 +30,29 @@ Contract:
 * **Episodes, not batches.** Soft (pacing) and hard (stopped) episodes are counted,
   recorded for the lag sensor and logged once at start and end.
 
-The guard runs on Spark executors: :class:`BackpressureConfig` is plain picklable data
-and the guard is built inside the partition function from a client opened there.
+The guard runs on Spark executors: its config is plain picklable data and the guard is
+built inside the partition function from a client opened there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 
-from sentinel_platform.settings import Settings
-from sentinel_platform.streams.backlog.drain import (
-    DrainMeter,
-    completed_count,
-    parse_rate,
-    queue_drain_rate,
-)
+from sentinel_platform.streams.backlog.drain import DrainMeter, queue_drain_rate
 from sentinel_platform.streams.backlog.holdings import read_allowance
-from sentinel_platform.streams.backlog.lag import GroupState, backlog_from_state, measure_lag
 from sentinel_platform.streams.backlog.peaks import record_episode, record_lag
-from sentinel_platform.streams.backlog.zones import (
-    BOOTSTRAP_FACTOR,
-    DEFAULT_PAUSE_S,
-    DEFAULT_WARN_S,
-    ZoneLimits,
-    count_limits,
-    thresholds,
-)
+from sentinel_platform.streams.backlog.zones import ZoneLimits
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import optional_text
+from sentinel_platform.streams.producer.backpressure_signal import Signal, read_signal
 from sentinel_platform.streams.producer.pacing import (
     GiveUp,
     Go,
@@ -85,18 +62,12 @@ from sentinel_platform.streams.producer.pacing import (
     Wait,
     step,
 )
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 
 log = logging.getLogger(__name__)
 
 #: Longest uninterrupted sleep: stop requests are noticed at least this often.
 STOP_CHECK_S = 0.25
-#: A producer that has not observed the stream for this long no longer counts for a share.
-PRODUCER_TTL_S = 5.0
-#: The time-based set point is this share of ``warn_s`` of work: 1 s with the defaults,
-#: half way to the soft limit, so paced publishing stays in the nominal zone.
-SET_POINT_SHARE = 0.5
-#: Before a drain rate is measured, the producer's safety stop is this many set points.
-BOOTSTRAP_PAUSE_FACTOR = 50
 #: The set point also follows the rate of the last this many seconds when it is lower: a
 #: fleet whose capacity was cut is steered to within it, not after the published rate's
 #: whole window. The stop stays at the window's rate: a short window sees a ``Retry-After``
@@ -107,7 +78,6 @@ RATE_WRITE_S = 0.5
 #: The workers' published in-flight allowance is re-read at most this often (workers
 #: publish it about as often, with their lag).
 ALLOWANCE_READ_S = 1.0
-_FALSE_FLAGS = frozenset({"", "0", "false", "no", "off"})
 
 
 class BackpressureTimeout(RuntimeError):
@@ -127,114 +97,6 @@ class PublishInterrupted(RuntimeError):
     """The publish was asked to stop (run terminated, or a sibling task failed)."""
 
 
-@dataclass(frozen=True)
-class BackpressureConfig:
-    """Thresholds and timings of the guard; plain data so it can travel to Spark executors.
-
-    ``lag_warn``/``lag_pause`` set (Sentinel-L7's message counts): fixed count limits.
-    Unset (the default): the limits are ``warn_s``/``pause_s`` seconds of work at the
-    fleet's measured drain rate plus the in-flight allowance the workers publish, the same
-    thresholds as the lag zones (:func:`~sentinel_platform.streams.backlog.zones.thresholds`);
-    the set point is :data:`SET_POINT_SHARE` of ``warn_s``, so a fleet that keeps up stays
-    nominal. Before a drain rate is measured the producer fills
-    :data:`~sentinel_platform.streams.backlog.zones.BOOTSTRAP_FACTOR` x the allowance, and at
-    least that many reads of ``bootstrap_rows`` (``SENTINEL_READ_COUNT``), so the first
-    workers have something to read while no worker has published yet.
-    """
-
-    lag_warn: int | None = None
-    lag_pause: int | None = None
-    lag_warn_sleep_ms: int = 500
-    lag_pause_poll_ms: int = 100
-    max_pause_s: float = 600.0
-    resume_lag: int | None = None
-    warn_s: float = DEFAULT_WARN_S
-    pause_s: float = DEFAULT_PAUSE_S
-    bootstrap_rows: int = 100
-
-    def __post_init__(self) -> None:
-        self.zone_limits()  # validates the thresholds
-        if self.bootstrap_rows < 1:
-            raise ValueError(f"bootstrap_rows ({self.bootstrap_rows}) must be at least 1")
-        pause = self.lag_pause
-        if self.resume_lag is not None and not (
-            self.resume_lag >= 0 and (pause is None or self.resume_lag <= pause)
-        ):
-            raise ValueError(f"resume_lag ({self.resume_lag}) must be in [0, lag_pause]")
-
-    @classmethod
-    def from_settings(cls, settings: Settings, resume_lag: int | None = None) -> BackpressureConfig:
-        counts = count_limits(settings)
-        return cls(
-            lag_warn=counts[0] if counts else None,
-            lag_pause=counts[1] if counts else None,
-            lag_warn_sleep_ms=settings.lag_warn_sleep_ms,
-            lag_pause_poll_ms=settings.lag_pause_poll_ms,
-            max_pause_s=settings.max_pause_s,
-            resume_lag=resume_lag,
-            warn_s=settings.lag_warn_s,
-            pause_s=settings.lag_pause_s,
-            bootstrap_rows=settings.read_count,
-        )
-
-    def zone_limits(self, allowance: int = 0) -> ZoneLimits:
-        """The zone limits for a fleet whose live workers published ``allowance``."""
-        return ZoneLimits(
-            warn_s=self.warn_s,
-            pause_s=self.pause_s,
-            lag_warn=self.lag_warn,
-            lag_pause=self.lag_pause,
-            in_flight=max(0, allowance),
-        )
-
-    def limits(
-        self, drain_rate: float | None = None, allowance: int = 0, recent: float | None = None
-    ) -> Limits:
-        """The controller's limits at the fleet's drain rate (rows/s; None: not measured)
-        for the in-flight ``allowance`` the live workers published (0: none did); the set
-        point at the ``recent`` rate instead when that is lower (a capacity just cut)."""
-        if self.lag_warn is not None and self.lag_pause is not None:
-            set_point = (self.lag_warn + self.lag_pause) // 2
-            return self._limits(self.lag_warn, set_point, self.lag_pause)
-        bounds = thresholds(self.zone_limits(allowance), drain_rate)
-        held = max(0, allowance)
-        if drain_rate is None or bounds.warn is None or bounds.pause is None:
-            # not measured yet: a little more than the fleet holds in flight (at least a
-            # read), paced to the controller's own drain estimate; the stop far beyond
-            first = max(held, self.bootstrap_rows)
-            set_point = BOOTSTRAP_FACTOR * first
-            return self._limits(first, set_point, BOOTSTRAP_PAUSE_FACTOR * set_point)
-        pause = bounds.pause
-        if drain_rate <= 0:  # drained nothing over a whole window: only what is in flight
-            most = max(1, held)
-            return self._limits(max(1, most // 2), most, max(most + 1, pause))
-        steer = min(drain_rate, recent) if recent else drain_rate
-        budget = steer * self.warn_s * SET_POINT_SHARE
-        set_point = min(pause - 1, held + max(2, math.ceil(budget)))
-        soft = max(1, min(set_point - 1, held + math.ceil(budget / 2)))
-        return self._limits(soft, set_point, pause)
-
-    def _limits(self, soft: int, set_point: int, pause: int) -> Limits:
-        resume = self.resume_lag if self.resume_lag is not None else set_point
-        return Limits(
-            lag_warn=soft,
-            lag_pause=pause,
-            set_point=set_point,
-            resume_below=min(resume, pause),
-            max_pause_s=self.max_pause_s,
-        )
-
-    @property
-    def set_point(self) -> int:
-        """The count set point at the bootstrap rate (count limits: half way between)."""
-        return self.limits().set_point
-
-    @property
-    def resume_level(self) -> int:
-        """Lag below which a lag-driven stop ends, before a drain rate is measured."""
-        return self.limits().resume_below
-
-
 @dataclass
 class BackpressureStats:
     """What the guard did, counted per episode (an episode = one stretch in a zone)."""
@@ -244,26 +106,6 @@ class BackpressureStats:
     paused_s: float = 0.0
     slowed_s: float = 0.0
     max_lag: int = 0
-
-
-@dataclass(frozen=True)
-class Signal:
-    """One reading of everything the guard looks at (one pipelined round trip)."""
-
-    lag: int
-    entries_read: int | None
-    paused_flag: bool
-    stop: bool
-    producers: int = 1
-    #: The group's finished count (read minus pending), for the drain rate.
-    completed: int | None = None
-    #: The drain rate another producer (or this one) published, rows/s.
-    published_rate: float | None = None
-
-
-def producers_key(keys: StreamKeys) -> str:
-    """Producers that observed the stream lately (member: producer id, score: ms)."""
-    return f"{keys.lag}:producers"
 
 
 @dataclass
@@ -325,33 +167,15 @@ class BackpressureGuard:
 
     # --- reading ----------------------------------------------------------------------
     def read_signal(self) -> Signal:
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(self.keys.lag)
-        pipe.get(self.keys.paused)
-        pipe.get(self.stop_key or self.keys.paused)
-        pipe.xinfo_groups(self.keys.stream)
-        pipe.xlen(self.keys.stream)
-        pipe.get(drain_rate_key(self.keys))
-        self._register(pipe)
-        values = pipe.execute(raise_on_error=False)
-        lag_key, paused_value, stop_value, groups, length, rate_value = values[:6]
-        for value in values[6:]:
-            if isinstance(value, Exception):
-                raise value
-        stop = bool(self.stop_key and stop_value is not None)
-        measured, entries_read, pending = self._measure(groups, length)
-        published = int(lag_key) if lag_key is not None else 0
+        """One reading of the stream and its flags (the signal module's ``read_signal``); a
+        new high of the lag is recorded for the lag sensor."""
         limits = self._limits or self.current_limits()
         holds = limits.resume_below if self._state.hysteresis else limits.lag_pause
-        lag = max(measured, published) if published >= holds else measured
-        paused = paused_value is not None and str(paused_value).strip().lower() not in _FALSE_FLAGS
-        if lag > self.stats.max_lag:  # a new high for this guard: keep it for the sensor
-            record_lag(self.client, self.keys, lag)
-            self.stats.max_lag = lag
-        producers = max(1, int(values[-2]))
-        published_rate = None if isinstance(rate_value, Exception) else parse_rate(rate_value)
-        completed = completed_count(entries_read, pending)
-        return Signal(lag, entries_read, paused, stop, producers, completed, published_rate)
+        signal = read_signal(self.client, self.keys, self.stop_key, self._id, holds)
+        if signal.lag > self.stats.max_lag:  # a new high for this guard: keep it for the sensor
+            record_lag(self.client, self.keys, signal.lag)
+            self.stats.max_lag = signal.lag
+        return signal
 
     def _update_rate(self, signal: Signal, now: float) -> None:
         """Fold the reading into the drain rate; publish a fresh measurement now and then."""
@@ -368,39 +192,6 @@ class BackpressureGuard:
             pipe = self.client.pipeline(transaction=False)
             queue_drain_rate(pipe, self.keys, measured, signal.lag)
             pipe.execute()
-
-    def _register(self, pipe: Any) -> None:
-        """Mark this producer alive and count the live ones (the share of the rate)."""
-        key = producers_key(self.keys)
-        now_ms = int(time.time() * 1000)
-        pipe.zadd(key, {self._id: now_ms})
-        pipe.zremrangebyscore(key, "-inf", now_ms - PRODUCER_TTL_S * 1000)
-        pipe.zcard(key)
-        pipe.pexpire(key, int(PRODUCER_TTL_S * 2000))
-
-    def _measure(self, groups: Any, length: Any) -> tuple[int, int | None, int]:
-        """Backlog + pending, ``entries-read`` and pending of the group (``XINFO GROUPS``)."""
-        if isinstance(groups, redis.ResponseError):  # no stream yet
-            return 0, None, 0
-        if isinstance(groups, Exception):
-            raise groups
-        group: dict[str, Any] | None = next(
-            (g for g in groups if g["name"] == self.keys.group), None
-        )
-        if group is None:
-            return int(length), None, 0
-        read = group.get("entries-read")
-        state = GroupState(
-            length=int(length),
-            pending=int(group.get("pending", 0)),
-            lag=group.get("lag"),
-            last_delivered_id=str(group.get("last-delivered-id", "0-0")),
-            entries_read=None if read is None else int(read),
-        )
-        backlog = backlog_from_state(state)
-        if backlog is None:  # an entry after the group's position was deleted: count
-            return measure_lag(self.client, self.keys).lag, state.entries_read, state.pending
-        return backlog + state.pending, state.entries_read, state.pending
 
     def record_sent(self, rows: int) -> None:
         """Count a published batch."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sentinel_platform.domains.operations.check_verdict import ERROR
 from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
-from sentinel_platform.domains.operations.stream_health import ERROR, evaluate_lag
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import write_drain_rate

@@ -12,7 +12,6 @@ from sentinel_platform.domains.operations.lag_gate import lag_card
 from sentinel_platform.domains.operations.lag_gate_policy import (
     PAUSE_FLAG_TTL_S,
     ClearPauseFlag,
-    GateState,
     LagCard,
     Launch,
     Observation,
@@ -28,7 +27,8 @@ from sentinel_platform.domains.operations.lag_gate_policy import (
     step,
     zone_alert,
 )
-from sentinel_platform.domains.operations.stream_health import evaluate_lag
+from sentinel_platform.domains.operations.lag_gate_state import GateState
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.backlog.lag import LagReading, Zone
 from sentinel_platform.streams.backlog.peaks import Peaks
@@ -576,49 +576,3 @@ def test_zone_alert_condition_lets_each_episode_through_the_cool_down(
 ) -> None:
     alert = zone_alert(previous, zone, action, "E1")
     assert (None if alert is None else (alert.severity, alert.condition)) == expected
-
-
-FIRST_FORMAT = {
-    "zone": "backpressure",
-    "paused": True,
-    "episode": EPISODE,
-    "held": ["2026-01-10"],
-    "last_due": "2026-01-10",
-    "observed": "{}",
-    "observed_at": 990.5,
-}
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        pytest.param(
-            FIRST_FORMAT,
-            GateState(
-                zone="backpressure",
-                paused=True,
-                episode=EPISODE,
-                held=("2026-01-10",),
-                relaunched=(),
-                last_due="2026-01-10",
-                observed="{}",
-                observed_at=990.5,
-            ),
-            id="first-format-cursor-is-migrated",
-        ),
-        pytest.param(None, GateState(), id="no-cursor-starts-fresh"),
-        pytest.param("garbage", GateState(), id="non-object-starts-fresh"),
-        pytest.param({**FIRST_FORMAT, "held": "2026-01-10"}, GateState(), id="held-not-a-list"),
-        pytest.param({**FIRST_FORMAT, "zone": "panic"}, GateState(), id="unknown-zone"),
-        pytest.param({**FIRST_FORMAT, "paused": "yes"}, GateState(), id="paused-not-a-bool"),
-        pytest.param({**FIRST_FORMAT, "observed_at": "soon"}, GateState(), id="time-not-a-number"),
-    ],
-)
-def test_cursor_of_any_earlier_shape_loads_safely(raw: object, expected: GateState) -> None:
-    assert GateState.from_json(raw) == expected
-
-
-def test_cursor_round_trips() -> None:
-    state = paused(held=("2026-01-10",), relaunched=("2026-01-08",))
-    assert GateState.from_json(state.to_json()) == state
-    assert state.to_json()["format"] == 2

@@ -18,7 +18,8 @@ from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key, wri
 from sentinel_platform.streams.backlog.peaks import HARD, peaks_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
+from sentinel_platform.streams.producer.backpressure import BackpressureGuard
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform_tests.harness.operations import (
     LAG_THRESHOLDS,
     axiom_stream,

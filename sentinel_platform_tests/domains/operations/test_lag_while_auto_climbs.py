@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sentinel_platform.domains.operations.stream_health import ERROR, Verdict, evaluate_lag
+from sentinel_platform.domains.operations.check_verdict import ERROR, Verdict
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import DrainMeter, completed_count, write_drain_rate
 from sentinel_platform.streams.operators.group_view import lag_snapshot

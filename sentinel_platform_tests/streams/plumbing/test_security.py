@@ -24,7 +24,8 @@ from sentinel_platform.redis_server import RedisServer
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform.streams.producer.backpressure import BackpressureConfig, BackpressureGuard
+from sentinel_platform.streams.producer.backpressure import BackpressureGuard
+from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.publish import (
     axiom_fields,
     publish_rows,

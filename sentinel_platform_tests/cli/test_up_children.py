@@ -18,7 +18,8 @@ import psutil
 import pytest
 
 from sentinel_platform.cli.supervisor import ChildSpec
-from sentinel_platform.cli.up import UpOptions, consumer_name, new_run_id, worker_specs
+from sentinel_platform.cli.up_children import consumer_name, new_run_id, worker_specs
+from sentinel_platform.cli.up_options import UpOptions
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
