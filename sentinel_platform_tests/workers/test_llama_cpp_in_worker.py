@@ -6,7 +6,8 @@ SmolLM2-135M-Instruct (``make test-llm``; skipped without the ``llm`` extra unle
 What is promised: every verdict is the model's (``driver_used=analyzer``), validates against
 the stream's verdict model, and records the model, the prompt's version and the tokens; the
 server's queue (capacity 1, seconds a call) is met by the adaptive limit, with the recipe's
-``SENTINEL_ANALYZER_TIMEOUT_S``: no rules fallback, no timeout, no breaker.
+``SENTINEL_ANALYZER_TIMEOUT_S``: no rules fallback, no timeout, no breaker (the judgement is
+shared with the ``sentinel up`` test: :mod:`~sentinel_platform_tests.harness.llama_verdicts`).
 """
 
 from __future__ import annotations
@@ -16,42 +17,28 @@ import sys
 
 import pytest
 
-from sentinel_platform.settings import Settings, load_settings
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.llama_server import LlamaServer
+from sentinel_platform_tests.harness.llama_verdicts import (
+    RESULTS_TIMEOUT_S,
+    assert_the_models_verdicts,
+    recipe_settings,
+    trouble,
+)
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
-from workers.analyzer.prompts import load_prompt
-from workers.processors import transactions
 
 pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 MESSAGES = 8
-#: docs/analyzer.md's llama.cpp recipe, as a user sets it (field names). Its timeout covers
-#: the adaptive limit's first probe (3 calls) queued on a capacity-1 server: ~13 s a call
-#: measured on a loaded 2-core machine, 15 s timed out there.
-RECIPE = {
-    "analyzer_api": "openai",
-    "analyzer_response_format": "json_object",
-    "analyzer_timeout_s": 60,
-}
-#: What would show the queue met by fallbacks, timeouts or the breaker instead of the limit.
-TROUBLE = ("analyzer_unavailable", "analyzer_circuit", "analyzer_exhausted")
-#: A call takes ~2.5 s on an idle core and several times that on a loaded machine.
-RESULTS_TIMEOUT_S = 600.0
 
 
 def start_worker_on(fleet: Fleet, settings: Settings, server: LlamaServer) -> WorkerProcess:
     """The worker as a user starts it: defaults (adaptive in-flight limit), the recipe."""
-    env = child_env(
-        settings.redis_url_value,
-        settings.home_dir,
-        analyzer_url=server.url,
-        analyzer_model=server.model,
-        **RECIPE,
-    )
+    env = child_env(settings.redis_url_value, settings.home_dir, **recipe_settings(server))
     name = "llama-transactions"  # the consumer's name, which its lease is keyed by
     command = [sys.executable, "-m", "workers.watch_transactions", "--consumer", name]
     child = fleet.spawn(name, command, env)
@@ -72,20 +59,9 @@ def test_every_verdict_is_the_real_models_and_schema_valid(
         interval_s=0.5,
         what=f"{MESSAGES} verdicts from the real model",
     )
-    prompt = load_prompt(transactions.PROMPT, load_settings(home=settings.home_dir))
     results = [fields for _, fields in redis_client.xrange(keys.results)]
     assert len(results) == MESSAGES, "one verdict per transaction"
-    for result in results:
-        assert result["driver_used"] == "analyzer", (result, worker.tail(), llama_server.tail())
-        prompt.verdict.model_validate(
-            {
-                "is_threat": result["is_threat"] == "true",
-                "risk_level": result["risk_level"],
-                "narrative": result["narrative"],
-            }
-        )
-        assert (result["model"], result["prompt_version"]) == (llama_server.model, prompt.version)
-        assert int(result["input_tokens"]) > 0 and int(result["output_tokens"]) > 0, result
+    context = f"{worker.tail()}\n{llama_server.tail()}"
+    assert_the_models_verdicts(results, llama_server, settings.home_dir, context)
     assert worker.stop() == 0, worker.tail()
-    output = worker.text()
-    assert not [event for event in TROUBLE if f'"event": "{event}"' in output], worker.tail(40)
+    assert not trouble(worker.text()), worker.tail(40)
