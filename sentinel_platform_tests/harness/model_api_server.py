@@ -5,7 +5,9 @@ Messages API as their references document them.
 ``choices[0].message.content`` is the verdict's JSON, ``POST .../messages`` with a
 ``message`` whose ``tool_use`` block calls the tool the request forced with the verdict as
 its input; both carry the documented ``usage``. Every request is recorded (path, headers
-lower-cased, JSON body), so a test sees the shape the worker sent. ``refuse_with`` makes
+lower-cased, JSON body, when it arrived and, once answered, its status and when), so a
+test sees the shape the worker sent. ``quota_after`` spends the quota after that many
+calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
 it. The ``model_api_server`` fixture serves one per test.
@@ -40,6 +42,12 @@ class ModelApiServer:
     #: The refusal's body instead of the key-echoing one (a server's own error text).
     refusal_body: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds each admitted Chat Completions call takes before its answer.
+    latency_s: float = 0.0
+    #: Chat Completions only: calls admitted before the quota is spent (None: never);
+    #: every later call is answered :data:`INSUFFICIENT_QUOTA`.
+    quota_after: int | None = None
+    served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: Chat Completions only: a token budget per minute (None: none), charged as OpenAI
     #: does, each call its prompt's tokens plus its ``max_tokens`` at admission, from a
@@ -88,6 +96,14 @@ class ModelApiServer:
         }
         return admitted, prompt, headers if self.announce else {}
 
+    def quota_spent(self) -> bool:
+        """Whether this call finds the quota spent (else it is counted as admitted)."""
+        with self.lock:
+            if self.quota_after is not None and self.served >= self.quota_after:
+                return True
+            self.served += 1
+            return False
+
     def record(self, entry: dict[str, Any]) -> None:
         with self.lock:
             self.requests.append(entry)
@@ -105,6 +121,18 @@ RATE_LIMITED = {
         "type": "tokens",
         "param": None,
         "code": "rate_limit_exceeded",
+    }
+}
+
+#: OpenAI's documented 429 for a spent quota or credit balance (error codes guide).
+INSUFFICIENT_QUOTA = {
+    "error": {
+        "message": "You exceeded your current quota, please check your plan and billing "
+        "details. For more information on this error, read the docs: "
+        "https://platform.openai.com/docs/guides/error-codes/api-errors.",
+        "type": "insufficient_quota",
+        "param": None,
+        "code": "insufficient_quota",
     }
 }
 
@@ -175,11 +203,13 @@ def anthropic_reply(tool: str, verdict: dict[str, Any]) -> dict[str, Any]:
 def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        entry: dict[str, Any]  # this request's record, completed by answer()
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            state.record({"path": self.path, "headers": headers, "body": body})
+            self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
+            state.record(self.entry)
             if state.refuse_with is not None:
                 key = headers.get("authorization", "").removeprefix("Bearer ")
                 key = key or headers.get("x-api-key", "")
@@ -193,6 +223,10 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 refused = state.refusal_body or error
                 self.answer(state.refuse_with, refused, {"x-echoed-key": key})
             elif self.path.endswith("/chat/completions"):
+                if state.quota_spent():  # refused at once, as a refusal runs no model
+                    self.answer(429, INSUFFICIENT_QUOTA, {})
+                    return
+                time.sleep(state.latency_s)
                 admitted, prompt, limits = state.charge(body)
                 if not admitted:
                     self.answer(429, RATE_LIMITED, limits)
@@ -215,6 +249,8 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
+            with state.lock:
+                self.entry.update(status=status, answered_at=time.time())
             self.wfile.write(payload)
 
         def log_message(self, format: str, *args: object) -> None:

@@ -21,6 +21,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
@@ -83,13 +84,20 @@ def add_transactions(redis_client: RedisClient, settings: Settings) -> list[str]
 
 
 def assert_one_error_line_per_worker(workers: list[Child]) -> None:
+    for line in assert_one_error_line_per_worker_of(*workers, cause="rejected_key"):
+        assert line["analyzer"].startswith("http://bot:***@127.0.0.1:")
+
+
+def assert_one_error_line_per_worker_of(*workers: Child, cause: str) -> list[dict[str, Any]]:
+    """At most one ``analyzer_exhausted`` line per worker, at least one in all, each an
+    ERROR naming ``cause``; the lines."""
     told = [events(worker, "analyzer_exhausted") for worker in workers]
     assert all(len(lines) <= 1 for lines in told), "once per change, not once per message"
     lines = [line for worker_lines in told for line in worker_lines]
     assert lines, "no analyzer_exhausted line"
     for line in lines:
-        assert (line["level"], line["cause"]) == ("error", "rejected_key"), line
-        assert line["analyzer"].startswith("http://bot:***@127.0.0.1:")
+        assert (line["level"], line["cause"]) == ("error", cause), line
+    return lines
 
 
 def assert_the_fleet_stopped_calling(analyzer_server: AnalyzerServer) -> None:
@@ -190,3 +198,36 @@ def test_a_rejected_key_needs_no_second_call_from_one_worker(
     assert len(analyzer_server.requests) == 1
     assert worker.stop() == 0, worker.log_tail()
     assert_one_error_line_per_worker([worker])
+
+
+def test_a_late_answer_to_a_call_sent_before_the_quota_ran_out_is_no_recovery(
+    model_api_server: ModelApiServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    """Two calls are admitted and take their time; the third finds the quota spent and
+    is refused at once (OpenAI's 429 ``insufficient_quota``). The two late successes were
+    sent before the exhaustion: they must not mark the analyzer recovered, nor lower the
+    gauge the alert reads, while the fleet is held (one ERROR line, no flapping)."""
+    model_api_server.quota_after, model_api_server.latency_s = 2, 1.0
+    keys = transaction_keys(settings)
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_api="openai",
+        analyzer_model="gpt-4o-mini",
+        analyzer_url=model_api_server.url,
+        worker_concurrency=3,  # three calls at once: two admitted, one refused
+    )
+    worker = fleet.worker("transactions", "exhausted-late", env, extra=["--metrics-port", "0"])
+    wait_leases(redis_client, keys, [worker], timeout_s=60)
+    ids = add_transactions(redis_client, settings)
+    wait_until(lambda: redis_client.xlen(keys.results) == len(ids), timeout_s=60)
+    verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
+    assert sum(v["driver_used"] == "analyzer" for v in verdicts) == 2, "the late answers count"
+    assert len(model_api_server.seen()) == 3, "no call after the refusal"
+    assert metric(worker, "analyzer_exhausted") == 1.0, "the fleet is still held"
+    assert worker.stop() == 0, worker.log_tail()
+    assert not events(worker, "analyzer_recovered"), "a late answer is no recovery"
+    assert_one_error_line_per_worker_of(worker, cause="insufficient_quota")

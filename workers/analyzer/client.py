@@ -246,7 +246,7 @@ class HttpAnalyzer:
             self._count("busy")
             self.health.now("busy", held.reason, cause=held.cause, held_s=held.left_s)
             raise
-        admission = self.breaker.admit()
+        epoch, admission = self.health.epoch, self.breaker.admit()
         self._changed(admission.transition)
         if admission.ticket is None:
             self._count(CircuitOpenError.outcome)
@@ -280,7 +280,7 @@ class HttpAnalyzer:
         self._count("ok")
         self._count_tokens(assessment)
         self._changed(self.breaker.succeeded(admission.ticket))
-        self.health.now("healthy", "")
+        self.health.now("healthy", "", epoch=epoch)  # unless exhausted since it was sent
         return assessment
 
     def _open_error(self, retry_in_s: float) -> CircuitOpenError:

@@ -6,7 +6,10 @@ line when it changes, not one per message. :class:`Health` keeps the last state
 only, logs it (``analyzer_busy`` INFO, ``analyzer_unavailable`` WARNING,
 ``analyzer_exhausted`` ERROR naming its cause, since someone must act: a quota to raise, a
 key to replace; ``analyzer_recovered`` INFO on the first success after any) and sets the
-``analyzer_exhausted`` gauge (0/1) an alert reads.
+``analyzer_exhausted`` gauge (0/1) an alert reads. A success recovers only a call sent
+after the latest exhaustion (:attr:`Health.epoch`): with several calls under way, the late
+answers of those sent before a quota ran out say nothing about it now, and taken as a
+recovery they flapped the gauge (and the alert) to 0 and logged a second ERROR line.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Health:
         self._fields = fields
         self._lock = threading.Lock()
         self._state = "healthy"
+        self._exhaustions = 0
         self._metrics: Metrics | None = None
 
     @property
@@ -35,16 +39,30 @@ class Health:
         with self._lock:
             return self._state
 
+    @property
+    def epoch(self) -> int:
+        """The exhaustions met so far: read before a call, handed back with its success."""
+        with self._lock:
+            return self._exhaustions
+
     def bind_metrics(self, metrics: Metrics) -> None:
         """Set the ``analyzer_exhausted`` gauge in ``metrics`` from now on."""
         self._metrics = metrics
         metrics.set_gauge("analyzer_exhausted", 1 if self.state == "exhausted" else 0)
 
-    def now(self, state: str, detail: str, cause: str = "", **fields: Any) -> None:
+    def now(
+        self, state: str, detail: str, cause: str = "", *, epoch: int | None = None, **fields: Any
+    ) -> None:
         """The analyzer is in ``state`` now (``detail`` says why; ``cause`` names an
         exhaustion's cause; ``fields``, a hold's cause and seconds left, go on a busy
-        line); logged and measured only if that is a change."""
+        line); logged and measured only if that is a change. ``epoch``: the
+        :attr:`epoch` the reporting call was sent at; an exhaustion met since makes its
+        news stale, and it is ignored."""
         with self._lock:
+            if state == "exhausted":
+                self._exhaustions += 1
+            elif epoch is not None and epoch != self._exhaustions:
+                return
             previous, self._state = self._state, state
         if previous == state:
             return

@@ -1,0 +1,175 @@
+"""Quota exhausted mid-run: three real workers whose OpenAI-like API spends its quota.
+
+Three ``python -m workers.watch_transactions`` (``SENTINEL_ANALYZER_API=openai``), a
+redis-server of the bench's (or ``REDIS_URL``) and the harness's Chat Completions server:
+a call takes ``--latency`` (0.5 s, a hosted model's order) until ``SWITCH`` calls, then
+each is refused at once with OpenAI's 429 ``insufficient_quota``. Each worker has its own
+key, so the server tells their calls apart (the fleet's hold is per analyzer, not key).
+
+Arms ``rules`` (the default ``SENTINEL_ANALYZER_WHEN_DOWN``) and ``wait``. Goals, from the
+server's first ``insufficient_quota`` answer: calls per worker after it <= 1; within 5 s a
+worker's ``sentinel_worker_analyzer_exhausted`` gauge at 1 (what the rule
+``SentinelAnalyzerExhausted`` reads, without ``for``; Prometheus itself is not run) and
+the first ``analyzer_exhausted`` ERROR line, one such line per worker; 0 messages lost
+(a verdict, or pending or unread), 0 decided twice, 0 against the policy (``wait``: a
+rules fallback; either: a dead letter). ``hold_s``: the hold as ``sentinel status`` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench import timing
+from bench.cells import metric, spawn, transactions
+from bench.timing import Goal
+from sentinel_platform.redis_server import free_port
+from sentinel_platform.settings import load_settings
+from sentinel_platform.streams.operators.analyzer_holds import read_holds
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
+from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.streams import group_drained
+
+NAME = "quota_exhausted"
+WORKERS, GOAL_CALLS, GOAL_ALERT_S, KEY = 3, 1, 5.0, "Bearer sk-bench-"
+SIZES = {"quick": (60, 400, 8.0), "full": (300, 2000, 20.0)}  # switch, messages, watched s
+
+
+def calls_after(requests: Iterable[Mapping[str, Any]]) -> tuple[float | None, dict[str, int]]:
+    """When the first 429 was answered, and the calls of each key (every key that called)
+    that arrived after it."""
+    entries = list(requests)
+    first = min((e["answered_at"] for e in entries if e.get("status") == 429), default=None)
+    calls = [(e["headers"].get("authorization", "").removeprefix(KEY), e["at"]) for e in entries]
+    later = Counter(k for k, at in calls if first is not None and at > first)
+    return first, {k: later[k] for k in sorted({k for k, _ in calls})}
+
+
+def account(ids: Sequence[str], verdicts: Sequence[Mapping[str, str]], waiting: set[str],
+            when_down: str, dead_letters: int) -> dict[str, int]:  # fmt: skip
+    """Messages lost (no verdict, not pending nor unread), decided twice, and against the
+    policy (``wait``: a rules fallback; either: a dead letter)."""
+    decided = Counter(v["txn_id"] for v in verdicts)
+    fallbacks = sum(1 for v in verdicts if v.get("driver_used") == "fallback")
+    return {
+        "lost": sum(1 for i in ids if i not in decided and i not in waiting),
+        "twice": sum(1 for n in decided.values() if n > 1),
+        "off_policy": dead_letters + (fallbacks if when_down == "wait" else 0),
+        "ai": sum(1 for v in verdicts if v.get("driver_used") == "analyzer"),
+        "fallbacks": fallbacks,
+        "waiting": len(waiting - set(decided)),
+    }
+
+
+def judge(arm: str, got: Mapping[str, Any]) -> list[Goal]:
+    """The arm's goals from its figures (one not measured is None: a MISS)."""
+    most = {k: max(got[k].values() if isinstance(got[k], dict) else got[k], default=None)
+            for k in ("calls_after", "error_lines")}  # fmt: skip
+    return [
+        Goal(f"{arm}: calls per worker after the first insufficient_quota", most["calls_after"],
+             GOAL_CALLS, at_most=True, unit=""),
+        Goal(f"{arm}: exhausted gauge (the alert's series) after it", got["gauge_s"],
+             GOAL_ALERT_S, at_most=True, unit=" s"),
+        Goal(f"{arm}: first analyzer_exhausted ERROR line after it", got["log_s"],
+             GOAL_ALERT_S, at_most=True, unit=" s"),
+        Goal(f"{arm}: analyzer_exhausted lines per worker", most["error_lines"], 1,
+             at_most=True, unit=""),
+        *(Goal(f"{arm}: messages {what}", got[key], 0, at_most=True, unit="")
+          for key, what in (("lost", "lost"), ("twice", "decided twice"),
+                            ("off_policy", "decided against the policy"))),
+    ]  # fmt: skip
+
+
+def since(first: float | None, moment: float | None) -> float | None:
+    return None if first is None or moment is None else round(moment - first, 3)
+
+
+def stream_id(entry_id: str) -> tuple[int, ...]:
+    return tuple(map(int, entry_id.split("-")))
+
+
+def log_time(ts: str) -> float:
+    """A log line's ``ts`` (``2026-11-27T08:50:01.123Z``) in seconds since the epoch."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def run_arm(url: str, home: Path, stub: ModelApiServer, when_down: str, mode: str,
+            latency_s: float) -> dict[str, Any]:  # fmt: skip
+    """Workers on a parked stream released at once (all busy at the switch), watched to
+    ``watch_s`` after the first refusal (``rules``: and until drained), stopped; Redis read."""
+    switch, count, watch_s = SIZES[mode]
+    client = timing.raw_client(url)
+    stub.requests, stub.served, stub.quota_after, stub.latency_s = [], 0, switch, latency_s
+    keys = transaction_keys(load_settings(redis_url=url, home=home))
+    messages = list(transactions(count))
+    timing.park(client, keys, messages)
+    values = {"analyzer_api": "openai", "analyzer_model": "gpt-4o-mini",
+              "analyzer_url": stub.url, "analyzer_when_down": when_down}  # fmt: skip
+    ports, gauge_at, hold_at = [free_port() for _ in range(WORKERS)], None, None
+    with Fleet(home) as fleet:
+        procs = [spawn(fleet, f"quota-{when_down}-{i}",
+                       child_env(url, home, analyzer_api_key=f"sk-bench-worker-{i}", **values),
+                       ["--metrics-port", str(port)]) for i, port in enumerate(ports)]  # fmt: skip
+        wait_leases(client, keys, procs)
+        timing.release(client, keys, messages[-1])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            first, _ = calls_after(stub.seen())
+            if gauge_at is None and 1 in [metric(p, "sentinel_worker_analyzer_exhausted")
+                                          for p in ports]:  # fmt: skip
+                gauge_at = time.time()
+            if hold_at is None and any(h.seconds_left is None for h in read_holds(client)):
+                hold_at = time.time()
+            over = first is not None and time.time() > first + watch_s
+            if over and (when_down == "wait" or group_drained(client, keys.stream, keys.group)):
+                break
+            time.sleep(0.05)
+        for proc in procs:
+            proc.stop(timeout_s=15)
+    first, per_worker = calls_after(stub.seen())
+    told = [p.events("analyzer_exhausted") for p in procs]
+    got: dict[str, Any] = {
+        "calls": len(stub.seen()), "calls_after": per_worker, "error_lines": list(map(len, told)),
+        "gauge_s": since(first, gauge_at), "hold_s": since(first, hold_at),
+        "log_s": since(first, min((log_time(e["ts"]) for t in told for e in t), default=None)),
+    }  # fmt: skip
+    ids = {entry_id: json.loads(f["data"])["id"] for entry_id, f in client.xrange(keys.stream)}
+    group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
+    pending = client.xpending_range(keys.stream, keys.group, "-", "+", count)
+    unread = {i for i in ids if stream_id(i) > stream_id(group["last-delivered-id"])}
+    waiting = {ids[i] for i in {p["message_id"] for p in pending} | unread}
+    verdicts, dead = [f for _, f in client.xrange(keys.results)], int(client.xlen(keys.dlq))
+    return {**got, **account(list(ids.values()), verdicts, waiting, when_down, dead)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = timing.base_parser(NAME, __doc__)
+    parser.add_argument("--when-down", default="rules,wait", help="arms: rules,wait")
+    parser.add_argument("--latency", type=float, default=0.5, help="seconds an admitted call takes")
+    args = parser.parse_args(argv)
+    mode = "quick" if args.quick else "full"
+    figures: dict[str, Any] = {"switch_after": SIZES[mode][0], "messages": SIZES[mode][1],
+                               "latency_s": args.latency}  # fmt: skip
+    goals: list[Goal] = []
+    with timing.redis_server() as server, timing.scratch_dir("bench-quota-") as tmp, \
+            serving_model_api() as stub:  # fmt: skip
+        info = timing.machine_info(timing.raw_client(server.url))
+        for arm in args.when_down.split(","):
+            figures[arm] = got = run_arm(server.url, tmp, stub, arm, mode, args.latency)
+            print(f"  {arm:<5} {got}", flush=True)
+            goals += judge(arm, got)
+    figures["goals"] = timing.print_goals(goals)
+    timing.emit_json(NAME, {**figures, "machine": info})
+    return 0 if all(v == "PASS" for v in figures["goals"].values()) else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
