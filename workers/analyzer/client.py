@@ -238,10 +238,7 @@ class HttpAnalyzer:
         try:
             self.limits.check_hold()
         except FleetExhausted as held:  # a call of the fleet was told to stop
-            cause, _, detail = held.reason.partition(": ")
-            self._count(AnalyzerExhausted.outcome)
-            self.health.now("exhausted", detail, cause)
-            raise self._when_down(AnalyzerExhausted(held.reason, None, cause), None) from None
+            raise self._held_exhausted(held) from None
         except FleetHeld as held:  # logged once, as the hold begins for this worker
             self._count("busy")
             self.health.now("busy", held.reason, cause=held.cause, held_s=held.left_s)
@@ -261,6 +258,9 @@ class HttpAnalyzer:
             self.budget.reserve(tokens)
             assessment = self._call(body, prompt, headers)
             self.budget.settle(self.api.kind, tokens, max_tokens, assessment.usage)
+        except FleetExhausted as held:  # refused while it waited for a connection: never sent
+            self._changed(self.breaker.released(admission.ticket))
+            raise self._held_exhausted(held) from None
         except (FleetBusy, NoFreeConnection):  # never sent: nothing learnt
             self._count("busy")
             self._changed(self.breaker.released(admission.ticket))
@@ -282,6 +282,14 @@ class HttpAnalyzer:
         self._changed(self.breaker.succeeded(admission.ticket))
         self.health.now("healthy", "", epoch=epoch)  # unless exhausted since it was sent
         return assessment
+
+    def _held_exhausted(self, held: FleetExhausted) -> Exception:
+        """A call not made because the fleet is held for an exhaustion: counted and
+        reported as one, then what ``SENTINEL_ANALYZER_WHEN_DOWN`` makes of it."""
+        cause, _, detail = held.reason.partition(": ")
+        self._count(AnalyzerExhausted.outcome)
+        self.health.now("exhausted", detail, cause)
+        return self._when_down(AnalyzerExhausted(held.reason, None, cause), None)
 
     def _open_error(self, retry_in_s: float) -> CircuitOpenError:
         if self.breaker.state == "half_open":
@@ -305,16 +313,12 @@ class HttpAnalyzer:
         """Hold the whole fleet (until the answer's reset, else until released); not an
         outage for the breaker: the analyzer answered, and asking again cannot help."""
         self._count(exc.outcome)
-        self._changed(self.breaker.busy(ticket))
-        # None: until an operator releases it (sentinel analyzer release)
-        self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
+        self._changed(self.breaker.busy(ticket))  # the fleet's hold is set (``_call``)
         self.health.now("exhausted", str(exc), exc.cause)
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
         self._count("busy")
-        self._changed(self.breaker.busy(ticket))
-        if busy.retry_after_s:
-            self.limits.hold(busy.retry_after_s, busy.reason)
+        self._changed(self.breaker.busy(ticket))  # any Retry-After hold is set (``_call``)
         self.health.now("busy", busy.reason)
 
     def _failed(self, ticket: Ticket, exc: AnalyzerError) -> None:
@@ -366,7 +370,15 @@ class HttpAnalyzer:
                 None, f"no free analyzer connection within {self.timeout_s:g}s (local pool)"
             )
         try:
+            self.limits.check_remembered()  # refused while this call waited for a connection
             return self._send(body, prompt, headers)
+        except AnalyzerExhausted as exc:  # held before the connection goes to the next call
+            self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
+            raise
+        except AnalyzerBusy as busy:
+            if busy.retry_after_s:
+                self.limits.hold(busy.retry_after_s, busy.reason)
+            raise
         finally:
             self._connections.release()
 

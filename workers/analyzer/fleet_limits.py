@@ -268,7 +268,17 @@ class FleetLimits:
     def check_hold(self) -> None:
         """Raise :class:`FleetHeld` while the fleet is held; it asks to be tried again
         within ``HOLD_RECHECK_S``, so a release is acted on soon."""
-        left = self.held_for()
+        self._raise_if_held(self.held_for())
+
+    def check_remembered(self) -> None:
+        """Raise as :meth:`check_hold` does for a hold this worker already knows, with no
+        read of Redis: the last look before a call is sent, for a call that waited for a
+        connection while another call of this worker was refused."""
+        with self._lock:
+            left = max(0.0, self._held_until - self._clock())
+        self._raise_if_held(left)
+
+    def _raise_if_held(self, left: float) -> None:
         if left > 0:
             with self._lock:
                 cause, reason = self._cause, self._reason

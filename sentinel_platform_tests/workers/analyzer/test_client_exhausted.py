@@ -9,6 +9,7 @@ opens at the first failure; the message gets the rules (``when_down=rules``) or 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -22,7 +23,7 @@ from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerExhausted, HttpAnalyzer
 from workers.analyzer.breaker import CircuitBreaker
-from workers.analyzer.fleet_limits import FleetLimits
+from workers.analyzer.fleet_limits import EXHAUSTED, FleetLimits
 from workers.processors import TransactionProcessor
 
 
@@ -111,4 +112,53 @@ def test_the_first_success_after_an_exhaustion_clears_the_gauge(
     wait_until(lambda: client.limits.held_for() == 0, timeout_s=5, what="the release")
     assert client.assess_transaction(make_txn()).risk_level == "high"
     assert metrics.snapshot()["analyzer_exhausted"] == 0
+    client.close()
+
+
+class WatchedConnections(threading.BoundedSemaphore):
+    """The client's connection semaphore, counting the calls waiting for a connection."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.waiting = 0
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        self.waiting += 1
+        try:
+            return super().acquire(blocking, timeout)
+        finally:
+            self.waiting -= 1
+
+
+def test_a_call_waiting_for_a_connection_is_not_sent_once_the_fleet_is_exhausted(
+    analyzer_server: AnalyzerServer,
+    redis_client: RedisClient,
+    metrics: Metrics,
+) -> None:
+    """A call that passed the hold check, then waited for the worker's one connection
+    while another call of this worker was refused as exhausted, is held, not sent: the
+    calls that slipped out this way made several calls per worker after the exhaustion."""
+    client = analyzer(analyzer_server, redis_client, metrics, "rules")
+    connections = WatchedConnections(1)
+    client._connections = connections  # one connection, and a view of who waits for it
+    connections.acquire()  # the other call's, under way
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            client.assess_transaction(make_txn())
+        except BaseException as exc:  # what the call ended with is the subject
+            outcome.append(exc)
+
+    waiting = threading.Thread(target=call, name="waiting-call")
+    waiting.start()
+    wait_until(lambda: connections.waiting == 1, timeout_s=10, what="the call waits")
+    # the other call was refused: the worker holds the fleet before its connection is free
+    client.limits.hold(None, "insufficient_quota: quota spent", cause=EXHAUSTED)
+    connections.release()
+    waiting.join(timeout=10)
+    assert not waiting.is_alive()
+    assert analyzer_server.requests == [], "sent after the exhaustion was known"
+    assert [type(exc) for exc in outcome] == [AnalyzerExhausted]
+    assert client.breaker.state == "closed"
     client.close()
