@@ -24,11 +24,12 @@ from typing import Any, cast
 
 import redis
 
-from bench.timing import cpu_seconds, id_ms, park, print_table, raw_client, release, server_ms
+from bench.timing import id_ms, park, print_table, raw_client, release, server_ms
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
+from sentinel_platform_tests.harness.proc_stats import cpu_seconds
 from sentinel_platform_tests.harness.processes import (
     PYTHON,
     Fleet,

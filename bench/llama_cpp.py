@@ -6,15 +6,14 @@ test-llm`` installs it) serves SmolLM2-135M-Instruct, one request at a time. Arm
 * **direct**: the worker's own request bodies (:func:`worker_bodies`, one per transaction
   ``t0``.., built by the worker's code) posted straight to the server at C = 1, 2 and 4;
   the best is the baseline. Distinct bodies matter: the server keeps the last prompt's KV
-  cache, so one body posted again and again skips prompt evaluation, which the worker's
-  transactions never do (``direct C=1, one body repeated`` shows it, for reference only).
+  cache, so one body posted again and again skips the prompt evaluation the worker pays.
 * **worker**: ``python -m workers.watch_transactions`` on defaults (the adaptive limit) plus
   docs/analyzer.md's llama.cpp recipe, the transactions released at once, timed to the
   last verdict.
 
 Each arm counts its tokens (the server's ``usage``, the worker's from its verdicts) and the
 CPU seconds per verdict of the worker and the server (``/proc``). ``--server stub`` runs the
-same arms against :mod:`bench.pure_queue` (capacity 1, ``STUB_SERVICE_S`` a call, no
+same arms against the harness's pure queue (capacity 1, ``STUB_SERVICE_S`` a call, no
 model): there the ratio measures the worker alone. Goal: worker verdicts/s >= 0.8x the
 direct client's best, every verdict the model's. Without the extra the llama scenario
 prints SKIP and exits 0.
@@ -23,7 +22,6 @@ prints SKIP and exits 0.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
@@ -35,12 +33,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from bench.cells import transactions
-from bench.pure_queue import PureQueue, serving_pure_queue
 from bench.timing import (
     Goal,
     base_parser,
     bench_settings,
-    cpu_seconds,
     emit_json,
     machine_info,
     park,
@@ -54,7 +50,9 @@ from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
+from sentinel_platform_tests.harness.proc_stats import child_pid, cpu_seconds, spent
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env
+from sentinel_platform_tests.harness.pure_queue_server import PureQueue, serving_pure_queue
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.configured import model_api_from_settings
 from workers.analyzer.prompts import load_prompt
@@ -70,8 +68,6 @@ RECIPE_TIMEOUT_S = 60
 RUN_TIMEOUT_S = 900.0
 #: The pure-queue stub's service time: llama.cpp's queue, ten times faster.
 STUB_SERVICE_S = 0.3
-#: The reference arm whose prompt the server has cached: not a baseline.
-CACHED = "direct C=1, one body repeated"
 Entries = list[tuple[str, dict[str, str]]]
 
 
@@ -102,25 +98,6 @@ class Arm:
 
 def _per(seconds: float | None, count: int) -> float | None:
     return round(seconds / count, 3) if seconds is not None and count else None
-
-
-def child_pid(marker: str) -> int | None:
-    """The pid of this process's child whose command line contains ``marker`` (the model
-    server, to read its CPU time); None if there is none."""
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(stat[1]) == os.getpid() and marker in argv:
-            return int(entry.name)
-    return None
-
-
-def _spent(pid: int | None, before: float | None) -> float | None:
-    after = cpu_seconds(pid)
-    return after - before if after is not None and before is not None else None
 
 
 def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Settings:
@@ -171,7 +148,7 @@ def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int)
     with ThreadPoolExecutor(concurrency) as pool:
         usage = list(pool.map(lambda body: post(base_url, body), bodies))
     arm = Arm(label, len(bodies), len(bodies) / (time.monotonic() - started), len(bodies), usage)
-    arm.server_cpu_s = _spent(server, before)
+    arm.server_cpu_s = spent(server, before)
     return arm
 
 
@@ -206,8 +183,8 @@ def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
             what="every verdict",
         )
         arm = Arm("worker on defaults", calls, calls / (time.monotonic() - started))
-        arm.worker_cpu_s = _spent(child.proc.pid, cpu_before)
-        arm.server_cpu_s = _spent(server, server_before)
+        arm.worker_cpu_s = spent(child.proc.pid, cpu_before)
+        arm.server_cpu_s = spent(server, server_before)
         worker.stop()
     results = [fields for _, fields in cast(Entries, client.xrange(keys.results))]
     model = [r for r in results if r.get("driver_used") == "analyzer"]
@@ -221,8 +198,6 @@ def run_arms(
     settings: Settings,
     home: Path,
     calls: int,
-    *,
-    cached_arm: bool,
     stub: PureQueue | None,
 ) -> tuple[list[Arm], bool | None]:
     """Every arm against the server ``settings`` name; and, with a stub, whether the
@@ -232,8 +207,6 @@ def run_arms(
     bodies = worker_bodies(settings, calls)
     direct_arm("warm-up", base_url, bodies[:1], 1)  # the grammar built once, untimed
     arms = []
-    if cached_arm:
-        arms.append(direct_arm(CACHED, base_url, [bodies[0]] * calls, 1))
     sent: dict[str, Counter[bytes]] = {}
     for concurrency in CONCURRENCIES:
         if stub is not None:
@@ -264,11 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         if gguf is None:
             with serving_pure_queue(STUB_SERVICE_S) as stub:
                 settings = worker_settings(url, tmp, stub.url, MODEL_ALIAS)
-                arms, same = run_arms(url, settings, tmp, calls, cached_arm=False, stub=stub)
+                arms, same = run_arms(url, settings, tmp, calls, stub)
         else:
             with serving_llama(tmp, gguf=gguf) as server:
                 settings = worker_settings(url, tmp, server.url, server.model)
-                arms, same = run_arms(url, settings, tmp, calls, cached_arm=True, stub=None)
+                arms, same = run_arms(url, settings, tmp, calls, None)
     return report(args.server, calls, arms, same, info)
 
 
@@ -278,7 +251,7 @@ def report(server: str, calls: int, arms: list[Arm], same: bool | None, info: An
     for row in rows:
         print("  " + ", ".join(f"{k}={v}" for k, v in row.items()))
     worker = arms[-1]
-    best = max(arm.rate for arm in arms[:-1] if arm.label != CACHED)
+    best = max(arm.rate for arm in arms[:-1])
     ratio = round(worker.rate / best, 3) if best else None
     goals = [
         Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),

@@ -34,7 +34,7 @@ from sentinel_platform.streams.operators.analyzer_holds import read_holds
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
 from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
-from sentinel_platform_tests.harness.streams import group_drained
+from sentinel_platform_tests.harness.streams import group_drained, undecided
 
 NAME = "quota_exhausted"
 WORKERS, GOAL_CALLS, GOAL_ALERT_S, KEY = 3, 1, 5.0, "Bearer sk-bench-"
@@ -90,10 +90,6 @@ def since(first: float | None, moment: float | None) -> float | None:
     return None if first is None or moment is None else round(moment - first, 3)
 
 
-def stream_id(entry_id: str) -> tuple[int, ...]:
-    return tuple(map(int, entry_id.split("-")))
-
-
 def log_time(ts: str) -> float:
     """A log line's ``ts`` (``2026-11-27T08:50:01.123Z``) in seconds since the epoch."""
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
@@ -140,10 +136,7 @@ def run_arm(url: str, home: Path, stub: ModelApiServer, when_down: str, mode: st
         "log_s": since(first, min((log_time(e["ts"]) for t in told for e in t), default=None)),
     }  # fmt: skip
     ids = {entry_id: json.loads(f["data"])["id"] for entry_id, f in client.xrange(keys.stream)}
-    group = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
-    pending = client.xpending_range(keys.stream, keys.group, "-", "+", count)
-    unread = {i for i in ids if stream_id(i) > stream_id(group["last-delivered-id"])}
-    waiting = {ids[i] for i in {p["message_id"] for p in pending} | unread}
+    waiting = {ids[i] for i in undecided(client, keys, count)}
     verdicts, dead = [f for _, f in client.xrange(keys.results)], int(client.xlen(keys.dlq))
     return {**got, **account(list(ids.values()), verdicts, waiting, when_down, dead)}
 

@@ -113,18 +113,6 @@ def id_ms(stream_id: str) -> int:
     return int(stream_id.split("-", 1)[0])
 
 
-def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU time of a live process (Linux ``/proc``); None where unknown.
-    CPU per message is what a busy machine cannot hide, where wall-clock rates swing."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # --- statistics, tables, goals ------------------------------------------------------------
 
 

@@ -45,7 +45,6 @@ from bench.timing import (
     base_parser,
     bench_settings,
     checkout,
-    cpu_seconds,
     emit_json,
     machine_info,
     park,
@@ -60,6 +59,7 @@ from bench.timing import (
 )
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from sentinel_platform_tests.harness.proc_stats import cpu_seconds
 from sentinel_platform_tests.harness.processes import (
     NOOP_PROCESSOR,
     PYTHON,

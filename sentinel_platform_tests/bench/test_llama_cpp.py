@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 from bench.llama_cpp import run_arms, worker_settings
-from bench.pure_queue import serving_pure_queue
 from sentinel_platform.redis_server import RedisServer
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS
+from sentinel_platform_tests.harness.pure_queue_server import serving_pure_queue
 
 CALLS = 4
 SERVICE_S = 0.05
@@ -28,9 +28,7 @@ def test_the_direct_client_sends_the_workers_own_distinct_bodies(
 ) -> None:
     with serving_pure_queue(SERVICE_S) as stub:
         settings = worker_settings(redis_server.url, tmp_path, stub.url, MODEL_ALIAS)
-        arms, same = run_arms(
-            redis_server.url, settings, tmp_path, CALLS, cached_arm=False, stub=stub
-        )
+        arms, same = run_arms(redis_server.url, settings, tmp_path, CALLS, stub)
         worker_bodies = Counter(stub.bodies)
     assert same is True
     assert len(worker_bodies) == CALLS  # one distinct body per transaction

@@ -85,6 +85,15 @@ def group_drained(client: redis.Redis, stream: str, group: str) -> bool:
     return mine["pending"] == 0 and mine["last-delivered-id"] == info["last-generated-id"]
 
 
+def undecided(client: redis.Redis, keys: StreamKeys, limit: int) -> set[str]:
+    """The entry ids (up to ``limit`` pending) the group has not acknowledged: pending, or
+    not yet delivered."""
+    mine = next(g for g in client.xinfo_groups(keys.stream) if g["name"] == keys.group)
+    pending = client.xpending_range(keys.stream, keys.group, "-", "+", limit)
+    unread = client.xrange(keys.stream, min=f"({mine['last-delivered-id']}", max="+")
+    return {p["message_id"] for p in pending} | {entry_id for entry_id, _ in unread}
+
+
 def unacked(client: redis.Redis, stream: str, group: str) -> int:
     """Entries of the stream the group has not acknowledged (backlog + pending)."""
     groups = client.xinfo_groups(stream)

@@ -14,7 +14,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.pure_queue import serving_pure_queue
+from sentinel_platform_tests.harness.pure_queue_server import serving_pure_queue
 from workers.analyzer.openai_api import usage_of
 from workers.analyzer.replies import Usage
 
