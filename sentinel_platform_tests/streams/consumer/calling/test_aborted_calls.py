@@ -84,9 +84,9 @@ def test_a_call_raising_a_base_exception_is_dead_lettered_and_no_worker_or_threa
 
     # Every thread of both workers is still there: 2 x C slow calls run at once.
     redis_client.delete(PEAK_KEY)
-    after = _slow("after", 2 * concurrency, 3000)
+    after = _slow("after", 2 * concurrency, 6000)  # long enough for every thread to take one
     publish(redis_client, tx_keys, after)
-    wait_until(lambda: int(redis_client.get(PEAK_KEY) or 0) == 2 * concurrency, 30, what="peak")
+    wait_until(lambda: int(redis_client.get(PEAK_KEY) or 0) == 2 * concurrency, 60, what="peak")
     wait_until(lambda: _settled(redis_client, tx_keys, len(ids) + len(after)), 45)
     _running(workers)
     assert _effects(redis_client, tx_keys) == {m["key"]: 1 for m in [*good, *after]}
