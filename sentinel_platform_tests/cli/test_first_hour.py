@@ -220,7 +220,9 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
         timeout=600,
     )
     assert followed.returncode == 0, (followed.stdout + followed.stderr)[-4000:]
-    assert _materialized(platform, "transaction_stream") == 1
+    for asset in ("raw_transactions", "enriched_transactions", "transaction_stream"):
+        assert _materialized(platform, asset) == 1, f"the advice did not build {asset}"
+    assert not (tmp_path / "history").exists()  # nothing recorded into a stray instance
     page.goto(f"{platform.url}/assets/transaction_stream?view=partitions&partition={today}")
     page.get_by_text("rows_published").first.wait_for()  # the day's publish, in this UI
     shot("11-partition-built-by-the-advice")

@@ -41,12 +41,12 @@ def _materialised(home: Path, asset: str) -> set[str]:
         return set(instance.get_materialized_partitions(dg.AssetKey(asset)))
 
 
+# The transactions' advice is followed as written in ``cli/test_first_hour.py`` (refused
+# from the UI, a default-size day of 20,000 rows: ten minutes here on a loaded machine);
+# this test proves the same for the axioms, refused through the CLI.
 @pytest.mark.parametrize(
     ("stream_asset", "missing", "upstream"),
-    [
-        ("transaction_stream", "enriched_transactions", ("raw_transactions",)),
-        ("axiom_stream", "axioms", ("telemetry_readings",)),
-    ],
+    [("axiom_stream", "axioms", ("telemetry_readings",))],
 )
 def test_advice_of_a_missing_upstream_builds_the_partition_when_run_as_written(
     stream_asset: str,

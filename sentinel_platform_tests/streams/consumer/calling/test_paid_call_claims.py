@@ -132,5 +132,7 @@ def test_a_failed_calls_retry_backoff_lets_a_copy_call_but_never_a_second_time(
     # the backoff. The first worker's retry found the copy's commit and made no call.
     assert callers == [f"k:{first.pid}", f"k:{second.pid}"]
     assert redis_client.hget(CALLS_KEY, "k") == "2"
+    # its log line may follow the acknowledgement the wait above saw
+    wait_until(lambda: first.events("duplicate_ack"), 30, what="the retry's duplicate_ack")
     assert [e["natural_key"] for e in first.events("duplicate_ack")] == ["k"]
     assert redis_client.xlen(keys.dlq) == 0
