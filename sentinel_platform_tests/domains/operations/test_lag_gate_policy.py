@@ -33,9 +33,9 @@ from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.backlog.lag import LagReading, Zone
 from sentinel_platform.streams.backlog.peaks import Peaks
 from sentinel_platform.streams.operators.group_view import LagSnapshot
+from sentinel_platform_tests.harness.gate_states import EPISODE, paused
 
 WALL_MS = 1_767_960_000_000
-EPISODE = "1767950000000"
 FLAG = f"sensor:backpressure:{EPISODE}"
 LAG_OF: dict[Zone, int] = {"nominal": 1, "elevated": 6, "backpressure": 12, "worker_off": 3}
 
@@ -62,19 +62,6 @@ def seen(zone: Zone = "nominal", **changes: Any) -> Observation:
         wall_ms=WALL_MS,
         record_every_s=300,
         publishes=True,
-    )
-    return replace(base, **changes)
-
-
-def paused(**changes: Any) -> GateState:
-    """Mid-episode, in backpressure, with those figures already recorded."""
-    base = GateState(
-        zone="backpressure",
-        paused=True,
-        episode=EPISODE,
-        last_due="2026-01-09",
-        observed="backpressure:12",
-        observed_at=990.0,
     )
     return replace(base, **changes)
 

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
-
 import pytest
 
 from sentinel_platform.domains.operations.lag_gate_state import GateState
-
-EPISODE = "1767950000000"
-
-
-def paused(**changes: Any) -> GateState:
-    """Mid-episode, in backpressure, with those figures already recorded."""
-    base = GateState(
-        zone="backpressure",
-        paused=True,
-        episode=EPISODE,
-        last_due="2026-01-09",
-        observed="backpressure:12",
-        observed_at=990.0,
-    )
-    return replace(base, **changes)
-
+from sentinel_platform_tests.harness.gate_states import EPISODE, paused
 
 FIRST_FORMAT = {
     "zone": "backpressure",
