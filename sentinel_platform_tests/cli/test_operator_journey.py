@@ -171,7 +171,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
             if a.condition == "hard_backpressure"
         ]
 
-    (alert,) = wait_until(spike_alert, timeout_s=60, interval_s=1)
+    (alert,) = wait_until(spike_alert, timeout_s=120, interval_s=1)
     peak = int(alert.details["lag_peak"])
     assert peak >= PAUSE and alert.details["hard_backpressure_episodes"] >= 1
     status = platform.sentinel("status")

@@ -128,7 +128,12 @@ def limits_from_settings(
     """The zone limits of ``settings`` for a fleet whose live workers published that they
     hold ``allowance`` messages in flight
     (:func:`~sentinel_platform.streams.backlog.holdings.read_allowance`), one of whose
-    limits may still be ``climbing``."""
+    limits may still be ``climbing``.
+
+    A climb excuses a lag only under the time limits, whose counts grow with what the
+    workers hold. Sentinel-L7's count limits are refused at start-up unless the pause limit
+    is above the most the fleet can hold in flight (:func:`in_flight_problem`), so a lag at
+    that limit is a backlog no climb absorbs, and the producers have stopped for it."""
     counts = count_limits(settings)
     return ZoneLimits(
         warn_s=settings.lag_warn_s,
@@ -136,7 +141,7 @@ def limits_from_settings(
         lag_warn=counts[0] if counts else None,
         lag_pause=counts[1] if counts else None,
         in_flight=max(0, allowance),
-        climbing=climbing,
+        climbing=climbing and counts is None,
     )
 
 

@@ -124,6 +124,30 @@ def test_a_c8_worker_on_a_200ms_processor_is_judged_on_what_it_holds(
     assert zone(lag, 40.0, limits) == expected
 
 
+#: Sentinel-L7's count limits as its operators set them (the journey's: 20 / 50).
+L7_COUNTS = {"lag_warn": 20, "lag_pause": 50}
+
+
+@pytest.mark.parametrize(
+    ("env", "lag", "rate", "expected"),
+    [
+        # time limits: a climbing limit holds more soon, so the pause zone waits for it
+        ({}, 8 + 400, 40.0, "elevated"),
+        ({}, 8 + 79, 40.0, "nominal"),
+        # count limits sit above the most the fleet can hold: a climb excuses nothing
+        (L7_COUNTS, 200, 40.0, "backpressure"),
+        (L7_COUNTS, 50, None, "backpressure"),
+        (L7_COUNTS, 49, 40.0, "elevated"),
+    ],
+)
+def test_a_climbing_limit_excuses_a_lag_only_under_the_time_limits(
+    env: dict[str, object], lag: int, rate: float | None, expected: str
+) -> None:
+    limits = limits_from_settings(load_settings(**env), 8, climbing=True)
+    assert zone(lag, rate, limits) == expected
+    assert limits.climbing is (not env)
+
+
 @pytest.mark.parametrize(
     ("lag", "rate", "expected"),
     [(0, None, 0.0), (100, None, None), (100, 0.0, None), (254, 18_556.0, 0.014)],
