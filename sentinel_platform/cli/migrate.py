@@ -25,8 +25,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import dagster as dg
+from typing import TYPE_CHECKING
 
 from sentinel_platform.cli.common import CliError, settings_from_env
 from sentinel_platform.cli.dagster_home import (
@@ -39,6 +38,9 @@ from sentinel_platform.cli.dagster_home import (
 from sentinel_platform.exit_codes import EXIT_OK
 from sentinel_platform.redaction import scrub
 from sentinel_platform.settings import Settings
+
+if TYPE_CHECKING:  # imported where used: every `sentinel` command would pay a second for it
+    import dagster as dg
 
 log = logging.getLogger("sentinel.migrate")
 
@@ -162,6 +164,8 @@ def migrate(settings: Settings) -> Copied:
         )
     if not sqlite_history(home):
         raise CliError(f"{home} holds no SQLite history: nothing to migrate")
+    import dagster as dg
+
     target_yaml = render_dagster_yaml(settings)
     try:
         source = dg.DagsterInstance.from_config(str(home))

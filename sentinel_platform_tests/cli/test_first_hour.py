@@ -35,12 +35,17 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.cli.test_operator_journey import _shot, _ui_runs, assert_no_welcome
+from sentinel_platform_tests.cli.test_operator_journey import (
+    _land_transactions,
+    _shot,
+    _ui_runs,
+    assert_no_welcome,
+)
 from sentinel_platform_tests.harness.operations import read_alerts
 from sentinel_platform_tests.harness.platform import LOCATION, Platform, launch, run_status
 from sentinel_platform_tests.harness.waits import wait_until
 
-#: A Dagster start, a checks run, a demo run, a failed run and a default-size day through
+#: A Dagster start, a checks run, a demo run, a failed run and a landed day through
 #: Spark: about 5 minutes on a quiet 2-core machine; the timeout leaves room for a loaded one.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -210,6 +215,9 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     assert alert.summary.count("MissingUpstreamPartitionError") == 1, alert.summary
     assert "sentinel_platform.resources" not in alert.summary
 
+    # The user's own day lands before the rebuild (as the operator journey's does): the
+    # advice builds it, a few hundred rows, rather than the 20,000 it generates without one.
+    _land_transactions(settings, today)
     shell_env = {k: v for k, v in platform.env.items() if k != "DAGSTER_HOME"}
     followed = subprocess.run(
         ["bash", "-c", command],
