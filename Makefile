@@ -28,9 +28,10 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	@touch $@
 
 # llama.cpp's server is built from source (cmake, g++: minutes); pip's wheel cache keeps the
-# build between local runs.
+# build between local runs. Text models only: the multimodal library (LLAVA_BUILD, a quarter
+# of the build) is never loaded by the server for them.
 $(VENV)/.installed-llm: $(VENV)/.installed-test
-	$(INSTALL) -e '.[test,llm]'
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(INSTALL) -e '.[test,llm]'
 	@touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed-test

@@ -90,7 +90,8 @@ def test_a_bench_stopped_by_sigterm_stops_its_redis_server_and_children(
 
     bench.send_signal(signal.SIGTERM)
 
-    code = bench.wait(30)
+    # (the clean-up waits up to 10 s for the child and 10 s for the server: room for both)
+    code = bench.wait(60)
     wait_until(lambda: _gone(server) and _gone(child), 15)  # stopped, not orphaned
     assert code == 128 + signal.SIGTERM, out.read_text()  # the bench's exit, not a kill
 

@@ -33,11 +33,13 @@ from sentinel_platform_tests.harness.spark_standalone import SparkStandaloneClus
 from sentinel_platform_tests.harness.suite_on_cluster import worker_env  # noqa: F401 (workers on the cluster)
 from sentinel_platform_tests.harness.waits import wait_until
 
-pytestmark = pytest.mark.cluster
+#: A master, a worker, an executor and a driver (four JVMs) for one run: two minutes on a
+#: quiet 2-core machine, five beside the rest of the suite; the run gets ten.
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(900)]
 
 DAY = "2026-11-20"
 TRANSACTIONS = 600
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 600
 SPARK_STEPS = {
     "raw_transactions",
     "enriched_transactions",
