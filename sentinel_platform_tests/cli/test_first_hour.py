@@ -6,8 +6,9 @@ that is refused with advice the test then follows as written.
 1. The catalog opens with no "Join the Dagster community" dialog; the start-up lines say
    what runs by itself, and the lag gate launches no publish run on a fresh start.
 2. The stream-health checks run, then a demo run (as the demo schedule launches it): it
-   publishes to the real streams and materialises no data asset, so the checks still read
-   *Passed* for the stream asset (not "Not evaluated").
+   publishes marked entries to the real streams, leaves the user's last publish of each
+   stream as it was, queues in both publish pools and materialises no data asset, so the
+   checks still read *Passed* for the stream asset (not "Not evaluated").
 3. Once the workers drained the demo, the lag check reads "idle: nothing to drain" and the
    observations carry no drain rate; the lag sensor's cursor stays small.
 4. *Materialize…* on `transaction_stream` for today's (fresh) partition: the run fails with
@@ -25,14 +26,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 
 from sentinel_platform.domains.demo import schedule as demo
+from sentinel_platform.domains.demo.traffic import ASSET_NAME as DEMO_ASSET
 from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME as LAG_SENSOR
 from sentinel_platform.domains.operations.run_failures import SENSOR_NAME as FAILURE_SENSOR
 from sentinel_platform.domains.operations.stream_health import EVICTION_CHECK, LAG_CHECK
+from sentinel_platform.registry import stream_specs
+from sentinel_platform.schemas import Transaction, is_demo
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.lag import measure_lag
+from sentinel_platform.streams.backlog.progress import last_publish, record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.cli.test_operator_journey import (
@@ -62,6 +68,16 @@ ALL_RUNS = """query { runsOrError(limit: 100) { ... on Runs { results { runId jo
   tags { key value } } } } }"""
 STEP_FAILURES = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection { events {
   __typename ... on ExecutionStepFailureEvent { stepKey failureMetadata { description } } } } } }"""
+#: A publish of the user's own, recorded before the demo runs.
+USERS_PUBLISH = {"run_id": "users-run", "partition": "2026-11-20", "rows": "20000"}
+DATA_ASSETS = {
+    "raw_transactions",
+    "enriched_transactions",
+    "transaction_stream",
+    "telemetry_readings",
+    "axioms",
+    "axiom_stream",
+}
 #: The advice as the failure quotes it, between backticks.
 ADVICE = re.compile(r"build transaction_stream with its upstream: `([^`]+)`")
 
@@ -118,6 +134,35 @@ def _failure_description(platform: Platform, run_id: str) -> str:
     return str((failures[0]["failureMetadata"] or {}).get("description") or "")
 
 
+def _assert_demo_traffic_only(
+    platform: Platform, client: RedisClient, settings: Settings, run_id: str
+) -> None:
+    """The demo run published marked entries to both streams, left each stream's last
+    publish the user's, materialised none of the data assets, and queued in both publish
+    pools (so it never runs beside a user's publish of either)."""
+    published = [
+        Transaction.from_fields(fields).id
+        for _, fields in client.xrange(transaction_keys(settings).stream)
+    ]
+    assert len(published) == len(set(published)) == demo.TRANSACTIONS_PER_TICK
+    for keys in (transaction_keys(settings), axiom_keys(settings)):
+        entries = [fields for _, fields in client.xrange(keys.stream)]
+        assert entries and all(is_demo(fields) for fields in entries), keys.stream
+        assert last_publish(client, keys) == USERS_PUBLISH, "the user's, not the demo's"
+    with dg.DagsterInstance.from_config(str(settings.dagster_home)) as instance:
+        materialised = {
+            key.to_user_string()
+            for key in instance.get_asset_keys()
+            if instance.get_latest_materialization_event(key) is not None
+        }
+        run = instance.get_run_by_id(run_id)
+    assert DEMO_ASSET in materialised and not DATA_ASSETS & materialised, materialised
+    for asset in DATA_ASSETS:  # and so the UI says
+        assert _materialized(platform, asset) == 0, f"the demo materialised {asset}"
+    assert run is not None and run.run_op_concurrency is not None
+    assert run.run_op_concurrency.all_pools == {spec.pool for spec in stream_specs()}
+
+
 def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     calm_platform: Platform,
     browser: Any,
@@ -145,14 +190,16 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     )
     assert _launched_by_the_lag_gate(platform) == []
 
-    # 2. The health checks, then one demo run as the schedule launches it.
+    # 2. The health checks, then one demo run as the schedule launches it, over a user's
+    #    last publish of each stream (which the demo must leave as it is).
+    streams = (transaction_keys(settings), axiom_keys(settings))
+    for keys in streams:
+        record_publish(redis_client, keys, USERS_PUBLISH)
     checks_run = launch(platform, "stream_health_checks_job")
     wait_until(lambda: _finished(platform, checks_run), timeout_s=300, interval_s=1)
     demo_run = launch(platform, demo.JOB_NAME, today, demo.demo_run_config(4242))
     wait_until(lambda: _finished(platform, demo_run), timeout_s=300, interval_s=1)
-    assert redis_client.xlen(transaction_keys(settings).stream) == demo.TRANSACTIONS_PER_TICK
-    for asset in ("raw_transactions", "enriched_transactions", "transaction_stream"):
-        assert _materialized(platform, asset) == 0, f"the demo materialised {asset}"
+    _assert_demo_traffic_only(platform, redis_client, settings, demo_run)
     # The checks schedule may be evaluating it right now: wait for an outcome, then judge it.
     eviction = wait_until(
         lambda: _settled(_checks(platform, "transaction_stream")[EVICTION_CHECK]),
