@@ -34,7 +34,9 @@ import pytest
 #: Fixtures that are (or start) a harness; tests depending on them inherit it.
 HARNESS_FIXTURES: dict[str, frozenset[str]] = {
     "spark": frozenset({"spark", "spark_standalone"}),
-    "dagster": frozenset({"dagster_instance"}),
+    # ``platform``/``calm_platform`` (and the modules' own ``platform``): ``sentinel up``
+    # with its Dagster webserver, daemon and code server
+    "dagster": frozenset({"dagster_instance", "platform", "calm_platform"}),
     "processes": frozenset(
         {"start_worker", "fleet", "platform", "browser", "postgres_server", "llama_server"}
     ),
