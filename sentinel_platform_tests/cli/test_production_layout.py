@@ -38,33 +38,15 @@ import pytest
 
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.registry import stream_specs
-from sentinel_platform_tests.harness.production_layout import (
-    MAX_RUNS,
-    TRANSACTION_ASSETS,
-    UI_PARTITION,
-    Platform,
-    assert_gate_kept_its_cursor,
-    assert_the_layout,
-    gate_cursor,
-    gate_launches_a_later_day,
-    graphql,
-    instance_of,
-    materialize_like_the_ui,
-    pools_of,
-    production_platform,
-    queued_while,
-    restart_webserver_and_daemon,
-    small_axioms,
-    small_transactions,
-    wait_success,
-)
+from sentinel_platform_tests.harness import production_layout as layout
+from sentinel_platform_tests.harness.production_layout import Platform
 from sentinel_platform_tests.harness.sentinel_up import http_ok
 from sentinel_platform_tests.harness.waits import wait_until
 
 # Each test waits on real Spark runs; the first also pays the platform's start-up.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-platform = production_platform("postgres")
+platform = layout.production_platform("postgres")
 
 GRAPHQL_PARTITION = "2026-03-01"
 #: Two partitions: a backfill's runs queue behind each other as well as behind the others.
@@ -94,35 +76,30 @@ def test_lag_gate_ui_graphql_run_and_backfill_complete_across_restarts(
     from dagster_graphql import DagsterGraphQLClient
 
     up = platform
-    with instance_of(up) as instance:
-        pools = assert_the_layout(up, instance)
-        gate_by_stream = gate_launches_a_later_day(up, instance, pools)
-
+    with layout.instance_of(up) as instance:
         # While the gate's runs of both streams are in progress: a partition of transactions
         # as the UI's Materialize launches it, one of axioms through GraphQL, and a backfill
         # of transactions: each waits queued for the run publishing its stream.
-        ui_run = materialize_like_the_ui(up)
-        assert pools_of(instance.get_run_by_id(ui_run)) == {pools["transactions"]}
-        assert instance.get_run_by_id(ui_run).job_name == "__ASSET_JOB"
+        pools, gate_by_stream, ui_run = layout.gate_then_a_ui_run(up, instance)
         graphql_run = DagsterGraphQLClient("127.0.0.1", port_number=up.port).submit_job_execution(
             "publish_axioms",
-            run_config=small_axioms(11),
+            run_config=layout.small_axioms(11),
             tags={"dagster/partition": GRAPHQL_PARTITION},
         )
         backfill_id = _launch_backfill(up)
         backfill_filter = dg.RunsFilter(tags={"dagster/backfill": backfill_id})
-        queued_while(instance, graphql_run, gate_by_stream["axioms"])
-        queued_while(instance, ui_run, gate_by_stream["transactions"])
+        layout.queued_while(instance, graphql_run, gate_by_stream["axioms"])
+        layout.queued_while(instance, ui_run, gate_by_stream["transactions"])
         if not instance.get_run_by_id(ui_run).is_finished:
             first_backfill = wait_until(lambda: instance.get_runs(filters=backfill_filter), 60, 0.5)
-            queued_while(instance, first_backfill[0].run_id, ui_run)
-        cursor_before = gate_cursor(instance)
+            layout.queued_while(instance, first_backfill[0].run_id, ui_run)
+        cursor_before = layout.gate_cursor(instance)
         assert cursor_before, "the lag gate has ticked: it has a cursor"
 
         # Mid-backfill: kill the webserver and the daemon; the supervisor restarts each alone.
-        restart_webserver_and_daemon(up)
+        layout.restart_webserver_and_daemon(up)
 
-        wait_success(up, [*gate_by_stream.values(), graphql_run, ui_run], timeout_s=900)
+        layout.wait_success(up, [*gate_by_stream.values(), graphql_run, ui_run], timeout_s=900)
         deadline = time.monotonic() + 900
         while (status := instance.get_backfill(backfill_id).status.value) != "COMPLETED_SUCCESS":
             assert status == "REQUESTED", f"backfill {status}\n{up.logs('dagster-daemon')}"
@@ -131,26 +108,26 @@ def test_lag_gate_ui_graphql_run_and_backfill_complete_across_restarts(
         runs = instance.get_runs(filters=backfill_filter)
         assert sorted(r.tags["dagster/partition"] for r in runs) == BACKFILL_PARTITIONS
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
-        assert all(pools_of(r) == {pools["transactions"]} for r in runs)
-        assert {*BACKFILL_PARTITIONS, UI_PARTITION} <= instance.get_materialized_partitions(
+        assert all(layout.pools_of(r) == {pools["transactions"]} for r in runs)
+        assert {*BACKFILL_PARTITIONS, layout.UI_PARTITION} <= instance.get_materialized_partitions(
             dg.AssetKey("transaction_stream")
         )
         assert GRAPHQL_PARTITION in instance.get_materialized_partitions(
             dg.AssetKey("axiom_stream")
         )
-        assert_gate_kept_its_cursor(instance, cursor_before)
+        layout.assert_gate_kept_its_cursor(instance, cursor_before)
 
 
 def _launch_backfill(up: Platform) -> str:
     """An asset backfill of the transactions group, small partitions, through GraphQL."""
-    launched = graphql(
+    launched = layout.graphql(
         up.port,
         LAUNCH_BACKFILL,
         {
             "params": {
-                "assetSelection": [{"path": [name]} for name in TRANSACTION_ASSETS],
+                "assetSelection": [{"path": [name]} for name in layout.TRANSACTION_ASSETS],
                 "partitionNames": BACKFILL_PARTITIONS,
-                "runConfigData": small_transactions(21),
+                "runConfigData": layout.small_transactions(21),
             }
         },
     )["launchPartitionBackfill"]
@@ -180,7 +157,7 @@ def test_two_webservers_see_the_same_runs_and_the_queue_held(platform: Platform)
     try:
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/server_info"), 120, 0.5)
         ids = [
-            {r["runId"] for r in graphql(p, RUN_IDS)["runsOrError"]["results"]}
+            {r["runId"] for r in layout.graphql(p, RUN_IDS)["runsOrError"]["results"]}
             for p in (up.port, port)
         ]
         # 2 of the gate, 1 + 1 + the backfill's of GraphQL
@@ -189,15 +166,17 @@ def test_two_webservers_see_the_same_runs_and_the_queue_held(platform: Platform)
         os.killpg(second.pid, signal.SIGTERM)
         second.wait(30)
 
-    with instance_of(up) as instance:
+    with layout.instance_of(up) as instance:
         records = [r for r in instance.get_run_records() if r.start_time and r.end_time]
     # never two runs publishing one stream at once (a run that started and then waited for
-    # its pool inside would count: its span is from its start), never more than MAX_RUNS
+    # its pool inside would count: its span is from its start), never more than layout.MAX_RUNS
     # runs at once; and a run of the other stream did run beside them (not held by them)
     spans_of: dict[str, list[tuple[float, float]]] = {}
     for spec in stream_specs():
         spans = sorted(
-            (r.start_time, r.end_time) for r in records if spec.pool in pools_of(r.dagster_run)
+            (r.start_time, r.end_time)
+            for r in records
+            if spec.pool in layout.pools_of(r.dagster_run)
         )
         assert len(spans) >= 2, f"{spec.name}: {spans}"
         for (_, end), (start, _) in itertools.pairwise(spans):
@@ -215,4 +194,4 @@ def test_two_webservers_see_the_same_runs_and_the_queue_held(platform: Platform)
     for _, step in edges:
         running += step
         peak = max(peak, running)
-    assert peak <= MAX_RUNS
+    assert peak <= layout.MAX_RUNS

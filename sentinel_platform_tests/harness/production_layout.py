@@ -256,6 +256,18 @@ def gate_launches_a_later_day(up: Platform, instance: Any, pools: dict[str, str]
     return by_stream
 
 
+def gate_then_a_ui_run(up: Platform, instance: Any) -> tuple[dict[str, str], dict[str, str], str]:
+    """The layout checked, the gate's launches of a later day, then a partition of
+    transactions materialised as the UI does, in the transactions pool: the pool of each
+    stream, the gate's run of each stream and the UI's run."""
+    pools = assert_the_layout(up, instance)
+    gate_by_stream = gate_launches_a_later_day(up, instance, pools)
+    ui_run = materialize_like_the_ui(up)
+    assert pools_of(instance.get_run_by_id(ui_run)) == {pools["transactions"]}
+    assert instance.get_run_by_id(ui_run).job_name == "__ASSET_JOB"
+    return pools, gate_by_stream, ui_run
+
+
 def restart_webserver_and_daemon(up: Platform) -> None:
     """SIGKILL the webserver and the daemon; the supervisor restarts each alone, and the
     code server (with the runs it launched) goes on."""
