@@ -217,7 +217,8 @@ class Supervisor:
                     "pid": child.pid,
                     "restarts": child.restarts,
                     "log": str(child.spec.log_path),
-                    "seen_pids": sorted(child.seen_pids),
+                    # pid -> creation time: a pid the system has since reused is not ours
+                    "seen_pids": {str(pid): t for pid, t in sorted(child.seen_pids.items())},
                 }
                 for name, child in self.children.items()
             },

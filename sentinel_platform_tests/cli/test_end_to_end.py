@@ -33,6 +33,7 @@ from sentinel_platform_tests.harness.sentinel_up import (
     dagster_log_tail,
     dagster_sensor,
     http_ok,
+    seen_processes,
     start_sentinel_up,
 )
 from sentinel_platform_tests.harness.waits import wait_until
@@ -45,12 +46,9 @@ SEED = 4242
 JOB = demo.JOB_NAME
 
 
-def _seen_pids(home: Path) -> set[int]:
+def _seen_pids(home: Path) -> dict[int, float]:
     path = home / "run" / "up.json"
-    if not path.exists():
-        return set()
-    state = json.loads(path.read_text())
-    return {int(p) for child in state["children"].values() for p in child["seen_pids"]}
+    return seen_processes(json.loads(path.read_text())) if path.exists() else {}
 
 
 @pytest.fixture
@@ -70,7 +68,7 @@ def platform(
         output = up.communicate(timeout=120)[0].decode()
         seen |= _seen_pids(settings.home_dir)
         assert up.returncode == 0, output
-        left = sorted(pid for pid in seen if proctree.alive(pid))
+        left = sorted(proctree.still_running(seen))
         assert not left, f"processes left behind: {left}\n{output}"
 
 

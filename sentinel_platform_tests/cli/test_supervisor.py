@@ -64,3 +64,15 @@ def test_stop_terminates_the_child_and_its_orphaned_grandchildren(tmp_path: Path
     assert len(seen) == 2
     supervisor.stop(["stubborn"], timeout_s=1, group=True)
     assert not [p for p in seen if proctree.alive(p)]
+
+
+def test_the_state_names_each_process_seen_with_its_creation_time(tmp_path: Path) -> None:
+    # A long test or an operator reads ``up.json`` minutes later, when the system may have
+    # given a dead child's pid to another process: the creation time tells them apart.
+    supervisor = Supervisor(tmp_path / "state.json")
+    child = supervisor.add(_spec(tmp_path, "sleeper", "import time; time.sleep(60)"))
+    assert child.process is not None
+    seen = json.loads((tmp_path / "state.json").read_text())["children"]["sleeper"]["seen_pids"]
+    assert seen == {str(child.process.pid): proctree.start_time(child.process.pid)}
+    supervisor.stop(["sleeper"], timeout_s=5)
+    assert not proctree.still_running({int(pid): t for pid, t in seen.items()})

@@ -21,6 +21,7 @@ from sentinel_platform.redis_server import (
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.harness.sentinel_up import seen_processes
 from sentinel_platform_tests.harness.waits import wait_until
 
 
@@ -66,6 +67,7 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
         )
         assert [event["concurrency"] for event in started] == [3]
         redis_pid = int(json.loads((home / "redis" / "server.json").read_text())["pid"])
+        redis_process = proctree.identify({redis_pid})
 
         # A worker crash: the supervisor restarts it and the new process takes the lease.
         crashed = _child_pid(home, "tx-1")
@@ -88,9 +90,7 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
         wait_until(lease_retaken, timeout_s=30, interval_s=0.2)
         assert "restarting in" in (home / "logs" / "sentinel-up.log").read_text()
 
-        seen = {
-            int(pid) for child in _state(home)["children"].values() for pid in child["seen_pids"]
-        }
+        seen = seen_processes(_state(home))
         client.close()
     finally:
         up.send_signal(signal.SIGTERM)
@@ -101,7 +101,7 @@ def test_up_supervises_workers_and_sigterm_leaves_no_process(tmp_path: Path) -> 
     assert "stopping workers" in output
     assert output.index("stopping workers") < output.index("stopping the embedded Redis")
     assert len(seen) >= 4  # 3 workers + the crashed one
-    assert not [pid for pid in seen | {redis_pid} if proctree.alive(pid)], output
+    assert not proctree.still_running({**seen, **redis_process}), output
     assert _state(home)["running"] is False
 
 

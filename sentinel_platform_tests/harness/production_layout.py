@@ -30,7 +30,7 @@ from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import connect
 from sentinel_platform_tests.harness.postgres import PostgresServer
-from sentinel_platform_tests.harness.sentinel_up import SENTINEL, http_ok
+from sentinel_platform_tests.harness.sentinel_up import SENTINEL, http_ok, seen_processes
 from sentinel_platform_tests.harness.waits import wait_until
 
 Storage = Literal["postgres", "sqlite"]
@@ -163,18 +163,13 @@ def _start(storage: Storage, home: Path, redis_server: RedisServer, url: str) ->
 
 
 def _stop(up: Platform) -> None:
-    seen = _seen_pids(up)
+    seen = seen_processes(up.state())
     up.process.send_signal(signal.SIGTERM)
     output = up.process.communicate(timeout=150)[0].decode()
-    seen |= _seen_pids(up)
+    seen |= seen_processes(up.state())
     assert up.process.returncode == 0, output
-    left = sorted(pid for pid in seen if proctree.alive(pid))
+    left = sorted(proctree.still_running(seen))
     assert not left, f"processes left behind: {left}\n{output}"
-
-
-def _seen_pids(up: Platform) -> set[int]:
-    children = up.state().get("children", {}).values()
-    return {int(pid) for child in children for pid in child["seen_pids"]}
 
 
 def instance_of(up: Platform) -> Any:

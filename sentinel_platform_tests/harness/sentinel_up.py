@@ -12,6 +12,7 @@ import sys
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from sentinel_platform.cli.up_children import repo_root
 from sentinel_platform.redis_server import free_port
@@ -59,3 +60,10 @@ def dagster_log_tail(home: Path, lines: int) -> str:
     log = home / "logs" / "dagster.log"
     text = log.read_text(errors="replace") if log.exists() else "(no dagster.log)"
     return "\n".join(text.splitlines()[-lines:])
+
+
+def seen_processes(state: dict[str, Any]) -> dict[int, float]:
+    """Every process the supervisor of ``sentinel up`` saw (its state file, ``up.json``):
+    pid -> creation time, so a pid the system reused since is not taken for a leftover."""
+    children = state.get("children", {}).values()
+    return {int(pid): float(t) for child in children for pid, t in child["seen_pids"].items()}
