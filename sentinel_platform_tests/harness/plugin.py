@@ -14,6 +14,7 @@ found at collection by :func:`.markers.mark_harnesses`.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
@@ -42,3 +43,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from sentinel_platform_tests.harness.markers import mark_harnesses
 
     mark_harnesses(items)
+
+
+#: SIGTERM's handler when the test process started.
+_SIGTERM_AT_START = signal.getsignal(signal.SIGTERM)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Put SIGTERM's handler back after each test. Dagster's in-process execution maps
+    SIGTERM to whatever SIGINT does and leaves it so: in a test process whose SIGINT is
+    ignored (started from a background shell), one ``materialize`` left SIGTERM ignored, and
+    every child the process started afterwards inherited the ignore and outlived its
+    SIGTERM (seen in the reap and bench clean-up tests of a full run)."""
+    if signal.getsignal(signal.SIGTERM) != _SIGTERM_AT_START:
+        signal.signal(signal.SIGTERM, _SIGTERM_AT_START)
