@@ -17,6 +17,11 @@ instance always lives in ``$SENTINEL_HOME/dagster``, and its ``dagster.yaml`` sa
   would start (a JVM, a run slot) and block inside. The per-pool limits (one slot per
   stream) live in the instance's database, not here: ``sentinel up`` sets them
   (:mod:`sentinel_platform.cli.pools`).
+- **run monitoring** (the daemon's): a run whose worker never came up is failed after
+  :data:`RUN_MONITORING`'s start timeout, one stuck cancelling is marked cancelled, and
+  the pool slots of a run that ended without freeing them (its worker killed) are freed.
+  Without it such a run holds one of the few run slots and its stream's publish pool for
+  good, and every later publish of that stream waits in the queue in silence.
 - **no prompts**: telemetry off, and ``nux`` off (no "Join the Dagster community" dialog).
 
 Who owns the file: one that starts with :data:`MANAGED_HEADER` (or is the unedited file
@@ -65,6 +70,18 @@ OLD_RUN_COORDINATOR = "sentinel_platform.cli.run_queue"
 #: A run waits in the queue for every pool of its plan (not only its root steps').
 POOLS = {"granularity": "run", "op_granularity_run_buffer": 0}
 
+#: Dagster's run monitoring, sized for a Spark run worker on a loaded 2-core machine (its
+#: start is seconds; minutes mean it never came up). The default launcher cannot resume a
+#: run, hence no resume attempts.
+RUN_MONITORING = {
+    "enabled": True,
+    "start_timeout_seconds": 300,
+    "cancel_timeout_seconds": 180,
+    "max_resume_run_attempts": 0,
+    "poll_interval_seconds": 30,
+    "free_slots_after_run_end_seconds": 120,
+}
+
 StorageKind = Literal["sqlite", "postgres", "other"]
 
 
@@ -91,6 +108,7 @@ def instance_config(settings: Settings) -> dict[str, Any]:
         "runs": {"max_concurrent_runs": settings.max_concurrent_runs},
         "pools": dict(POOLS),
     }
+    config["run_monitoring"] = dict(RUN_MONITORING)
     return config
 
 
@@ -102,7 +120,8 @@ def render_dagster_yaml(settings: Settings) -> str:
         "# Storage: SENTINEL_DAGSTER_POSTGRES_URL (PostgreSQL, read from the environment), else\n"
         "# SQLite here. Run queue: SENTINEL_DAGSTER_MAX_CONCURRENT_RUNS runs at once (each a\n"
         "# Spark JVM); a run waits for its pools (granularity: run), one slot per publish pool\n"
-        "# (`sentinel/publish/<stream>`, set in the database by `sentinel up`).\n"
+        "# (`sentinel/publish/<stream>`, set in the database by `sentinel up`). Run monitoring\n"
+        "# fails a run that never started and frees the pool slots a killed run left held.\n"
         f"{body}"
     )
 

@@ -48,7 +48,7 @@ from sentinel_platform_tests.cli.test_operator_journey import (
     assert_no_welcome,
 )
 from sentinel_platform_tests.harness.operations import read_alerts
-from sentinel_platform_tests.harness.platform import LOCATION, Platform, launch, run_status
+from sentinel_platform_tests.harness.platform import LOCATION, Platform, launch, wait_for_run
 from sentinel_platform_tests.harness.waits import wait_until
 
 #: A Dagster start, a checks run, a demo run, a failed run and a landed day through
@@ -101,11 +101,6 @@ def _launched_by_the_lag_gate(platform: Platform) -> list[str]:
             for t in run["tags"]
         )
     ]
-
-
-def _finished(platform: Platform, run_id: str, allow_failure: bool = False) -> str | None:
-    status = run_status(platform, run_id, allow_failure)
-    return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
 
 def _settled(execution: dict[str, Any]) -> dict[str, Any] | None:
@@ -198,9 +193,9 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     for keys in streams:
         record_publish(redis_client, keys, USERS_PUBLISH)
     checks_run = launch(platform, "stream_health_checks_job")
-    wait_until(lambda: _finished(platform, checks_run), timeout_s=300, interval_s=1)
+    wait_for_run(platform, checks_run, timeout_s=300)
     demo_run = launch(platform, demo.JOB_NAME, today, demo.demo_run_config(4242))
-    wait_until(lambda: _finished(platform, demo_run), timeout_s=300, interval_s=1)
+    wait_for_run(platform, demo_run, timeout_s=420)
     _assert_demo_traffic_only(platform, redis_client, settings, demo_run)
     # The checks schedule may be evaluating it right now: wait for an outcome, then judge it.
     eviction = wait_until(
@@ -248,7 +243,7 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     dialog.get_by_role("button", name="Launch 1 run").click()
     page.get_by_text("Launched run").wait_for()
     (run_id,) = wait_until(lambda: _ui_runs(platform, today), timeout_s=30, interval_s=0.5)
-    status = wait_until(lambda: _finished(platform, run_id, True), timeout_s=300, interval_s=1)
+    status = wait_for_run(platform, run_id, timeout_s=300, allow_failure=True)
     assert status == "FAILURE"
     description = _failure_description(platform, run_id)
     (command,) = ADVICE.findall(description)

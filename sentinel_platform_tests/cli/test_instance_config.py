@@ -74,6 +74,10 @@ def test_dagster_loads_the_rendered_config(tmp_path: Path) -> None:
         assert queue.max_concurrent_runs == max(2, (os.cpu_count() or 2) // 2)
         assert queue.should_block_op_concurrency_limited_runs
         assert queue.op_concurrency_slot_buffer == 0 and not queue.tag_concurrency_limits
+        # a run that never starts is failed, and a killed run's pool slots are freed
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_start_timeout_seconds == 300
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
 
 
 def test_every_publish_asset_declares_its_streams_pool() -> None:

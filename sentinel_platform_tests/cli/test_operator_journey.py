@@ -39,6 +39,7 @@ from sentinel_platform_tests.harness.platform import (
     SPIKE_ENV,
     Platform,
     run_status,
+    wait_for_run,
 )
 from sentinel_platform_tests.harness.strategies import valid_transaction
 from sentinel_platform_tests.harness.waits import wait_until
@@ -156,7 +157,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
 
     # 3. The run page: wait for the run to succeed.
     page.goto(f"{platform.url}/runs/{run_id}")
-    wait_until(lambda: _run_status(platform, run_id) == "SUCCESS", timeout_s=180, interval_s=1)
+    assert wait_for_run(platform, run_id, timeout_s=180) == "SUCCESS"
     page.reload()
     page.get_by_text("Success").first.wait_for()
     page.get_by_text("Loading run logs").wait_for(state="hidden")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,9 @@ class Platform:
 LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
+RUN_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 400) { ... on EventConnection {
+  events { __typename ... on MessageEvent { message stepKey timestamp } } } } }"""
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
 
 def launch(
@@ -115,6 +119,37 @@ def run_status(platform: Platform, run_id: str, allow_failure: bool = False) -> 
             platform.dagster_log_tail()
         )
     return str(status)
+
+
+def wait_for_run(
+    platform: Platform, run_id: str, timeout_s: float, allow_failure: bool = False
+) -> str:
+    """Wait until the run has finished and return its status (a failed or canceled run
+    fails the test unless ``allow_failure``). At the deadline, fail with what explains a
+    run that never finished: its status, its last events (a step waiting for a pool or
+    paused by backpressure says so there) and the tails of ``sentinel up``'s logs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = run_status(platform, run_id, allow_failure)
+        if status in FINISHED:
+            return status
+        time.sleep(1)
+    raise AssertionError(
+        f"run {run_id} not finished within {timeout_s}s: "
+        f"{run_status(platform, run_id, True)}\n{run_diagnosis(platform, run_id)}"
+    )
+
+
+def run_diagnosis(platform: Platform, run_id: str, events: int = 25, lines: int = 30) -> str:
+    """The run's last ``events`` messages and the last ``lines`` of each log of the
+    platform's home (supervisor, Dagster, workers), for a failure message."""
+    found = platform.graphql(RUN_EVENTS, {"id": run_id})["logsForRun"].get("events") or []
+    said = [f"  {e.get('stepKey') or '-'}: {e.get('message')}" for e in found if e.get("message")]
+    parts = ["last events of the run:", *said[-events:]]
+    for log in sorted((platform.home / "logs").glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        parts += [f"--- {log.name}", *tail]
+    return "\n".join(parts)
 
 
 def start_platform(
