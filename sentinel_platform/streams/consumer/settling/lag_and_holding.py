@@ -44,16 +44,22 @@ log = logging.getLogger(__name__)
 
 #: Lag key writes from the loop are at most this frequent (the heartbeat adds its own).
 LAG_WRITE_INTERVAL_S = 0.1
+#: A climb ends when the limit is cut below this share of the highest limit it reached.
+CLIMB_ENDS_BELOW = 0.75
 
 
 class Climb:
     """Whether an adaptive limit is still climbing, from the steady limits published.
 
-    Climbing: below its maximum, and its last change was a rise (the start counts as one:
-    ``auto`` starts low by design) no longer ago than ``memory_s``. A fleet that fell
+    Climbing: below its maximum, its last rise no longer ago than ``memory_s`` (the start
+    counts as one: ``auto`` starts low by design), and never cut below
+    :data:`CLIMB_ENDS_BELOW` of the highest limit of this climb since. A fleet that fell
     behind shows a limit that stopped rising or was cut; only a limit still finding its
-    level is not backpressure. ``memory_s`` is the holding's TTL, so a climb is claimed no
-    longer than a figure of it would live. Safe from the loop and the heartbeat's thread.
+    level is not backpressure. A small dip is not a cut: the limit's gradient is measured
+    from noisy latencies, and ending the claim on one noisy step turned a burst the worker
+    was absorbing into advice to raise its concurrency. ``memory_s`` is the holding's TTL,
+    so a climb is claimed no longer than a figure of it would live. Safe from the loop and
+    the heartbeat's thread.
     """
 
     def __init__(self, memory_s: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -61,6 +67,7 @@ class Climb:
         self._clock = clock
         self._lock = threading.Lock()
         self._last: int | None = None
+        self._high = 0
         self._rose_at = clock()
         self._rising = True
 
@@ -68,14 +75,21 @@ class Climb:
         """Fold in the limit in force now; True while it is climbing."""
         if not isinstance(limit, AdaptiveLimit):
             return False
-        steady, now = limit.steady_limit, self._clock()
+        return self.observe_steady(limit.steady_limit, limit.maximum)
+
+    def observe_steady(self, steady: int, maximum: int) -> bool:
+        """Fold in a steady limit of ``maximum``; True while it is climbing."""
+        now = self._clock()
         with self._lock:
-            if self._last is not None and steady != self._last:
-                self._rising = steady > self._last
-                self._rose_at = now if self._rising else self._rose_at
-            self._last = steady
+            if self._last is not None and steady > self._last:
+                if not self._rising:  # a new climb starts from here
+                    self._high = 0
+                self._rising, self._rose_at = True, now
+            elif steady < CLIMB_ENDS_BELOW * self._high:
+                self._rising = False  # a cut, not a dip
+            self._last, self._high = steady, max(self._high, steady)
             recent = now - self._rose_at <= self._memory_s
-            return self._rising and recent and steady < limit.maximum
+            return self._rising and recent and steady < maximum
 
 
 class LagWriter:
