@@ -38,6 +38,7 @@ from sentinel_platform_tests.harness.platform import (
     LOCATION,
     SPIKE_ENV,
     Platform,
+    run_diagnosis,
     run_status,
     wait_for_run,
 )
@@ -158,6 +159,11 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     # 3. The run page: wait for the run to succeed.
     page.goto(f"{platform.url}/runs/{run_id}")
     assert wait_for_run(platform, run_id, timeout_s=180) == "SUCCESS"
+    # what a wait that timed out would have said: the run's events, the streams, the logs
+    told = run_diagnosis(platform, run_id)
+    assert "RUN_SUCCESS" in told or "Finished execution of run" in told, told[-2000:]
+    assert "--- sentinel status" in told and "transactions" in told, told[-2000:]
+    assert "--- sentinel-up.log" in told and "--- dagster.log" in told, told[-2000:]
     page.reload()
     page.get_by_text("Success").first.wait_for()
     page.get_by_text("Loading run logs").wait_for(state="hidden")

@@ -82,7 +82,7 @@ class Platform:
 LAUNCH = """mutation($p: ExecutionParams!) { launchPipelineExecution(executionParams: $p) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 RUN_STATUS = "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"
-RUN_EVENTS = """query($id: ID!) { logsForRun(runId: $id, limit: 400) { ... on EventConnection {
+RUN_EVENTS = """query($id: ID!) { logsForRun(runId: $id) { ... on EventConnection {
   events { __typename ... on MessageEvent { message stepKey timestamp } } } } }"""
 FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 
@@ -141,11 +141,14 @@ def wait_for_run(
 
 
 def run_diagnosis(platform: Platform, run_id: str, events: int = 25, lines: int = 30) -> str:
-    """The run's last ``events`` messages and the last ``lines`` of each log of the
-    platform's home (supervisor, Dagster, workers), for a failure message."""
+    """What explains a run's state, for a failure message: its last ``events`` messages,
+    ``sentinel status`` (the streams' lag, pause flags, holds: what a publish waits on)
+    and the last ``lines`` of each log of the platform's home (supervisor, Dagster,
+    workers)."""
     found = platform.graphql(RUN_EVENTS, {"id": run_id})["logsForRun"].get("events") or []
     said = [f"  {e.get('stepKey') or '-'}: {e.get('message')}" for e in found if e.get("message")]
-    parts = ["last events of the run:", *said[-events:]]
+    status = platform.sentinel("status")
+    parts = ["last events of the run:", *said[-events:], "--- sentinel status", status.stdout]
     for log in sorted((platform.home / "logs").glob("*.log")):
         tail = log.read_text(errors="replace").splitlines()[-lines:]
         parts += [f"--- {log.name}", *tail]
