@@ -65,6 +65,12 @@ def verdict_line(mix: dict[str, Any] | None) -> str:
     if not mix["verdicts"]:
         return f"  verdicts (last {minutes}): none"
     total = mix["verdicts"]
+    # a busy stream's read stops at the newest MAX_ENTRIES: say so, never "2000 in 5 min"
+    span = (
+        f"last {minutes}"
+        if mix["covered_s"] >= mix["window_s"]
+        else f"the newest, over the last {mix['covered_s']:g} s of {minutes}"
+    )
     shares = ", ".join(
         f"{'AI' if driver == 'analyzer' else driver} {_percent(count / total)}"
         for driver, count in mix["by_driver"].items()
@@ -76,4 +82,4 @@ def verdict_line(mix: dict[str, Any] | None) -> str:
         + f" out {_per_min(mix['output_tokens_per_min'])}"
     )
     models = f"; model {', '.join(mix['models'])}" if mix["models"] else ""
-    return f"  verdicts (last {minutes}) {total}: {shares}; {tokens}{models}"
+    return f"  verdicts ({span}) {total}: {shares}; {tokens}{models}"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
+from sentinel_platform.streams.backlog.verdict_mix import MAX_ENTRIES
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -95,6 +96,22 @@ def test_ai_verdicts_show_their_share_and_tokens_per_minute_and_stay_nominal(
     assert mix["models"] == ["gpt-4o-mini"]
     text = sentinel("status").out
     assert "tokens/min in 600 (cached 400) out 120; model gpt-4o-mini" in text
+
+
+def test_a_busy_streams_verdicts_say_they_are_the_newest_not_the_windows_count(
+    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    """More verdicts in the window than one read takes: the line names the span those
+    cover, never the read's size as the window's count (20,000 processed read "2000")."""
+    pipe = redis_client.pipeline(transaction=False)
+    for _ in range(MAX_ENTRIES + 500):
+        pipe.xadd(tx_keys.results, _verdict("rules"))
+    pipe.execute()
+    text = sentinel("status").out
+    assert f"verdicts (last 5 min) {MAX_ENTRIES}" not in text, text
+    line = next(line for line in text.splitlines() if "verdicts (" in line and "rules" in line)
+    assert line.startswith("  verdicts (the newest, over the last "), line
+    assert f"s of 5 min) {MAX_ENTRIES}: AI 0%, fallback 0%, rules 100%" in line, line
 
 
 def test_an_exhausted_analyzer_makes_the_status_a_warning_with_its_cause(
