@@ -21,10 +21,11 @@ needs, collects outcomes, and asks how many more messages it may take (:meth:`Ca
 * **Busy.** A call that raises :class:`~sentinel_platform.streams.consumer.processor.Busy`
   is *parked*: kept in hand and pending on this worker, with no outcome, no delivery
   counted and no error recorded; it is called again once its delay has passed
-  (``Retry-After`` when the downstream said, else a doubling backoff), and the limit is
-  told: ``on_drop`` when the downstream refused this call (fewer calls go out),
-  ``on_hold`` when the fleet is held because it refused another worker's (no more go
-  out). A parked message is in no call, so the hang watchdog does not count its wait.
+  (``Retry-After`` when the downstream said, else a doubling backoff, a guess of ours
+  that the next answered call ends: the downstream is back), and the limit is told:
+  ``on_drop`` when the downstream refused this call (fewer calls go out), ``on_hold``
+  when the fleet is held because it refused another worker's (no more go out). A parked
+  message is in no call, so the hang watchdog does not count its wait.
 * **Stop.** A run stops between two calls once the worker is asked to stop;
   :meth:`Calls.take_back` returns everything not in a call, :meth:`Calls.settle_running`
   lets the calls in progress finish until a deadline.
@@ -122,6 +123,7 @@ class Calls:
         self._backlog: deque[Prepared] = deque()  # due for a call, waiting for a run
         self._followers: dict[str, list[Prepared]] = {}  # per key in flight: its copies
         self._parked: dict[str, tuple[float, Prepared]] = {}  # busy: (due, prepared)
+        self._guessed: set[str] = set()  # parked on our own backoff, not a delay given
         self._mean_latency_s: float | None = None
         self._busy_backoff_s = BUSY_BACKOFF_START_S
         #: :meth:`held` as of the loop's last change, for :meth:`capacity` on any thread
@@ -191,6 +193,7 @@ class Calls:
         ready = [p for due, p in self._parked.values() if due <= now]
         for prepared in ready:
             del self._parked[prepared.delivery.id]
+            self._guessed.discard(prepared.delivery.id)
         self._backlog.extend(ready)
         self._dispatch()
 
@@ -257,13 +260,25 @@ class Calls:
         self._mean_latency_s = seconds if mean is None else mean + LATENCY_WEIGHT * (seconds - mean)
         if samples:
             self.limit.on_sample(sum(samples) / len(samples), in_flight)
+            self._wake_guessed()
         self._busy_backoff_s = BUSY_BACKOFF_START_S
+
+    def _wake_guessed(self) -> None:
+        """The downstream answered: what waits on our own backoff is called now. Through
+        an outage that backoff doubles to :data:`BUSY_BACKOFF_CAP_S`; waited out, a worker
+        made no call for seconds after the service was back. A delay the downstream gave
+        is kept (it said when)."""
+        for message_id in self._guessed:
+            _due, prepared = self._parked.pop(message_id)
+            self._backlog.append(prepared)
+        self._guessed.clear()
 
     def _park(self, prepared: Prepared, retry_after_s: float | None) -> None:
         """Busy: call again later; the key stays in flight, so its copies keep waiting."""
         if retry_after_s is None:
             retry_after_s = self._busy_backoff_s
             self._busy_backoff_s = min(self._busy_backoff_s * 2, BUSY_BACKOFF_CAP_S)
+            self._guessed.add(prepared.delivery.id)
         self._parked[prepared.delivery.id] = (time.monotonic() + retry_after_s, prepared)
         self._on_busy(prepared, retry_after_s)
 
@@ -354,6 +369,7 @@ class Calls:
         self._backlog.clear()
         back += [p for _due, p in self._parked.values()]
         self._parked.clear()
+        self._guessed.clear()
         back += [p for copies in self._followers.values() for p in copies]
         self._followers = {key: [] for key in self._followers}
         self._held_now = self.held()

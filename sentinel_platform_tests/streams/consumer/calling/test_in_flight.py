@@ -189,3 +189,53 @@ def test_the_holding_never_falls_below_the_messages_in_hand_after_a_cut() -> Non
     limit._limit = 1  # what the burst of drops left
     assert calls.capacity(100) == 10, "what it holds, not the 1 of its limit"
     calls.settle_running(time.monotonic())
+
+
+class Waiting(Busy):
+    """The downstream is down and the message waits for it (``AnalyzerWaiting``)."""
+
+    sent = False
+
+
+def test_an_answer_calls_at_once_the_messages_parked_on_a_backoff_of_our_own() -> None:
+    """Through an outage the messages park on a doubling backoff (to 5 s), a guess of our
+    own; once a call is answered again they go at once (waiting out the guess, a worker
+    made no call for seconds after the analyzer was back). A delay the downstream gave
+    (``Retry-After``) is kept."""
+    down = threading.Event()
+    down.set()
+
+    def call(prepared: Prepared) -> Outcome:
+        if prepared.natural_key == "told":
+            raise Busy(30.0, "429 with Retry-After: 30")
+        if down.is_set():
+            raise Waiting(None, "waiting for the analyzer: HTTP 500")
+        return Commit(prepared.delivery, prepared.natural_key, Effect(prepared.natural_key, {}))
+
+    calls = Calls(
+        call,
+        lambda p, e: Failure(p.delivery, repr(e)),
+        RecordingLimit(),
+        4,
+        threading.Event(),
+        lambda *_: None,
+    )
+    keys = ["told", *(f"k{i}" for i in range(8))]
+    calls.submit([Prepared(Delivery(f"{i}-0", {}, 1), None, k) for i, k in enumerate(keys)])
+    wait_until(lambda: calls.collect(0.05) or not calls.running, 5, what="every call parked")
+    assert calls.held() == len(keys) and calls.next_due_in(time.monotonic()) is not None
+    wait_until(lambda: calls.next_due_in(time.monotonic()) == 0, 5, what="the first due")
+    down.clear()  # the analyzer answers again
+    results: list[Outcome] = []
+
+    def first_answer() -> bool:
+        calls.resubmit_due(time.monotonic())
+        results.extend(calls.collect(0.05))
+        return bool(results)
+
+    wait_until(first_answer, 5, what="the first answer")
+    calls.resubmit_due(time.monotonic())
+    wait_until(lambda: results.extend(calls.collect(0.05)) or not calls.running, 5, what="calls")
+    assert len(results) == len(keys) - 1, "every message waiting for the analyzer was called"
+    assert calls.held() == 1 and calls.next_due_in(time.monotonic()) > 20  # the Retry-After
+    calls.settle_running(time.monotonic())
