@@ -52,6 +52,15 @@ windows as Netflix's ``WindowedLimit`` does, with an explicit cut on drops:
   the calls in flight less one", is exact for a worker alone but takes the same one call
   from a share of 2 as from one of 6; three workers sharing a refusing K = 8 then ended
   4.3x apart.
+* **Refused again.** A ``Retry-After`` holds every call, so a collapse that comes while
+  calls start one after another (as earlier ones finish) is seen a few refusals a hold:
+  the ones sent before the first refusal came back. Cut by those alone the limit fell
+  10% a hold (45 to 4 took 20 s of holds, the drain near nothing meanwhile). So a burst
+  that comes before the service answered one round of calls at the level the last cut
+  left (fewer answers than that level) cuts to half at least: a collapse is followed in
+  a few holds. A worker sharing a service, refused after running at its level for a
+  while, is cut as before (halving it for any refusal within the ceiling's hold left
+  two workers' shares 2.4x apart).
 * **Ceilings.** The level a drop leaves is remembered as a **ceiling**: for
   ``CEILING_HOLD_S`` (20 s) the limit grows no higher, then it probes one above; a window
   that completes there without a drop forgets the ceiling. A service that refuses rather
@@ -226,6 +235,11 @@ class AdaptiveLimit:
         # Drops since the last window closed: one burst, cut once by its size.
         self._burst_base: float | None = None
         self._burst_drops = 0
+        # Calls answered since the last cut, and the level it left: a burst that comes
+        # before one round at that level was answered halves (``on_drop``).
+        self._answered = 0
+        self._cut_level = 0.0
+        self._again = False
         # Probe: the limit saved while pinned low, the clean samples so far.
         self._saved: float | None = initial
         self._probe: list[float] = []
@@ -272,6 +286,7 @@ class AdaptiveLimit:
         completed normally after ``rtt_s`` seconds."""
         rtt = rtt_s if rtt_s > RTT_FLOOR_S else RTT_FLOOR_S
         now = self._clock()
+        self._answered += 1
         if self._saved is not None:
             self._probe_sample(rtt, in_flight, now)
             return
@@ -291,16 +306,20 @@ class AdaptiveLimit:
         current = self._in_force()
         if self._burst_base is None:
             self._burst_base, self._burst_drops = current, 0
+            self._again = self._answered < self._cut_level  # the last cut was not enough
         self._burst_drops += 1
         base = self._burst_base
         drops = self._burst_drops
         floor = 0.0 if drops >= COLLAPSE_DROPS else base * BURST_FLOOR  # capacity fell
         target = min(base * DROP_FACTOR, max(base - drops, floor))
+        if self._again:
+            target = min(target, base * BURST_FLOOR)
         self._step = 1.0
         if target >= current:
             return
         self._lower_to(max(float(self.minimum), target))
         self._hold_at(target)
+        self._cut_level, self._answered = target, 0
         self._reason = "drop"
 
     def on_hold(self) -> None:
