@@ -1,85 +1,51 @@
 """How many calls one worker may have in flight: a fixed number, or one found at run time.
 
 :class:`AdaptiveLimit` is the gradient concurrency limit of Envoy's adaptive concurrency
-filter (itself derived from the gradient limits of Netflix's concurrency-limits), sampled in
-windows as Netflix's ``WindowedLimit`` does, with an explicit cut on drops:
+filter (after Netflix's concurrency-limits), sampled in windows as Netflix's
+``WindowedLimit`` does, with an explicit cut on drops. A hosted analyzer either queues
+(latency grows past its capacity) or refuses (429 at once): the gradient follows the
+first, the drop rules the second.
 
-* **Windows.** Completed calls are gathered into a window; the window closes once it holds
-  ``min(WINDOW_SAMPLES, limit)`` calls and has lasted at least one round trip (the previous
-  window's latency, and never less than ``WINDOW_MIN_S``), so every decision sees the calls
-  started after the previous one. The window's latency is its **median** (Envoy's default
-  p50): one slow outlier (a garbage collection, a scheduler hiccup) moves nothing.
-* **Gradient.** With ``noload`` the latency of the service when nothing queues, a window of
-  latency ``sample`` gives ``gradient = noload * (1 + BUFFER) / sample`` clamped to
-  ``[0.5, 2]``. Below 1 (latency grew past the buffer) the limit is multiplied by it;
-  from 1 up (latency near its minimum) it grows by up to ``limit * (gradient - 1) + 1``
-  (a fifth and one per round trip while the service keeps up). The ``+ 1`` is Envoy's
-  headroom, but only while growing: a headroom added to cuts as well (Envoy's
-  ``sqrt(limit)``) leaves a standing queue in a small service (K = 8: 1.6x its latency).
-  After the first cut, growth is also bounded by a step that starts at 1 after each cut
-  and doubles with every window that grows (TCP's slow start, then BIC's probing): far
-  from any cut the limit still multiplies; near the last one it creeps. Multiplicative
-  cuts with additive growth are what makes workers sharing one service converge to equal
-  shares (Chiu and Jain's AIMD); with the gradient's multiplicative growth alone, three
-  workers sharing a queueing K = 32 ended 5:1.
-  ``BUFFER`` is 20%, not Envoy's 25%: with K = 4 one call more is already 25% more queue,
-  and the average wait must stay below half the latency.
-  A window whose calls never used half the limit (``in_flight < limit / 2``, Netflix's
-  "app-limited" rule) may cut but never grows it: a worker that has too few messages says
-  nothing about the service's capacity.
-* **No-load latency.** Measured, as Envoy does, in a *probe*: the limit is pinned to
-  ``PROBE_LIMIT`` (3, Envoy's default minimum concurrency; less if the limit was less)
-  until ``PROBE_SAMPLES`` calls that started with at most that many in flight have
-  completed; their median is the new ``noload`` and the limit returns to what it was. The
-  first window of a limit is a probe (a limit that starts above the service's capacity
-  would otherwise take its queueing as the norm), then one runs every
-  ``max(PROBE_INTERVAL_S, PROBE_INTERVAL_RTTS x noload)``, so a service that became slower
-  or faster is re-measured at a small cost: 10 calls at 3 in flight take about 0.4 s
-  every 30 s at 100 ms, 7 s every 200 s at 2 s.
-* **Tiny latencies.** Every latency is raised to ``RTT_FLOOR_S`` (2 ms) before use: below
-  it, a CPU-bound processor's timings are scheduler noise (CPython switches threads every
-  5 ms), and 20 us against 40 us is no queue. A processor that always answers below the
-  floor therefore never sees a gradient below 1: the limit is never cut for it.
-* **Drops** (HTTP 429, 503 with ``Retry-After``, a timeout): :meth:`AdaptiveLimit.on_drop`
-  cuts at once. The drops until the next window closes are one *burst* (a ``Retry-After``
-  stops every call, so no window closes during the hold): the limit loses one per call
-  refused in it, at least ``DROP_FACTOR`` (0.9, Netflix's ``AIMDLimit``) of itself and,
-  with fewer than ``COLLAPSE_DROPS`` (4) refusals, at most half. A burst's size is what
-  this worker sent beyond what the service held, so a collapse of capacity is followed
-  in one burst (32 to 4: 28 refused), and
-  workers sharing a service are cut in proportion to their shares: multiplicative
-  decrease, which is what makes shares converge (Chiu and Jain). An earlier rule, "cut to
-  the calls in flight less one", is exact for a worker alone but takes the same one call
-  from a share of 2 as from one of 6; three workers sharing a refusing K = 8 then ended
-  4.3x apart.
-* **Refused again.** A ``Retry-After`` holds every call, so a collapse that comes while
-  calls start one after another (as earlier ones finish) is seen a few refusals a hold:
-  the ones sent before the first refusal came back. Cut by those alone the limit fell
-  10% a hold (45 to 4 took 20 s of holds, the drain near nothing meanwhile). So a burst
-  that comes before the service answered one round of calls at the level the last cut
-  left (fewer answers than that level) cuts to half at least: a collapse is followed in
-  a few holds. A worker sharing a service, refused after running at its level for a
-  while, is cut as before (halving it for any refusal within the ceiling's hold left
-  two workers' shares 2.4x apart).
-* **Ceilings.** The level a drop leaves is remembered as a **ceiling**: for
-  ``CEILING_HOLD_S`` (20 s) the limit grows no higher, then it probes one above; a window
-  that completes there without a drop forgets the ceiling. A service that refuses rather
-  than queues gives no latency signal, and every refusal costs the whole fleet its
-  ``Retry-After``: without the ceiling, growth would find the refusal again every few
-  round trips. :meth:`AdaptiveLimit.on_hold` (a call not sent because *another* worker was
-  refused) sets the same ceiling at the level in force, without a cut: the workers of a
-  fleet then stop growing together and probe again together, one refusal (one hold) per
-  ceiling period for the whole fleet, instead of the ones never refused growing into the
-  others' shares. 20 s rather than 10: a probe costs the fleet one ``Retry-After`` (1 s of
-  nothing at K = 8, L = 100 ms), so one probe per 20 s keeps the loss near 5%.
+* **Windows.** Completed calls are gathered until the window holds
+  ``min(WINDOW_SAMPLES, limit)`` and has lasted one round trip (at least
+  ``WINDOW_MIN_S``); its latency is the **median**, so one slow outlier moves nothing.
+* **Gradient.** ``gradient = noload * (1 + BUFFER) / sample`` clamped to
+  ``[GRADIENT_MIN, GRADIENT_MAX]``. Below 1 the limit is multiplied by it; from 1 up it
+  grows by up to ``limit * (gradient - 1) + HEADROOM``. After the first cut growth is
+  also bounded by a step that starts at 1 after each cut and doubles per growing window
+  (slow start, then probing): multiplicative cuts with additive growth are what make
+  workers sharing one service converge to equal shares (Chiu and Jain's AIMD). A window
+  whose calls never used half the limit (Netflix's "app-limited") may cut, never grow: a
+  worker short of messages says nothing about the service.
+* **No-load latency** is measured in a *probe*: the limit is pinned to ``PROBE_LIMIT``
+  until ``PROBE_SAMPLES`` calls started at that level have completed; their median is
+  ``noload``. The first window is a probe (a limit starting above capacity would take
+  the queue as the norm), then one every ``max(PROBE_INTERVAL_S, PROBE_INTERVAL_RTTS x
+  noload)``, so a service that became slower or faster is re-measured.
+* **Tiny latencies** are raised to ``RTT_FLOOR_S`` first: below it timings are scheduler
+  noise, so a CPU-bound processor is never cut (:attr:`AdaptiveLimit.instant`).
+* **Drops** (429, 503 with ``Retry-After``, a timeout) cut at once in
+  :meth:`AdaptiveLimit.on_drop`. The drops until the next window closes are one *burst*
+  (a hold stops every call): the limit loses one per refusal, at least ``1 -
+  DROP_FACTOR`` of itself and, with fewer than ``COLLAPSE_DROPS`` refusals, at most
+  ``BURST_FLOOR``. A burst is what this worker sent beyond what the service held, so a
+  collapse of capacity is followed in one burst and workers sharing a service are cut in
+  proportion to their shares. A burst that comes before the service answered one round
+  of calls at the level the last cut left is cut to half at least: refused again, the
+  last cut was not enough (calls that go out one by one as earlier ones finish show a
+  collapse only a few refusals per hold).
+* **Ceilings.** The level a drop leaves is a ceiling for ``CEILING_HOLD_S``, then one
+  call above it is tried; a window completed there without a drop forgets it. A refusing
+  service gives no latency signal and every refusal costs the fleet its ``Retry-After``.
+  :meth:`AdaptiveLimit.on_hold` (a call not sent because *another* worker was refused)
+  sets the same ceiling without a cut, so a fleet stops growing, and probes, together.
 
-The limit is bounded by ``minimum`` (at least 1) and ``maximum`` (the settings'
-``worker_concurrency_max``) and starts at ``initial`` (``DEFAULT_INITIAL``, 8, for
-:func:`limit_for`: one round trip of growth reaches 10, six reach 32).
-:meth:`AdaptiveLimit.change` hands the caller the net change at most once per
-``log_interval_s``, so a log line per change never becomes one per message.
-:class:`FixedLimit` has the same interface for a pinned number, so the consumer has one
-path for both.
+The limit stays within ``minimum`` (at least 1) and ``maximum`` (the settings'
+``worker_concurrency_max``) and starts at ``initial`` (``DEFAULT_INITIAL`` for
+:func:`limit_for`). :meth:`AdaptiveLimit.change` hands the caller the net change at most
+once per ``log_interval_s``. :class:`FixedLimit` has the same interface for a pinned
+number, so the consumer has one path for both. The constants' reasons and the
+simulations behind them are in the project's concurrency guide.
 
 **Threads.** Neither class locks or starts a thread: the consumer calls them from its one
 loop thread (it owns the instance). A caller on several threads must hold one lock around
