@@ -63,7 +63,6 @@ GOAL = 0.8
 CONCURRENCIES = (1, 2, 4)
 #: docs/analyzer.md's llama.cpp recipe (field names).
 RECIPE = {"analyzer_api": "openai", "analyzer_response_format": "json_object"}
-RECIPE_TIMEOUT_S = 60
 #: A call is seconds on two loaded cores: the whole run is bounded by this.
 RUN_TIMEOUT_S = 900.0
 #: The pure-queue stub's service time: llama.cpp's queue, ten times faster.
@@ -107,7 +106,6 @@ def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Sett
         home,
         analyzer_url=analyzer_url,
         analyzer_model=model,
-        analyzer_timeout_s=RECIPE_TIMEOUT_S,
         **RECIPE,
     )
 
@@ -164,7 +162,6 @@ def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
         home,
         analyzer_url=settings.analyzer_url.get_secret_value(),
         analyzer_model=settings.analyzer_model,
-        analyzer_timeout_s=RECIPE_TIMEOUT_S,
         **RECIPE,
     )
     argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama-worker"]

@@ -22,6 +22,9 @@ from sentinel_platform.settings.urls import url_problem
 #: message a minute, which no stream lives with (quotas are per minute at the finest).
 ANALYZER_MIN_RATE_PER_S = 1 / 60
 
+#: One call's bound per API when ``SENTINEL_ANALYZER_TIMEOUT_S`` is unset (seconds).
+DEFAULT_TIMEOUT_S: dict[str, float] = {"sentinel": 5.0, "openai": 60.0, "anthropic": 60.0}
+
 
 class AnalyzerSettings(BaseModel):
     """The domain rules and the analyzer: a part of
@@ -44,12 +47,13 @@ class AnalyzerSettings(BaseModel):
         description="http(s):// analyzer asked about every transaction and every audited "
         "axiom; user:password@ becomes Basic auth (secret: never shown); unset uses the rules",
     )
-    analyzer_timeout_s: float = Field(
-        5.0,
+    analyzer_timeout_s: float | None = Field(
+        None,
         gt=0,
         le=120,
         description="analyzer timeout for connecting and answering; on failure the rules "
-        "decide (driver_used=fallback)",
+        "decide (driver_used=fallback). Unset: 5 for the sentinel API, 60 for openai and "
+        "anthropic (a model writing its verdict takes seconds: 4-8 s a call is common)",
     )
     analyzer_breaker_failures: int = Field(
         5,
@@ -205,6 +209,18 @@ class AnalyzerSettings(BaseModel):
         return self.analyzer_api or "sentinel"
 
     @property
+    def analyzer_call_timeout_s(self) -> float:
+        """The bound of one analyzer call: ``SENTINEL_ANALYZER_TIMEOUT_S``, else the API's
+        own default (:data:`DEFAULT_TIMEOUT_S`). A model API gets a minute because its
+        answers are generated: a hosted model takes 4-8 s a verdict under load and a local
+        one queues its calls, while the platform's own contract answers in under a second.
+        A timeout is a bound on a stuck call, not a pace: the in-flight limit follows the
+        latency below it, and a call that reaches it costs its verdict."""
+        if self.analyzer_timeout_s is not None:
+            return self.analyzer_timeout_s
+        return DEFAULT_TIMEOUT_S[self.analyzer_api_kind]
+
+    @property
     def analyzer_key_value(self) -> str:
         """The model API's key (``SENTINEL_ANALYZER_API_KEY``, else the file's content,
         stripped), or "" when neither is set. Read from the file on each call: a worker
@@ -251,6 +267,21 @@ def model_api_host(url: str) -> tuple[str, str] | None:
         if host == domain or host.endswith(f".{domain}"):
             return host, api
     return None
+
+
+def check_call_within_hang(settings: AnalyzerSettings, hang_timeout_ms: int) -> None:
+    """Refuse an analyzer call allowed to last as long as a hung message, naming both
+    settings: the watchdog would take a slow call for a hung worker and end it."""
+    if settings.analyzer_url is None:
+        return
+    timeout_s = settings.analyzer_call_timeout_s
+    if hang_timeout_ms <= timeout_s * 1000:
+        unset = "" if settings.analyzer_timeout_s is not None else ", its default for this API"
+        raise ValueError(
+            f"SENTINEL_HANG_TIMEOUT_MS ({hang_timeout_ms}) must be above "
+            f"SENTINEL_ANALYZER_TIMEOUT_S ({timeout_s:g} s{unset}): a slow analyzer call "
+            "would be taken for a hung worker"
+        )
 
 
 def check_model_api(settings: AnalyzerSettings) -> None:

@@ -20,7 +20,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sentinel_platform.redaction import remember_secret
 from sentinel_platform.settings.alerting import AlertingSettings
-from sentinel_platform.settings.analyzer import AnalyzerSettings, check_model_api
+from sentinel_platform.settings.analyzer import (
+    AnalyzerSettings,
+    check_call_within_hang,
+    check_model_api,
+)
 from sentinel_platform.settings.backpressure import BackpressureSettings, check_lag_limits
 from sentinel_platform.settings.connection import ConnectionSettings
 from sentinel_platform.settings.dagster import DagsterSettings
@@ -78,11 +82,12 @@ class Settings(
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:
-        """The lag limits, the hang timeout over the lease, what a model API needs: in
-        this order, after the retention above."""
+        """The lag limits, the hang timeout over the lease, what a model API needs, an
+        analyzer call within the hang timeout: in this order, after the retention above."""
         check_lag_limits(self)
         check_hang_timeout(self)
         check_model_api(self)
+        check_call_within_hang(self, self.hang_timeout_ms)
         return self
 
     @property

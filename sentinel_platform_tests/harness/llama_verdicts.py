@@ -4,9 +4,9 @@ llama.cpp recipe, whoever started it (``python -m workers.watch_transactions`` a
 
 Every verdict is the model's (``driver_used=analyzer``), validates against the stream's
 verdict model, and records the model, the prompt's version and the tokens; the server's
-queue (capacity 1, seconds a call) is met by the adaptive limit, with the recipe's
-``SENTINEL_ANALYZER_TIMEOUT_S``: no rules fallback, no timeout, no breaker, no refused
-recipe. Shared so both tests promise exactly the same.
+queue (capacity 1, seconds a call) is met by the adaptive limit under the model APIs'
+default timeout (no ``SENTINEL_ANALYZER_TIMEOUT_S``): no rules fallback, no timeout, no
+breaker, no refused recipe. Shared so both tests promise exactly the same.
 """
 
 from __future__ import annotations
@@ -20,14 +20,10 @@ from sentinel_platform_tests.harness.llama_server import LlamaServer
 from workers.analyzer.prompts import load_prompt
 from workers.processors import transactions
 
-#: docs/analyzer.md's llama.cpp recipe, as a user sets it (field names). Its timeout covers
-#: the adaptive limit's first probe (3 calls) queued on a capacity-1 server: ~13 s a call
-#: measured on a loaded 2-core machine, 15 s timed out there.
-RECIPE: dict[str, Any] = {
-    "analyzer_api": "openai",
-    "analyzer_response_format": "json_object",
-    "analyzer_timeout_s": 60,
-}
+#: docs/analyzer.md's llama.cpp recipe, as a user sets it (field names). No timeout: the
+#: openai API's default (60 s) covers the adaptive limit's first probe (3 calls) queued on
+#: a capacity-1 server, ~13 s a call measured on a loaded 2-core machine.
+RECIPE: dict[str, Any] = {"analyzer_api": "openai", "analyzer_response_format": "json_object"}
 #: What would show the queue met by fallbacks, timeouts or the breaker instead of the limit,
 #: or the recipe refused by the server.
 TROUBLE = ("analyzer_unavailable", "analyzer_circuit", "analyzer_exhausted")

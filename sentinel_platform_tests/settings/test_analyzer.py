@@ -1,9 +1,10 @@
 """The analyzer's settings: what cannot call the model API fails at start-up naming the
-setting, the key, from the environment or a file, is never shown, and a fleet rate limit
-below one call a minute is refused."""
+setting, the key, from the environment or a file, is never shown, a fleet rate limit
+below one call a minute is refused, and a call's timeout is the API's own unless pinned."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,47 @@ def test_the_api_defaults_to_sentinel_and_the_key_file_is_read_stripped(tmp_path
     assert settings.analyzer_key_value == KEY
     assert KEY not in repr(settings)
     assert KEY not in scrub(f"echoed: {KEY}"), "a key read from a file is masked like any secret"
+
+
+MODEL = {"analyzer_url": URL, "analyzer_model": "m"}
+
+
+@pytest.mark.parametrize(
+    ("values", "timeout_s"),
+    [
+        ({"analyzer_url": LOCAL}, 5.0),  # the platform's own contract answers in under 1 s
+        ({**MODEL, "analyzer_api": "openai"}, 60.0),  # a model writes its verdict: seconds
+        ({**MODEL, "analyzer_api": "anthropic"}, 60.0),
+        ({**MODEL, "analyzer_api": "openai", "analyzer_timeout_s": 12}, 12.0),  # pinned
+        ({"analyzer_url": LOCAL, "analyzer_timeout_s": 0.5}, 0.5),
+    ],
+)
+def test_a_calls_timeout_is_the_apis_own_unless_pinned(
+    tmp_path: Path, values: dict[str, Any], timeout_s: float
+) -> None:
+    assert load_settings(home=tmp_path, **values).analyzer_call_timeout_s == timeout_s
+
+
+@pytest.mark.parametrize(
+    ("values", "refused"),
+    [
+        ({**MODEL, "analyzer_api": "openai", "hang_timeout_ms": 60_000},
+         "SENTINEL_HANG_TIMEOUT_MS (60000) must be above SENTINEL_ANALYZER_TIMEOUT_S (60 s, "
+         "its default for this API)"),
+        ({"analyzer_url": LOCAL, "analyzer_timeout_s": 30, "hang_timeout_ms": 20_000},
+         "SENTINEL_HANG_TIMEOUT_MS (20000) must be above SENTINEL_ANALYZER_TIMEOUT_S (30 s)"),
+        ({**MODEL, "analyzer_api": "openai", "hang_timeout_ms": 60_001}, None),
+        ({"hang_timeout_ms": 2_000, "lease_ttl_ms": 1_000}, None),  # no analyzer: no call
+    ],
+)  # fmt: skip
+def test_an_analyzer_call_as_long_as_a_hung_message_is_refused(
+    tmp_path: Path, values: dict[str, Any], refused: str | None
+) -> None:
+    if refused is None:
+        load_settings(home=tmp_path, **values)
+        return
+    with pytest.raises(SettingsError, match=re.escape(refused)):
+        load_settings(home=tmp_path, **values)
 
 
 def test_the_key_from_the_environment_is_never_shown(tmp_path: Path) -> None:

@@ -138,6 +138,33 @@ def test_every_verdict_is_the_models_with_what_it_cost(
     assert KEY not in worker.text()
 
 
+#: A hosted model's slow answer: the seeds' Gemini calls take 4-8 s, past the 5 s the
+#: platform's own contract is given by default.
+SLOW_MODEL_S = 6.5
+
+
+def test_a_model_api_answering_in_seconds_gets_every_verdict_on_the_default_timeout(
+    model_api_server: ModelApiServer,
+    start_shim: Start,
+    settings: Settings,
+    redis_client: RedisClient,
+) -> None:
+    """No ``SENTINEL_ANALYZER_TIMEOUT_S``: a model API given the sentinel contract's 5 s
+    timed out every such call and decided it by the rules."""
+    keys = transaction_keys(settings)
+    model_api_server.latency_s = SLOW_MODEL_S
+    worker = start_shim("transactions", **api_settings("openai", model_api_server))
+    worker.wait_ready(redis_client, timeout_s=60)
+    for fields in entries("transactions")[:2]:
+        redis_client.xadd(keys.stream, fields)
+    wait_until(lambda: redis_client.xlen(keys.results) == 2, timeout_s=60)
+    drivers = [result["driver_used"] for _, result in redis_client.xrange(keys.results)]
+    assert drivers == ["analyzer", "analyzer"], worker.tail()
+    (started,) = worker.events("analyzer_configured")
+    assert started["timeout_s"] == 60.0
+    assert worker.stop() == 0, worker.tail()
+
+
 def test_the_metrics_endpoint_counts_the_reported_tokens_per_model(
     model_api_server: ModelApiServer,
     start_shim: Start,
