@@ -50,7 +50,7 @@ class AnalyzerSettings(BaseModel):
     analyzer_timeout_s: float | None = Field(
         None,
         gt=0,
-        le=120,
+        le=600,
         description="analyzer timeout for connecting and answering; on failure the rules "
         "decide (driver_used=fallback). Unset: 5 for the sentinel API, 60 for openai and "
         "anthropic (a model writing its verdict takes seconds: 4-8 s a call is common)",

@@ -112,6 +112,11 @@ def test_a_calls_timeout_is_the_apis_own_unless_pinned(
         ({"analyzer_url": LOCAL, "analyzer_timeout_s": 30, "hang_timeout_ms": 20_000},
          "SENTINEL_HANG_TIMEOUT_MS (20000) must be above SENTINEL_ANALYZER_TIMEOUT_S (30 s)"),
         ({**MODEL, "analyzer_api": "openai", "hang_timeout_ms": 60_001}, None),
+        # a slow model on a CPU: a long timeout, with the watchdog raised to match
+        ({**MODEL, "analyzer_api": "openai", "analyzer_timeout_s": 300},
+         "SENTINEL_HANG_TIMEOUT_MS (300000) must be above SENTINEL_ANALYZER_TIMEOUT_S (300 s)"),
+        ({**MODEL, "analyzer_api": "openai", "analyzer_timeout_s": 300,
+          "hang_timeout_ms": 600_000}, None),
         ({"hang_timeout_ms": 2_000, "lease_ttl_ms": 1_000}, None),  # no analyzer: no call
     ],
 )  # fmt: skip
