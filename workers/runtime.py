@@ -249,6 +249,9 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
     bind_stop = getattr(processor, "bind_stop", None)
     if callable(bind_stop):  # optional: waits of its own that a stop must end (rate slots)
         bind_stop(stop)
+    bind_log_fields = getattr(processor, "bind_log_fields", None)
+    if callable(bind_log_fields):  # optional: lines of its own (the analyzer's)
+        bind_log_fields(fields)
     try:
         try:
             serve_metrics(metrics, options.metrics_port, settings.metrics_host, worker_log)

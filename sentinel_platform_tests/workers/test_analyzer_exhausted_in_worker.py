@@ -90,13 +90,14 @@ def assert_one_error_line_per_worker(workers: list[Child]) -> None:
 
 def assert_one_error_line_per_worker_of(*workers: Child, cause: str) -> list[dict[str, Any]]:
     """At most one ``analyzer_exhausted`` line per worker, at least one in all, each an
-    ERROR naming ``cause``; the lines."""
+    ERROR naming ``cause`` and the worker's stream, group and consumer; the lines."""
     told = [events(worker, "analyzer_exhausted") for worker in workers]
     assert all(len(lines) <= 1 for lines in told), "once per change, not once per message"
     lines = [line for worker_lines in told for line in worker_lines]
     assert lines, "no analyzer_exhausted line"
     for line in lines:
         assert (line["level"], line["cause"]) == ("error", cause), line
+        assert line["stream"] and line["group"] and line["consumer"], "whose line it is"
     return lines
 
 

@@ -161,7 +161,12 @@ def test_a_model_api_answering_in_seconds_gets_every_verdict_on_the_default_time
     drivers = [result["driver_used"] for _, result in redis_client.xrange(keys.results)]
     assert drivers == ["analyzer", "analyzer"], worker.tail()
     (started,) = worker.events("analyzer_configured")
-    assert started["timeout_s"] == 60.0
+    assert (started["timeout_s"], started["api"], started["model"]) == (
+        60.0,
+        "openai",
+        "gpt-4o-mini",
+    )
+    assert (started["stream"], started["consumer"]) == (keys.stream, "model-transactions")
     assert worker.stop() == 0, worker.tail()
 
 

@@ -179,6 +179,7 @@ class HttpAnalyzer:
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
         self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
+        self._bound: dict[str, Any] = {}  # the worker's stream, group, consumer
         self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None
         # One permit per pooled connection: the local wait, bounded and apart from the call.
@@ -200,6 +201,16 @@ class HttpAnalyzer:
         self.limits.close()
         self.budget.close()
         self._pool.clear()
+
+    def bind_log_fields(self, fields: Mapping[str, Any]) -> None:
+        """Put the worker's ``fields`` (stream, group, consumer) on every line of this
+        analyzer from now on, and log what it will call (``analyzer_configured``: the
+        redacted URL, the API, the model, the timeout in force). Called once at start-up."""
+        self._bound = dict(fields)
+        self.health.bind(self._bound)
+        model = getattr(self.api, "model", None)
+        described = {"api": self.api.kind, "model": model, "when_down": self.when_down}
+        log.info("analyzer_configured", extra={**self._log_fields, **described})
 
     def bind_metrics(self, metrics: Metrics) -> None:
         """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on,
@@ -331,6 +342,7 @@ class HttpAnalyzer:
         if transition is None:
             return
         fields = {
+            **self._bound,
             "analyzer": redact_url(self.url),
             "state": transition.state,
             "previous": transition.previous,
@@ -356,6 +368,7 @@ class HttpAnalyzer:
     @property
     def _log_fields(self) -> dict[str, Any]:
         return {
+            **self._bound,
             "analyzer": redact_url(self.url),
             "analyzer_id": self.limits.analyzer_id,
             "timeout_s": self.timeout_s,

@@ -8,9 +8,7 @@ bound, and the prompts its stream declared (:class:`~workers.analyzer.prompts.St
 
 from __future__ import annotations
 
-import logging
-
-from sentinel_platform.settings import Settings, SettingsError, redact_url
+from sentinel_platform.settings import Settings, SettingsError
 from workers.analyzer.anthropic_api import AnthropicApi
 from workers.analyzer.breaker import CircuitBreaker
 from workers.analyzer.client import HttpAnalyzer
@@ -20,8 +18,6 @@ from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import StreamPrompt, load_prompt
 from workers.analyzer.sentinel_api import SentinelApi
 from workers.analyzer.token_budget import TokenBudget
-
-log = logging.getLogger("workers.analyzer.client")
 
 
 def model_api_from_settings(settings: Settings) -> ModelApi:
@@ -68,7 +64,7 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
         key_id, settings.analyzer_tokens_per_minute, settings.analyzer_daily_tokens
     )
     try:
-        analyzer = HttpAnalyzer(
+        return HttpAnalyzer(
             url,
             settings.analyzer_call_timeout_s,
             max_connections=settings.worker_concurrency,
@@ -81,16 +77,3 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
         )
     except ValueError as exc:
         raise SettingsError(f"SENTINEL_ANALYZER_URL: {exc}") from None
-    log.info("analyzer_configured", extra=_described(settings, analyzer))
-    return analyzer
-
-
-def _described(settings: Settings, analyzer: HttpAnalyzer) -> dict[str, object]:
-    """What the worker will call, for its start-up line: never the key, the URL redacted."""
-    return {
-        "analyzer": redact_url(analyzer.url),
-        "api": analyzer.api.kind,
-        "model": settings.analyzer_model,
-        "timeout_s": analyzer.timeout_s,
-        "when_down": settings.analyzer_when_down,
-    }

@@ -34,6 +34,10 @@ class Health:
         self._exhaustions = 0
         self._metrics: Metrics | None = None
 
+    def bind(self, fields: dict[str, Any]) -> None:
+        """Put ``fields`` (the worker's stream, group, consumer) first on every line."""
+        self._fields = {**fields, **self._fields}
+
     @property
     def state(self) -> str:
         with self._lock:

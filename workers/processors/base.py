@@ -10,8 +10,9 @@ The analyzer is optional. With one, the processor's calls are paid for
 (``paid_calls``: copies of a key on other workers wait for this worker's claim instead
 of calling again), and the worker hands it its metrics and its Redis client once, before
 the first message (``bind_metrics``, ``bind_redis``: the analyzer's calls and circuit in
-the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet), and
-its stop (``bind_stop``: a wait for a rate slot ends with it).
+the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fleet), its
+stop (``bind_stop``: a wait for a rate slot ends with it) and its log fields
+(``bind_log_fields``: the worker's stream, group and consumer on the analyzer's lines).
 
 The demo's entries (marked, :func:`~sentinel_platform.schemas.is_demo`) never reach the
 analyzer: the demo runs by itself, so it must never spend a paid call nobody asked for.
@@ -72,6 +73,13 @@ class WireProcessor(Generic[M]):
         bind = getattr(self.analyzer, "bind_metrics", None)
         if bind is not None:
             bind(metrics)
+
+    def bind_log_fields(self, fields: Mapping[str, Any]) -> None:
+        """Put the worker's stream, group and consumer on the analyzer's lines (the worker
+        calls this once, at start-up; without an analyzer there is nothing)."""
+        bind = getattr(self.analyzer, "bind_log_fields", None)
+        if bind is not None:
+            bind(fields)
 
     def bind_redis(self, client: RedisClient) -> None:
         """Share the analyzer's ``Retry-After`` hold and rate limit with the fleet through
