@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,40 +48,42 @@ WORKERS, GOAL_CALLS, GOAL_ALERT_S, KEY = 3, 1, 5.0, "Bearer sk-bench-"
 SIZES = {"quick": (60, 400, 8.0), "full": (300, 2000, 20.0)}  # switch, messages, watched s
 
 
-def calls_after(requests: Iterable[Mapping[str, Any]]) -> tuple[float | None, dict[str, int]]:
+def calls_after(requests: Sequence[Mapping[str, Any]]) -> tuple[float | None, dict[str, int]]:
     """When the fleet's first 429 was answered, and the calls of each key (every key that
     called) that arrived after it."""
+    first = min(_first_refusals(requests).values(), default=None)
     calls = _calls(requests)
-    refused = [answered for _, _, answered, status in calls if status == 429 and answered]
-    first = min(refused, default=None)
-    later = Counter(k for k, at, _, _ in calls if first is not None and at > first)
-    return first, {k: later[k] for k in sorted({c[0] for c in calls})}
+    return first, calls_after_known(requests, dict.fromkeys({c[0] for c in calls}, first))
 
 
-def calls_after_own(requests: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """The calls of each key that arrived after the server answered *that key's* first 429:
-    the calls a worker could have known not to send. The fleet-wide count of
-    :func:`calls_after` also holds the calls a worker sent before any refusal reached it."""
-    calls = _calls(requests)
-    first: dict[str, float] = {}
-    for key, _, answered, status in calls:
-        if status == 429 and answered:
-            first[key] = min(first.get(key, answered), answered)
-    later = Counter(k for k, at, _, _ in calls if k in first and at > first[k])
-    return {k: later[k] for k in sorted({c[0] for c in calls})}
+def calls_after_own(requests: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The calls of each key that arrived after the server answered *that key's* first 429.
+    The fleet-wide count of :func:`calls_after` also holds the calls a worker sent before
+    any refusal reached it."""
+    return calls_after_known(requests, _first_refusals(requests))
 
 
-def calls_after_known(requests: Iterable[Mapping[str, Any]],
+def calls_after_known(requests: Sequence[Mapping[str, Any]],
                       known: Mapping[str, float | None]) -> dict[str, int]:  # fmt: skip
-    """The calls of each key that arrived after its worker *knew*: the ``ts`` of its
-    ``analyzer_exhausted`` ERROR line, logged once the worker held every later call.
-    Conservative: a call sent just before and read late by the server counts."""
+    """The calls of each key that arrived after its moment in ``known`` (for a worker: the
+    ``ts`` of its ``analyzer_exhausted`` ERROR line, logged once it held every later call);
+    a key without one counts none. Conservative: a call sent just before and read late by
+    the server counts."""
     calls = _calls(requests)
     later = Counter(k for k, at, _, _ in calls if (t := known.get(k)) is not None and at > t)
     return {k: later[k] for k in sorted({c[0] for c in calls})}
 
 
-def _calls(requests: Iterable[Mapping[str, Any]]) -> list[tuple[str, float, float | None, Any]]:
+def _first_refusals(requests: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """When the server answered each key's first 429."""
+    first: dict[str, float] = {}
+    for key, _, answered, status in _calls(requests):
+        if status == 429 and answered:
+            first[key] = min(first.get(key, answered), answered)
+    return first
+
+
+def _calls(requests: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, float | None, Any]]:
     """(key, arrived, answered, status) of every call the server saw."""
     return [(e["headers"].get("authorization", "").removeprefix(KEY), e["at"],
              e.get("answered_at"), e.get("status")) for e in requests]  # fmt: skip
