@@ -6,20 +6,24 @@ Four kinds, each pointing at a different failure:
 - *orphaned*: held by a consumer without a live lease (a dead worker) for longer than a
   lease TTL, i.e. longer than the lease protocol needs to notice;
 - *stalled*: a consumer whose pending count did not go down once and grew over a whole
-  window of ticks (Burrow's rule: judge a window, never one sample).
+  window of ticks while its oldest pending id never moved (Burrow's rule: judge a window,
+  never one sample). The count alone is no proof: a healthy worker raising its adaptive
+  in-flight limit holds more at every tick, and settles all along; its oldest id moves.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.group_view import (
     PendingEntry,
     live_consumers,
+    oldest_pending,
     pending_by_consumer,
     registered_consumers,
     scan_pending,
@@ -29,6 +33,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 SAMPLE_IDS = 10
 STALL_WINDOW_TICKS = 5
+_Sample = TypeVar("_Sample", int, str)
 
 
 def near_limit_threshold(limit: int) -> int:
@@ -47,6 +52,7 @@ class Anomalies:
     orphaned_ids: dict[str, list[str]] = field(default_factory=dict)
     live: int = 0
     pending_per_consumer: dict[str, int] = field(default_factory=dict)
+    oldest_per_consumer: dict[str, str] = field(default_factory=dict)
 
     @property
     def over_limit(self) -> list[PendingEntry]:
@@ -99,29 +105,41 @@ def find_anomalies(
         orphaned_ids=orphaned_ids,
         live=len(alive & set(names)),
         pending_per_consumer=per_consumer,
+        oldest_per_consumer=oldest_pending(
+            client, keys, [name for name, count in per_consumer.items() if count > 0]
+        ),
     )
 
 
 def slide_windows(
-    windows: dict[str, list[int]], current: dict[str, int], size: int = STALL_WINDOW_TICKS
-) -> dict[str, list[int]]:
-    """Append this tick's pending count per consumer; forget consumers that hold nothing."""
-    out: dict[str, list[int]] = {}
-    for consumer, count in current.items():
-        if count <= 0:
-            continue
-        out[consumer] = ([*windows.get(consumer, []), count])[-size:]
+    windows: Mapping[str, list[_Sample]], current: Mapping[str, _Sample], size: int
+) -> dict[str, list[_Sample]]:
+    """Append this tick's sample (a pending count, an oldest id) per consumer holding
+    pending entries; forget the others, so a window only spans ticks that held some."""
+    out: dict[str, list[_Sample]] = {}
+    for consumer, sample in current.items():
+        if sample:
+            window = list(windows.get(consumer, ()))
+            window.append(sample)
+            out[consumer] = window[-size:]
     return out
 
 
-def stalled(windows: dict[str, list[int]], size: int = STALL_WINDOW_TICKS) -> dict[str, list[int]]:
-    """Consumers whose full window never decreased and ended higher than it started."""
+def stalled(
+    counts: dict[str, list[int]],
+    oldest: Mapping[str, list[str]],
+    size: int = STALL_WINDOW_TICKS,
+) -> dict[str, list[int]]:
+    """Consumers whose full window of counts never decreased and ended higher than it
+    started, while their oldest pending id stayed the same over a full window too."""
     return {
-        consumer: counts
-        for consumer, counts in windows.items()
-        if len(counts) >= size
-        and all(b >= a for a, b in itertools.pairwise(counts))
-        and counts[-1] > counts[0]
+        consumer: window
+        for consumer, window in counts.items()
+        if len(window) >= size
+        and all(b >= a for a, b in itertools.pairwise(window))
+        and window[-1] > window[0]
+        and len(ids := oldest.get(consumer, [])) >= size
+        and len(set(ids)) == 1
     }
 
 

@@ -1,9 +1,11 @@
 """The delivery-count anomaly sensor: near-limit, idle, orphaned and stalled messages.
 
 Each tick scans at most ``PENDING_SCAN_CAP`` pending entries per stream (oldest first)
-and keeps, in its cursor, a short window of pending counts per consumer to judge
-stalls over several ticks. One alert per stream and kind (per consumer for orphaned
-and stalled), de-duplicated across ticks by the alert cool-down.
+and keeps, in its cursor, a short window of pending counts and of oldest pending ids per
+consumer to judge stalls over several ticks (``windows`` and ``oldest``: a cursor of an
+older release, without ``oldest``, judges its first stall one window later). One alert
+per stream and kind (per consumer for orphaned and stalled), de-duplicated across ticks by
+the alert cool-down.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def anomaly_alerts(
             )
         )
     for consumer, counts in sorted(stalls.items()):
+        oldest = anomalies.oldest_per_consumer.get(consumer)
         out.append(
             Alert(
                 severity="error",
@@ -91,8 +94,13 @@ def anomaly_alerts(
                 stream=stream,
                 condition=f"stalled:{consumer}",
                 summary=f"consumer {consumer} stalled: pending only grew over {len(counts)} "
-                f"ticks ({counts[0]} -> {counts[-1]})",
-                details={"kind": "stalled", "consumer": consumer, "window": counts},
+                f"ticks ({counts[0]} -> {counts[-1]}) and its oldest, {oldest}, never settled",
+                details={
+                    "kind": "stalled",
+                    "consumer": consumer,
+                    "window": counts,
+                    "oldest_id": oldest,
+                },
             )
         )
     return out
@@ -115,6 +123,7 @@ def build_delivery_sensor(
     )
     def _sensor(tick: SensorTick) -> dg.SensorResult:
         windows: dict[str, Any] = tick.cursor.get("windows", {})
+        oldest: dict[str, Any] = tick.cursor.get("oldest", {})
         current = tick.settings
         notes: list[str] = []
         events: list[dg.AssetCheckEvaluation] = []
@@ -124,7 +133,10 @@ def build_delivery_sensor(
                 windows[stream.name] = slide_windows(
                     windows.get(stream.name, {}), anomalies.pending_per_consumer, window_ticks
                 )
-                stalls = stalled(windows[stream.name], window_ticks)
+                oldest[stream.name] = slide_windows(
+                    oldest.get(stream.name, {}), anomalies.oldest_per_consumer, window_ticks
+                )
+                stalls = stalled(windows[stream.name], oldest[stream.name], window_ticks)
                 verdict = evaluate_delivery(anomalies)
                 target = latest_materialization(tick.context.instance, stream.asset_key)
                 events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK, target=target))
@@ -136,7 +148,7 @@ def build_delivery_sensor(
                 )
         return dg.SensorResult(
             skip_reason=dg.SkipReason("; ".join(notes)),
-            cursor=dump_cursor({"windows": windows}),
+            cursor=dump_cursor({"windows": windows, "oldest": oldest}),
             asset_events=events,
         )
 

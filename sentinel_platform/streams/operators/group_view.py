@@ -144,6 +144,30 @@ def pending_by_consumer(client: RedisClient, keys: StreamKeys) -> dict[str, int]
     return {c["name"]: int(c["pending"]) for c in summary.get("consumers") or []}
 
 
+def oldest_pending(client: RedisClient, keys: StreamKeys, consumers: list[str]) -> dict[str, str]:
+    """Each consumer's oldest pending id (one pipelined XPENDING per consumer).
+
+    Exact whatever other consumers hold, unlike the capped scan of :func:`scan_pending`:
+    a consumer's oldest id moving on is the proof that it settles what it reads.
+    """
+    if not consumers:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for consumer in consumers:
+        pipe.xpending_range(
+            keys.stream, keys.group, min="-", max="+", count=1, consumername=consumer
+        )
+    try:
+        replies = pipe.execute()
+    except redis.ResponseError:
+        return {}
+    return {
+        consumer: rows[0]["message_id"]
+        for consumer, reply in zip(consumers, replies, strict=True)
+        if (rows := pending_rows(reply))
+    }
+
+
 def scan_pending(
     client: RedisClient, keys: StreamKeys, cap: int = PENDING_SCAN_CAP
 ) -> list[PendingEntry]:

@@ -103,6 +103,26 @@ def test_consumer_whose_pending_only_grows_is_reported_stalled_after_a_window(
     (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
     assert alert.details["kind"] == "stalled" and alert.details["window"] == [1, 2, 3]
     assert alert.details["consumer"] == "live-1" and alert.severity == "error"
+    assert alert.details["oldest_id"] == scan_pending(redis_client, keys)[0].message_id
+
+
+def test_consumer_whose_pending_grows_while_it_settles_is_not_stalled(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A worker raising its in-flight limit holds more each tick, and settles all along."""
+    keys = group(redis_client, settings)
+    live(redis_client, keys, "live-1")
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+    resources = make_resources()
+    cursor = None
+    held: list[str] = []
+    for _ in range(WINDOW + 1):
+        if held:
+            redis_client.xack(keys.stream, keys.group, held.pop(0))  # its oldest is done
+        held += deliver(redis_client, keys, "live-1", 2)  # and it takes two more
+        cursor = tick(sensor, dagster_instance, resources, cursor).cursor
+    assert len(held) == WINDOW + 2  # pending only grew, tick after tick
+    assert kinds(redis_client, settings) == []  # but the consumer progressed: no stall
 
 
 def test_healthy_pipeline_raises_no_anomaly_alert(
