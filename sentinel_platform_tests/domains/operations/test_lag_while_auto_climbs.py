@@ -56,6 +56,7 @@ def _burst(
     redis_client: RedisClient,
     settings: Settings,
     analyzer: AnalyzerServer,
+    idle_s: float = 0.0,
     **more: Any,
 ) -> list[Verdict]:
     analyzer.mode, analyzer.delay_s = "slow", 0.2
@@ -63,6 +64,7 @@ def _burst(
     env = child_env(settings.redis_url_value, settings.home_dir, analyzer_url=analyzer.url, **more)
     worker = fleet.worker("transactions", "climber", env)
     wait_leases(redis_client, keys, [worker], timeout_s=60)
+    time.sleep(idle_s)  # the scenario: a worker idle this long before its first message
     for n in range(BURST):
         redis_client.xadd(keys.stream, sample_transaction(n).to_fields())
     return _watch(redis_client, keys, settings, 45.0)
@@ -80,6 +82,20 @@ def test_a_burst_while_auto_still_climbs_raises_no_error_and_no_advice_to_raise_
     assert redis_client.xlen(transaction_keys(settings).results) == BURST, "not drained"
     climbing = [v for v in verdicts if v.metadata.get("limit_climbing")]
     assert climbing, "the worker never said its limit was climbing"
+
+
+def test_a_burst_after_the_worker_idled_past_its_climb_memory_raises_no_error(
+    fleet: Fleet, redis_client: RedisClient, settings: Settings, analyzer_server: AnalyzerServer
+) -> None:
+    """A worker started, then idle (``sentinel up`` before the first publish): its limit
+    was never tested, so its climb starts with the first burst, however long it waited."""
+    memory_s = 2  # the climb's memory is the holding's TTL
+    verdicts = _burst(
+        fleet, redis_client, settings, analyzer_server, 2.5 * memory_s, lag_key_ttl_s=memory_s
+    )
+    assert not _alarmed(verdicts)
+    assert redis_client.xlen(transaction_keys(settings).results) == BURST, "not drained"
+    assert any(v.metadata.get("limit_climbing") for v in verdicts)
 
 
 def test_the_same_burst_on_a_worker_pinned_to_one_call_is_backpressure_with_the_advice(

@@ -51,9 +51,12 @@ CLIMB_ENDS_BELOW = 0.75
 class Climb:
     """Whether an adaptive limit is still climbing, from the steady limits published.
 
-    Climbing: below its maximum, its last rise no longer ago than ``memory_s`` (the start
-    counts as one: ``auto`` starts low by design), and never cut below
-    :data:`CLIMB_ENDS_BELOW` of the highest limit of this climb since. A fleet that fell
+    Climbing: below its maximum, its last rise no longer ago than ``memory_s`` of work
+    (the start counts as one: ``auto`` starts low by design), and never cut below
+    :data:`CLIMB_ENDS_BELOW` of the highest limit of this climb since. Time with nothing to
+    do does not count: an idle limit is not being tested, so a worker started long before
+    the first publish (``sentinel up``, then a run) still climbs when its first burst lands,
+    instead of reporting backpressure while it probes a slow analyzer. A fleet that fell
     behind shows a limit that stopped rising or was cut; only a limit still finding its
     level is not backpressure. A small dip is not a cut: the limit's gradient is measured
     from noisy latencies, and ending the claim on one noisy step turned a burst the worker
@@ -71,16 +74,19 @@ class Climb:
         self._rose_at = clock()
         self._rising = True
 
-    def observe(self, limit: object) -> bool:
-        """Fold in the limit in force now; True while it is climbing."""
+    def observe(self, limit: object, idle: bool = False) -> bool:
+        """Fold in the limit in force now (``idle``: the stream has nothing to do); True
+        while it is climbing."""
         if not isinstance(limit, AdaptiveLimit):
             return False
-        return self.observe_steady(limit.steady_limit, limit.maximum)
+        return self.observe_steady(limit.steady_limit, limit.maximum, idle)
 
-    def observe_steady(self, steady: int, maximum: int) -> bool:
+    def observe_steady(self, steady: int, maximum: int, idle: bool = False) -> bool:
         """Fold in a steady limit of ``maximum``; True while it is climbing."""
         now = self._clock()
         with self._lock:
+            if idle and self._rising:
+                self._rose_at = now  # the climb's clock stands still while there is no work
             if self._last is not None and steady > self._last:
                 if not self._rising:  # a new climb starts from here
                     self._high = 0
@@ -128,7 +134,7 @@ class LagWriter:
         queue_lag_key(pipe, self.keys, reading.lag, self.settings.lag_key_ttl_s)
         queue_record_lag(pipe, self.keys, reading.lag)  # the sensor reports peaks between ticks
         holding = self.calls.capacity(self.count)
-        climbing = self.climb.observe(self.calls.limit)
+        climbing = self.climb.observe(self.calls.limit, idle=reading.lag == 0)
         ttl = self.settings.lag_key_ttl_s
         queue_holding(pipe, self.keys, self.consumer, holding, ttl, climbing)
         if self.claims is not None:
