@@ -14,6 +14,7 @@ Plain functions and classes, no pytest, so a bench script imports them as the te
 * :mod:`.drills`: the fault drills' ledger producer and audit, and the Redis restart drill;
 * :mod:`.analyzer_stub`: a real HTTP analyzer of capacity K and latency L that refuses
   (429 + ``Retry-After``) or queues beyond K, K changeable while it runs;
+  :mod:`.analyzer_stub_process` serves it from a process of its own;
 * :mod:`.spark_frames`: Spark DataFrames of valid transactions, as a publish asset has them;
 * :mod:`.frozen_server`, :mod:`.prometheus`: a Redis server a test can freeze, a real
   Prometheus server;

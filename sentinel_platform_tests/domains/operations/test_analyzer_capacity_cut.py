@@ -2,11 +2,12 @@
 
 A real worker process on the defaults (``SENTINEL_WORKER_CONCURRENCY=auto``, the domain
 processor asking a real HTTP analyzer: the harness's stub, 50 ms a call, 32 at once and
-429 + ``Retry-After`` beyond), the real publisher resource publishing a partition from
-Spark with the default limits, and the real lag sensor ticking all along. Midway the
-analyzer's capacity is cut from 32 to 4: the worker's limit follows it down (its holding,
-the pool's in-flight allowance, with it), the drain rate falls, the producer paces to the
-new rate, and nothing is lost, decided by the rules, dead-lettered or raised as an alarm.
+429 + ``Retry-After`` beyond, served from a process of its own like a real API), the real
+publisher resource publishing a partition from Spark with the default limits, and the
+real lag sensor ticking all along. Midway the analyzer's capacity is cut from 32 to 4: the
+worker's limit follows it down (its holding, the pool's in-flight allowance, with it), the
+drain rate falls, the producer paces to the new rate, and nothing is lost, decided by the
+rules, dead-lettered or raised as an alarm.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sentinel_platform.streams.backlog.lag import measure_lag
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.producer.publish import PublishStats
-from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
+from sentinel_platform_tests.harness.analyzer_stub_process import stub_in_own_process
 from sentinel_platform_tests.harness.operations import observations, read_alerts, tick
 from sentinel_platform_tests.harness.spark_frames import transaction_frame
 from sentinel_platform_tests.harness.waits import wait_until
@@ -57,7 +58,7 @@ def test_a_capacity_cut_mid_run_slows_the_producer_and_costs_no_ai_verdict(
     keys = txn_group
     frame = _partition(spark).cache()
     assert frame.count() == ROWS  # built before the clock starts
-    with AnalyzerStub(0.05, capacity=32, mode="reject", retry_after="1") as stub:
+    with stub_in_own_process(0.05, capacity=32, mode="reject", retry_after="1") as stub:
         env = {"SENTINEL_ANALYZER_URL": stub.url, "SENTINEL_WORKER_CONCURRENCY": "auto"}
         worker = start_worker(processor=None, env=env)  # the domain processor, auto
         worker.wait_ready(redis_client)
@@ -82,7 +83,7 @@ def test_a_capacity_cut_mid_run_slows_the_producer_and_costs_no_ai_verdict(
         recorded: list[dict[str, Any]] = []
         allowances: list[int] = []
         cut_at: float | None = None
-        while not done.wait(0.2):  # the sensor ticks all along the publish
+        while not done.wait(0.5):  # the sensor ticks all along the publish
             if cut_at is None and redis_client.xlen(keys.results) >= CUT_AFTER:
                 stub.set_capacity(4)
                 cut_at = time.monotonic()
