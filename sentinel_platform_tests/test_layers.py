@@ -183,13 +183,15 @@ def settings_loaders(root: Path) -> list[str]:
 
 STREAMS = "sentinel_platform.streams"
 #: What each group of the streams core may import from the others: the plumbing nothing,
-#: the backlog's state the plumbing, and each side (workers, producer, operators) those two.
+#: the backlog's state the plumbing, and each side (workers, producer, operators) those two;
+#: the sharding decisions (placement, routing) are pure and import none.
 STREAMS_GROUPS: dict[str, set[str]] = {
     "plumbing": set(),
     "backlog": {"plumbing"},
     "consumer": {"plumbing", "backlog"},
     "producer": {"plumbing", "backlog"},
     "operators": {"plumbing", "backlog"},
+    "sharding": set(),
 }
 CONSUMER = f"{STREAMS}.consumer"
 

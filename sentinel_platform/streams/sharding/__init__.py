@@ -1,0 +1,17 @@
+"""A logical stream over N shards on a Redis Cluster: where each shard lives, and which
+shard a row goes to.
+
+A Redis stream is one key, so it lives in one hash slot on one master and uses one core.
+A sharded stream is N whole streams, each with every key of its own (group, dead letters,
+markers, leases, lag) under one hash tag per shard, so each shard keeps every promise of
+a single stream in its own slot. This group decides the two facts every side must agree
+on, as pure functions over what the cluster reports:
+
+* :mod:`.placement`: one hash tag per shard, chosen from ``CLUSTER SHARDS`` so the shards
+  land on distinct masters (random tags share a master most of the time);
+* :mod:`.routing`: the shard of a row, from its natural key, computed alike in Python and
+  in Spark's JVM, so copies of one key always meet on one shard.
+
+It imports nothing of the platform: the producer, the workers and the operators' tools
+build on it. The design and what is built so far are in docs/scaling.md.
+"""
