@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from sentinel_platform.domains.operations.delivery import SENSOR_NAME, build_delivery_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
@@ -33,6 +36,30 @@ def deliver(client: RedisClient, keys: StreamKeys, consumer: str, count: int = 1
     return [entry_id for _, entries in read for entry_id, _ in entries]
 
 
+@dataclass
+class Ticker:
+    """The delivery sensor over a window of :data:`WINDOW` ticks, its cursor carried on."""
+
+    instance: Any
+    resources: dict[str, Any]
+    cursor: str | None = None
+
+    def __post_init__(self) -> None:
+        self.sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+
+    def tick(self) -> Any:
+        data = tick(self.sensor, self.instance, self.resources, self.cursor)
+        self.cursor = data.cursor
+        return data
+
+
+def live_group(client: RedisClient, settings: Settings) -> StreamKeys:
+    """The group, with one live consumer (``live-1``) that the tests deliver to."""
+    keys = group(client, settings)
+    live(client, keys, "live-1")
+    return keys
+
+
 def kinds(client: RedisClient, settings: Settings) -> list[str]:
     return [a.details["kind"] for a in read_alerts(client, settings, SENSOR_NAME)]
 
@@ -40,8 +67,7 @@ def kinds(client: RedisClient, settings: Settings) -> list[str]:
 def test_message_held_by_consumer_without_lease_raises_orphan_alert(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
+    keys = live_group(redis_client, settings)
     ids = deliver(redis_client, keys, "dead-1", 2)  # a worker that died without its lease
     wait_until(lambda: all(e.idle_ms >= 200 for e in scan_pending(redis_client, keys)), 5)
     sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
@@ -59,8 +85,7 @@ def test_message_held_by_consumer_without_lease_raises_orphan_alert(
 def test_message_one_delivery_from_limit_raises_alert(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
+    keys = live_group(redis_client, settings)
     (message_id,) = deliver(redis_client, keys, "live-1")
     redis_client.xclaim(
         keys.stream, keys.group, "live-1", min_idle_time=0, message_ids=[message_id]
@@ -77,8 +102,7 @@ def test_message_one_delivery_from_limit_raises_alert(
 def test_message_idle_past_reclaim_raises_alert(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
+    keys = live_group(redis_client, settings)
     deliver(redis_client, keys, "live-1")
     wait_until(lambda: all(e.idle_ms > 150 for e in scan_pending(redis_client, keys)), 5)
     sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
@@ -89,15 +113,12 @@ def test_message_idle_past_reclaim_raises_alert(
 def test_consumer_whose_pending_only_grows_is_reported_stalled_after_a_window(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
-    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
-    resources = make_resources()
-    cursor = None
+    keys = live_group(redis_client, settings)
+    sensor = Ticker(dagster_instance, make_resources())
     seen = []
     for _ in range(WINDOW):
         deliver(redis_client, keys, "live-1")  # reads, never acks
-        cursor = tick(sensor, dagster_instance, resources, cursor).cursor
+        sensor.tick()
         seen.append(kinds(redis_client, settings))
     assert seen[: WINDOW - 1] == [[]] * (WINDOW - 1)  # one sample is not a verdict
     (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
@@ -110,17 +131,14 @@ def test_consumer_whose_pending_grows_while_it_settles_is_not_stalled(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
     """A worker raising its in-flight limit holds more each tick, and settles all along."""
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
-    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
-    resources = make_resources()
-    cursor = None
+    keys = live_group(redis_client, settings)
+    sensor = Ticker(dagster_instance, make_resources())
     held: list[str] = []
     for _ in range(WINDOW + 1):
         if held:
             redis_client.xack(keys.stream, keys.group, held.pop(0))  # its oldest is done
         held += deliver(redis_client, keys, "live-1", 2)  # and it takes two more
-        cursor = tick(sensor, dagster_instance, resources, cursor).cursor
+        sensor.tick()
     assert len(held) == WINDOW + 2  # pending only grew, tick after tick
     assert kinds(redis_client, settings) == []  # but the consumer progressed: no stall
 
@@ -128,16 +146,12 @@ def test_consumer_whose_pending_grows_while_it_settles_is_not_stalled(
 def test_healthy_pipeline_raises_no_anomaly_alert(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
-    keys = group(redis_client, settings)
-    live(redis_client, keys, "live-1")
-    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
-    resources = make_resources()
-    cursor = None
+    keys = live_group(redis_client, settings)
+    sensor = Ticker(dagster_instance, make_resources())
     for _ in range(WINDOW + 1):
         ids = deliver(redis_client, keys, "live-1", 5)
         redis_client.xack(keys.stream, keys.group, *ids[:-1])  # one in flight, as usual
-        data = tick(sensor, dagster_instance, resources, cursor)
-        cursor = data.cursor
+        data = sensor.tick()
         redis_client.xack(keys.stream, keys.group, ids[-1])
         assert "0 anomaly kind(s)" in data.skip_message
         assert [e.passed for e in data.asset_events] == [True]
