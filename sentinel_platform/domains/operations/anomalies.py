@@ -23,7 +23,6 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.group_view import (
     PendingEntry,
     live_consumers,
-    oldest_pending,
     pending_by_consumer,
     registered_consumers,
     scan_pending,
@@ -52,7 +51,6 @@ class Anomalies:
     orphaned_ids: dict[str, list[str]] = field(default_factory=dict)
     live: int = 0
     pending_per_consumer: dict[str, int] = field(default_factory=dict)
-    oldest_per_consumer: dict[str, str] = field(default_factory=dict)
 
     @property
     def over_limit(self) -> list[PendingEntry]:
@@ -105,9 +103,6 @@ def find_anomalies(
         orphaned_ids=orphaned_ids,
         live=len(alive & set(names)),
         pending_per_consumer=per_consumer,
-        oldest_per_consumer=oldest_pending(
-            client, keys, [name for name, count in per_consumer.items() if count > 0]
-        ),
     )
 
 

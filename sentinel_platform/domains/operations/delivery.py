@@ -10,7 +10,7 @@ the alert cool-down.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
@@ -29,14 +29,20 @@ from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, evaluate_delivery
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
+from sentinel_platform.streams.operators.group_view import oldest_pending
 
 SENSOR_NAME = "delivery_anomaly_sensor"
 INTERVAL_S = 30
 
 
 def anomaly_alerts(
-    anomalies: Anomalies, stalls: dict[str, list[int]], idle_limit_ms: int
+    anomalies: Anomalies,
+    stalls: dict[str, list[int]],
+    idle_limit_ms: int,
+    oldest: Mapping[str, list[str]],
 ) -> list[Alert]:
+    """The alerts of one stream's anomalies; ``oldest`` is each consumer's window of
+    oldest pending ids (the stall's evidence, named in its alert)."""
     stream = anomalies.stream
     out: list[Alert] = []
     if anomalies.near_limit:
@@ -86,7 +92,8 @@ def anomaly_alerts(
             )
         )
     for consumer, counts in sorted(stalls.items()):
-        oldest = anomalies.oldest_per_consumer.get(consumer)
+        ids = oldest.get(consumer, [])
+        oldest_id = ids[-1] if ids else None
         out.append(
             Alert(
                 severity="error",
@@ -94,12 +101,12 @@ def anomaly_alerts(
                 stream=stream,
                 condition=f"stalled:{consumer}",
                 summary=f"consumer {consumer} stalled: pending only grew over {len(counts)} "
-                f"ticks ({counts[0]} -> {counts[-1]}) and its oldest, {oldest}, never settled",
+                f"ticks ({counts[0]} -> {counts[-1]}) and its oldest, {oldest_id}, never settled",
                 details={
                     "kind": "stalled",
                     "consumer": consumer,
                     "window": counts,
-                    "oldest_id": oldest,
+                    "oldest_id": oldest_id,
                 },
             )
         )
@@ -129,18 +136,22 @@ def build_delivery_sensor(
         events: list[dg.AssetCheckEvaluation] = []
         with tick.client() as client:
             for stream in streams:
-                anomalies = find_anomalies(client, stream.keys_of(current), current)
+                keys = stream.keys_of(current)
+                anomalies = find_anomalies(client, keys, current)
+                held = [name for name, count in anomalies.pending_per_consumer.items() if count]
                 windows[stream.name] = slide_windows(
                     windows.get(stream.name, {}), anomalies.pending_per_consumer, window_ticks
                 )
                 oldest[stream.name] = slide_windows(
-                    oldest.get(stream.name, {}), anomalies.oldest_per_consumer, window_ticks
+                    oldest.get(stream.name, {}), oldest_pending(client, keys, held), window_ticks
                 )
                 stalls = stalled(windows[stream.name], oldest[stream.name], window_ticks)
                 verdict = evaluate_delivery(anomalies)
                 target = latest_materialization(tick.context.instance, stream.asset_key)
                 events.append(verdict.evaluation(stream.asset_key, DELIVERY_CHECK, target=target))
-                raised = anomaly_alerts(anomalies, stalls, current.reclaim_idle_ms)
+                raised = anomaly_alerts(
+                    anomalies, stalls, current.reclaim_idle_ms, oldest[stream.name]
+                )
                 sent = sum(tick.alerts.send(alert).sent for alert in raised)
                 notes.append(
                     f"{stream.name}: {anomalies.pending_total} pending, {len(raised)} anomaly "

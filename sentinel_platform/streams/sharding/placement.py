@@ -26,6 +26,8 @@ from typing import Any
 
 from redis.crc import key_slot
 
+from sentinel_platform.streams.sharding.routing import check_shard_count
+
 #: A master that serves only one slot of 16,384 is found within this many salts with a
 #: chance of over 99.99%; a tag is a few bytes, so the search stays well under a second.
 MAX_SALT = 200_000
@@ -80,8 +82,7 @@ def tag_slot(tag: str) -> int:
 
 def choose_tags(stream: str, count: int, masters: Sequence[Master]) -> tuple[str, ...]:
     """One hash tag per shard of ``stream``, shard ``k`` on ``masters[k % len(masters)]``."""
-    if count < 1:
-        raise ValueError(f"a stream has at least one shard, got {count}")
+    check_shard_count(count)
     if not masters:
         raise ValueError("no master of the cluster serves any slot")
     return tuple(_tag_on(stream, k, masters[k % len(masters)]) for k in range(count))

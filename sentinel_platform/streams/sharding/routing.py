@@ -16,17 +16,21 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 
-def shard_of(natural_key: str, count: int) -> int:
-    """The shard (``0 .. count-1``) of ``natural_key`` in a stream of ``count`` shards."""
+def check_shard_count(count: int) -> None:
+    """Refuse a shard count below one, naming it (every decision of the group needs one)."""
     if count < 1:
         raise ValueError(f"a stream has at least one shard, got {count}")
+
+
+def shard_of(natural_key: str, count: int) -> int:
+    """The shard (``0 .. count-1``) of ``natural_key`` in a stream of ``count`` shards."""
+    check_shard_count(count)
     return zlib.crc32(natural_key.encode("utf-8")) % count
 
 
 def shard_column(natural_key: Column, count: int) -> Column:
     """The same as :func:`shard_of`, as a Spark column over a string column of keys."""
-    if count < 1:
-        raise ValueError(f"a stream has at least one shard, got {count}")
+    check_shard_count(count)
     # Imported here, not above: the workers import this module and never load Spark.
     from pyspark.sql import functions as F
 
