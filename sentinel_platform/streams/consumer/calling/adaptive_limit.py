@@ -26,14 +26,17 @@ first, the drop rules the second.
   noise, so a CPU-bound processor is never cut (:attr:`AdaptiveLimit.instant`).
 * **Drops** (429, 503 with ``Retry-After``, a timeout) cut at once in
   :meth:`AdaptiveLimit.on_drop`. The drops until the next window closes are one *burst*
-  (a hold stops every call): the limit loses one per refusal, at least ``1 -
+  (a hold stops every call), unless a refused call went out ``NEW_ROUND_S`` after the
+  burst began: sent after the burst's cut (the round after a ``Retry-After`` hold), it
+  starts a burst of its own. The limit loses one per refusal, at least ``1 -
   DROP_FACTOR`` of itself and, with fewer than ``COLLAPSE_DROPS`` refusals, at most
   ``BURST_FLOOR``. A burst is what this worker sent beyond what the service held, so a
   collapse of capacity is followed in one burst and workers sharing a service are cut in
   proportion to their shares. A burst that comes before the service answered one round
   of calls at the level the last cut left is cut to half at least: refused again, the
   last cut was not enough (calls that go out one by one as earlier ones finish show a
-  collapse only a few refusals per hold).
+  collapse only a few refusals per hold), but not below the calls of ours the service
+  held when it refused (the refused call's ``in_flight`` less itself).
 * **Ceilings.** The level a drop leaves is a ceiling for ``CEILING_HOLD_S``, then one
   call above it is tried; a window completed there without a drop forgets it. A refusing
   service gives no latency signal and every refusal costs the fleet its ``Retry-After``.
@@ -88,6 +91,10 @@ DROP_FACTOR = 0.9
 #: unless it has this many: the service's capacity fell, and the count says by how much.
 BURST_FLOOR = 0.5
 COLLAPSE_DROPS = 4
+#: A refusal of a call sent this long after a burst began is a burst of its own: the call
+#: went out after the burst's cut. Refusals come back in milliseconds; the margin covers
+#: the time a finished call waits to be collected.
+NEW_ROUND_S = 0.1
 #: After a drop, how long the limit stays at or below the level the drop left.
 CEILING_HOLD_S = 20.0
 #: ``limit`` of a worker on ``auto`` before the first measurement (capped by ``maximum``).
@@ -115,7 +122,7 @@ class ConcurrencyLimit(Protocol):
 
     def on_sample(self, rtt_s: float, in_flight: int) -> None: ...
 
-    def on_drop(self, in_flight: int) -> None: ...
+    def on_drop(self, in_flight: int, rtt_s: float) -> None: ...
 
     def on_hold(self) -> None: ...
 
@@ -141,7 +148,7 @@ class FixedLimit:
     def on_sample(self, rtt_s: float, in_flight: int) -> None:
         """Nothing to learn: the number is pinned."""
 
-    def on_drop(self, in_flight: int) -> None:
+    def on_drop(self, in_flight: int, rtt_s: float) -> None:
         """Nothing to cut: the number is pinned."""
 
     def on_hold(self) -> None:
@@ -164,7 +171,7 @@ class AdaptiveLimit:
       seconds and that count, if the call did its work (an answer, an error that is not
       a drop, a verdict of the processor alone when no analyzer is configured);
     * when it ends in a drop (429, 503 with ``Retry-After``, a timeout), calls
-      :meth:`on_drop` with that count instead;
+      :meth:`on_drop` with that count and the call's wall time instead;
     * reports neither for a call that never reached the downstream or got no answer
       from it (a message acknowledged as a duplicate without a call, a rules fallback of
       a down analyzer or an open breaker: ``outcomes.is_sample``): its wall time says
@@ -201,6 +208,7 @@ class AdaptiveLimit:
         # Drops since the last window closed: one burst, cut once by its size.
         self._burst_base: float | None = None
         self._burst_drops = 0
+        self._burst_at = 0.0
         # Calls answered since the last cut, and the level it left: a burst that comes
         # before one round at that level was answered halves (``on_drop``).
         self._answered = 0
@@ -265,21 +273,24 @@ class AdaptiveLimit:
         ):
             self._close_window(now)
 
-    def on_drop(self, in_flight: int) -> None:
+    def on_drop(self, in_flight: int, rtt_s: float) -> None:
         """A call that started with ``in_flight`` calls in flight was refused (429, 503
-        with ``Retry-After``) or timed out: cut now (by the burst, see the module
-        docstring), and hold the level for a while."""
+        with ``Retry-After``) or timed out after ``rtt_s`` seconds: cut now (by the
+        burst, see the module docstring), and hold the level for a while."""
         current = self._in_force()
+        now = self._clock()
+        if self._burst_base is not None and now - rtt_s > self._burst_at + NEW_ROUND_S:
+            self._burst_base = None  # sent after this burst's cut: that cut was not enough
         if self._burst_base is None:
-            self._burst_base, self._burst_drops = current, 0
+            self._burst_base, self._burst_drops, self._burst_at = current, 0, now
             self._again = self._answered < self._cut_level  # the last cut was not enough
         self._burst_drops += 1
         base = self._burst_base
         drops = self._burst_drops
         floor = 0.0 if drops >= COLLAPSE_DROPS else base * BURST_FLOOR  # capacity fell
         target = min(base * DROP_FACTOR, max(base - drops, floor))
-        if self._again:
-            target = min(target, base * BURST_FLOOR)
+        if self._again:  # halve, but not below what the service held of ours at once
+            target = min(target, max(base * BURST_FLOOR, in_flight - 1.0))
         self._step = 1.0
         if target >= current:
             return

@@ -237,7 +237,7 @@ class Calls:
         self._in_runs.pop(prepared.delivery.id, None)
         if finished.outcome is None:
             if finished.sent:  # the downstream's own answer: its capacity is below ours
-                self.limit.on_drop(in_flight)
+                self.limit.on_drop(in_flight, finished.seconds)
             elif finished.shared_refusal:  # another worker was refused: grow no further
                 self.limit.on_hold()
             self._park(prepared, finished.retry_after_s)

@@ -125,7 +125,7 @@ def simulate(
         start, count = started.pop(call)
         in_flight -= 1
         if kind == "drop":
-            limit.on_drop(count)
+            limit.on_drop(count, clock.now - start)
             run.drops.append(clock.now)
             held_until = max(held_until, clock.now + retry_after_s)
         else:
@@ -336,13 +336,13 @@ def test_a_burst_of_drops_cuts_by_its_refusals_between_the_factor_and_half(
     shares converge), and a collapse of the capacity is followed in one burst."""
     limit, _ = settled_limit(32)
     for _ in range(drops):
-        limit.on_drop(32)
+        limit.on_drop(32, 0.002)
     assert limit.limit == expected
 
 
 def test_a_drop_never_cuts_below_the_minimum() -> None:
     limit, _ = settled_limit(1)
-    limit.on_drop(1)
+    limit.on_drop(1, 0.002)
     assert limit.limit == 1
 
 
@@ -355,12 +355,56 @@ def test_a_refusal_during_a_probe_ends_the_probe_at_or_below_its_level(told: str
     probe, and the fleet spends its first seconds in one hold after another."""
     limit, clock = new_limit(32)
     assert limit.probing and limit.limit == PROBE_LIMIT
-    limit.on_drop(PROBE_LIMIT) if told == "drop" else limit.on_hold()
+    limit.on_drop(PROBE_LIMIT, 0.002) if told == "drop" else limit.on_hold()
     for _ in range(10):
         clock.now += 0.1
         limit.on_sample(0.1, 1)
     assert not limit.probing
     assert limit.limit == (PROBE_LIMIT - 1 if told == "drop" else PROBE_LIMIT)
+
+
+def test_a_round_refused_after_the_hold_is_a_burst_of_its_own() -> None:
+    """Seen on a real worker: a collapse, a burst of 2 refusals (cut to 28), the 1 s
+    hold, then the round sent after it: 4 answered (too few to close a window at 28),
+    5 refused. Those 5 went out after the cut, so the cut was not enough: they are a
+    burst of their own and halve the limit. Counted in the first burst, they cut
+    nothing, and the limit came down one hold in two."""
+    limit, clock = settled_limit(32)
+    limit.on_drop(32, 0.002)
+    limit.on_drop(32, 0.002)
+    assert limit.limit == 28
+    clock.now += 1.0
+    for _ in range(4):
+        limit.on_sample(0.05, 4)
+    clock.now += 0.05
+    for in_flight in range(5, 10):
+        limit.on_drop(in_flight, 0.002)
+    assert limit.limit <= 14, limit.limit
+
+
+def test_a_round_refused_again_near_the_capacity_is_not_halved_below_what_was_served() -> None:
+    """Refused again at 5, the refused call the fifth in flight: the service held 4 of
+    ours at once, so halving stops at 4 (halved to 2 it would idle half the capacity
+    until the ceiling's hold ran out)."""
+    limit, clock = settled_limit(6)
+    limit.on_drop(6, 0.002)
+    assert limit.limit == 5
+    clock.now += 1.0
+    for _ in range(4):
+        limit.on_sample(0.05, 4)
+    clock.now += 0.05
+    limit.on_drop(5, 0.002)
+    assert limit.limit == 4
+
+
+def test_timeouts_of_calls_sent_before_the_burst_are_one_burst() -> None:
+    """Timeouts come back spread over time, each a call sent long before: all were sent
+    at the level in force when the burst began, so they are one burst, cut once."""
+    limit, clock = settled_limit(32)
+    for _ in range(3):
+        limit.on_drop(32, 30.0)
+        clock.now += 0.5
+    assert limit.limit == 28
 
 
 def test_a_hold_caused_by_another_worker_stops_growth_for_the_ceiling_hold() -> None:
@@ -430,7 +474,7 @@ def test_a_probe_pins_the_limit_but_not_the_steady_limit_nor_the_changes() -> No
 def test_fixed_limit_never_moves() -> None:
     fixed = FixedLimit(5)
     fixed.on_sample(10.0, 5)
-    fixed.on_drop(5)
+    fixed.on_drop(5, 0.002)
     assert (fixed.limit, fixed.steady_limit, fixed.change()) == (5, 5, None)
     with pytest.raises(ValueError, match="at least 1"):
         FixedLimit(0)
@@ -502,7 +546,7 @@ def simulate_fleet(
         count = started.pop(call)
         in_flight[client] -= 1
         if kind == "drop":
-            limits[client].on_drop(count)
+            limits[client].on_drop(count, 0.001)  # refused 1 ms after it started
             drops.append(clock.now)
             held_until = max(held_until, clock.now + 1.0)
         else:

@@ -32,7 +32,7 @@ class RecordingLimit(FixedLimit):
     def on_sample(self, rtt_s: float, in_flight: int) -> None:
         self.samples.append(rtt_s)
 
-    def on_drop(self, in_flight: int) -> None:
+    def on_drop(self, in_flight: int, rtt_s: float) -> None:
         self.told.append("drop")
 
     def on_hold(self) -> None:
