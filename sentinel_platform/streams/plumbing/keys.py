@@ -94,6 +94,17 @@ def keys_for(settings: Settings, spec: StreamSpec | str) -> StreamKeys:
     )
 
 
+def shard_keys(settings: Settings, spec: StreamSpec | str, tag: str) -> StreamKeys:
+    """The keys of one shard of a declared stream, whose hash tag is ``tag`` (recorded by
+    ``sentinel_platform.streams.sharding.record``): the stream's key with the tag
+    appended (``transactions:{transactions~0}``), its group, and on a cluster every
+    other key named after that, so the whole shard lives in the tag's slot and keeps
+    every single-slot script of a stream. On a single server the shards share the
+    server-wide names (the DLQ, the results), as the streams do."""
+    base = keys_for(settings, spec)
+    return stream_keys(settings, f"{base.stream}:{tag}", base.group, base.results, base.recent)
+
+
 def transaction_keys(settings: Settings) -> StreamKeys:
     return keys_for(settings, TRANSACTIONS)
 

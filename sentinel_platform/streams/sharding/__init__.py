@@ -10,8 +10,11 @@ on, as pure functions over what the cluster reports:
 * :mod:`.placement`: one hash tag per shard, chosen from ``CLUSTER SHARDS`` so the shards
   land on distinct masters (random tags share a master most of the time);
 * :mod:`.routing`: the shard of a row, from its natural key, computed alike in Python and
-  in Spark's JVM, so copies of one key always meet on one shard.
+  in Spark's JVM, so copies of one key always meet on one shard;
+* :mod:`.record`: the tags chosen once and recorded in Redis, so every process names the
+  same keys, before and after a resharding.
 
-It imports nothing of the platform: the producer, the workers and the operators' tools
-build on it. The design and what is built so far are in docs/scaling.md.
+It imports nothing of the platform (``record`` takes any redis-py client): the producer,
+the workers and the operators' tools build on it; a shard's keys are
+``plumbing.keys.shard_keys``. The design and what is built so far are in docs/scaling.md.
 """

@@ -22,9 +22,11 @@ from sentinel_platform.streams.plumbing.keys import (
     attempt_key,
     dead_letters_key,
     dlq_streams,
+    shard_keys,
     stream_keys,
 )
 from sentinel_platform.streams.producer.publish import stop_key
+from sentinel_platform.streams.sharding.record import recorded_tags
 from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 
 pytestmark = pytest.mark.cluster
@@ -63,6 +65,21 @@ def test_every_key_of_a_stream_hashes_to_the_stream_slot(
     slot = server_slot(redis_cluster, keys.stream)
     slots = {name: server_slot(redis_cluster, name) for name in keys_of_atomic_ops(keys)}
     assert slots == dict.fromkeys(slots, slot)
+
+
+def test_every_key_of_a_shard_hashes_to_the_shard_slot_and_shards_to_distinct_slots(
+    redis_cluster: RedisClusterProcess, cluster_settings: Settings, cluster_client: RedisClient
+) -> None:
+    tags = recorded_tags(cluster_client, "transactions", 3)
+    slots = set()
+    for tag in tags:
+        keys = shard_keys(cluster_settings, "transactions", tag)
+        assert keys.stream == f"transactions:{tag}" and keys.group == "sentinel-consumers"
+        slot = server_slot(redis_cluster, keys.stream)
+        found = {name: server_slot(redis_cluster, name) for name in keys_of_atomic_ops(keys)}
+        assert found == dict.fromkeys(found, slot)
+        slots.add(slot)
+    assert len(slots) == 3
 
 
 def test_the_two_streams_are_served_by_different_primaries(
