@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,9 @@ os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 # Spark's Python workers must run this interpreter (the venv), or executors cannot import
 # redis or sentinel_platform.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Every driver JVM the suite starts reads the suite's Spark defaults (C1 only, the serial
+# collector: see the file), children included, since they inherit the environment.
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark_conf"))
 _KEPT = {"SENTINEL_REDIS_SERVER"}
 for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
     if _name not in _KEPT:
