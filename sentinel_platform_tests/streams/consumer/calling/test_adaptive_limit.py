@@ -363,38 +363,33 @@ def test_a_refusal_during_a_probe_ends_the_probe_at_or_below_its_level(told: str
     assert limit.limit == (PROBE_LIMIT - 1 if told == "drop" else PROBE_LIMIT)
 
 
-def test_a_round_refused_after_the_hold_is_a_burst_of_its_own() -> None:
-    """Seen on a real worker: a collapse, a burst of 2 refusals (cut to 28), the 1 s
-    hold, then the round sent after it: 4 answered (too few to close a window at 28),
-    5 refused. Those 5 went out after the cut, so the cut was not enough: they are a
-    burst of their own and halve the limit. Counted in the first burst, they cut
-    nothing, and the limit came down one hold in two."""
-    limit, clock = settled_limit(32)
-    limit.on_drop(32, 0.002)
-    limit.on_drop(32, 0.002)
-    assert limit.limit == 28
-    clock.now += 1.0
+@pytest.mark.parametrize(
+    ("settled", "first", "refused", "expected"),
+    [
+        (32, 2, [5, 6, 7, 8, 9], 14),  # a burst of its own: halved from 28
+        (6, 1, [5], 4),  # halved, but not below the 4 the service held of ours
+    ],
+)
+def test_a_round_refused_after_the_hold_is_a_burst_of_its_own(
+    settled: int, first: int, refused: list[int], expected: int
+) -> None:
+    """Seen on a real worker: a collapse, a first burst, the 1 s hold, then the round
+    sent after it: 4 answered (too few to close a window), the rest refused. Those went
+    out after the first cut, so it was not enough: they are a burst of their own and
+    halve the limit (counted in the first burst they cut nothing, and the limit came
+    down one hold in two), though never below the calls of ours the service held when
+    it refused (the refused call's ``in_flight`` less itself)."""
+    limit, clock = settled_limit(settled)
+    for _ in range(first):
+        limit.on_drop(settled, 0.002)
+    assert limit.limit == int(settled * 0.9)
+    clock.now += 1.0  # the Retry-After hold
     for _ in range(4):
         limit.on_sample(0.05, 4)
     clock.now += 0.05
-    for in_flight in range(5, 10):
+    for in_flight in refused:
         limit.on_drop(in_flight, 0.002)
-    assert limit.limit <= 14, limit.limit
-
-
-def test_a_round_refused_again_near_the_capacity_is_not_halved_below_what_was_served() -> None:
-    """Refused again at 5, the refused call the fifth in flight: the service held 4 of
-    ours at once, so halving stops at 4 (halved to 2 it would idle half the capacity
-    until the ceiling's hold ran out)."""
-    limit, clock = settled_limit(6)
-    limit.on_drop(6, 0.002)
-    assert limit.limit == 5
-    clock.now += 1.0
-    for _ in range(4):
-        limit.on_sample(0.05, 4)
-    clock.now += 0.05
-    limit.on_drop(5, 0.002)
-    assert limit.limit == 4
+    assert limit.limit == expected
 
 
 def test_timeouts_of_calls_sent_before_the_burst_are_one_burst() -> None:
