@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from redis.cluster import RedisCluster
+
 from sentinel_platform.streams.sharding.placement import (
     Master,
     choose_tags,
@@ -85,6 +87,6 @@ def recorded_tags(client: Any, stream: str, count: int) -> tuple[str, ...]:
 
 def _masters(client: Any) -> list[Master]:
     """The cluster's masters in slot order; a single server serves every slot."""
-    if hasattr(client, "cluster_shards") and hasattr(client, "get_node_from_key"):
+    if isinstance(client, RedisCluster):
         return masters_from_shards(client.cluster_shards())
     return [Master("single", ALL_SLOTS)]
