@@ -16,6 +16,7 @@ start-up. :func:`tags_from_record` is the pure check; :func:`recorded_tags` the 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -63,11 +64,9 @@ def tags_from_record(raw: str | bytes, stream: str, count: int) -> tuple[str, ..
 
 
 def _is_tag_of(tag: str, stream: str, shard: int) -> bool:
-    salted = shard_tag(stream, shard)[:-1] + "."
-    salt = tag[len(salted) : -1]
-    return tag == shard_tag(stream, shard) or (
-        tag.startswith(salted) and tag.endswith("}") and salt.isdigit()
-    )
+    """``tag`` is :func:`shard_tag` of ``stream``'s ``shard``, with or without a salt."""
+    plain = shard_tag(stream, shard)
+    return re.fullmatch(re.escape(plain[:-1]) + r"(\.[0-9]+)?\}", tag) is not None
 
 
 def recorded_tags(client: Any, stream: str, count: int) -> tuple[str, ...]:
