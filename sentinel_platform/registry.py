@@ -134,6 +134,9 @@ class StreamSpec:
     #: job, merged into the code location; ``None`` for the built-in streams, whose
     #: assets live in the location's own domains.
     definitions: str | None = None
+    #: Redis streams the stream is spread over (``sentinel_platform.streams.sharding``):
+    #: 1 is today's single key, byte for byte; N > 1 spreads it over a cluster's masters.
+    shards: int = 1
 
     def __post_init__(self) -> None:
         paths = (
@@ -146,6 +149,8 @@ class StreamSpec:
                 raise ValueError(f"stream {self.name}: {label} {value!r} is not module:attribute")
         if not self.columns:
             raise ValueError(f"stream {self.name}: columns must not be empty")
+        if isinstance(self.shards, bool) or not isinstance(self.shards, int) or self.shards < 1:
+            raise ValueError(f"stream {self.name}: shards must be a whole number >= 1")
 
     @property
     def pool(self) -> str:

@@ -184,14 +184,14 @@ def settings_loaders(root: Path) -> list[str]:
 STREAMS = "sentinel_platform.streams"
 #: What each group of the streams core may import from the others: the plumbing nothing,
 #: the backlog's state the plumbing, and each side (workers, producer, operators) those two;
-#: the sharding decisions (placement, routing) are pure and import none.
+#: the sharding decisions (placement, routing) are pure, and its keys are the plumbing's.
 STREAMS_GROUPS: dict[str, set[str]] = {
     "plumbing": set(),
     "backlog": {"plumbing"},
     "consumer": {"plumbing", "backlog"},
     "producer": {"plumbing", "backlog"},
     "operators": {"plumbing", "backlog"},
-    "sharding": set(),
+    "sharding": {"plumbing"},
 }
 CONSUMER = f"{STREAMS}.consumer"
 

@@ -131,3 +131,9 @@ def test_the_worker_entry_point_refuses_an_unknown_stream_naming_the_declared_on
     )
     assert result.returncode == 2
     assert "no stream named 'payments'; declared: axioms, transactions" in result.stderr
+
+
+@pytest.mark.parametrize("shards", [0, -1, True, 2.0])
+def test_a_shard_count_that_is_not_a_whole_number_above_zero_is_refused(shards: object) -> None:
+    with pytest.raises(ValueError, match="stream transactions: shards must be a whole number"):
+        dataclasses.replace(TRANSACTIONS, shards=shards)

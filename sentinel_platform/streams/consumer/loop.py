@@ -44,6 +44,7 @@ from typing import TypeVar
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -94,6 +95,7 @@ class Consumer:
         stop: threading.Event | None = None,
         count: int | None = None,
         block_ms: int | None = None,
+        limit: ConcurrencyLimit | None = None,
     ) -> None:
         self.client, self.keys, self.processor = client, keys, processor
         self.settings, self.consumer, self.metrics = settings, consumer, metrics
@@ -105,7 +107,16 @@ class Consumer:
         )
         hooks = Hooks(self._busy, self._lose_name, self._in_hand_ids, self._give_up)
         parts = build_parts(
-            client, keys, processor, settings, consumer, metrics, self.stop, self.count, hooks
+            client,
+            keys,
+            processor,
+            settings,
+            consumer,
+            metrics,
+            self.stop,
+            self.count,
+            hooks,
+            limit,
         )
         self.lease, self.reader, self.in_hand = parts.lease, parts.reader, parts.in_hand
         self.calls, self.outbox, self.claims = parts.calls, parts.outbox, parts.claims

@@ -12,6 +12,7 @@ creating a series nobody scrapes.
 from __future__ import annotations
 
 import bisect
+import copy
 import re
 import threading
 import time
@@ -296,12 +297,14 @@ class Metrics:
         """The registry in Prometheus' text exposition format."""
         return generate_latest(self.registry).decode()
 
-    def serve(self, port: int = 0, host: str = DEFAULT_HOST) -> int:
+    def serve(self, port: int = 0, host: str = DEFAULT_HOST, also: Sequence[Metrics] = ()) -> int:
         """Serve the metrics over HTTP on ``host:port`` from a daemon thread; return the
-        bound port (``port`` 0 picks a free one)."""
+        bound port (``port`` 0 picks a free one). With ``also`` (the other shards of a
+        worker), their series are served beside these (:func:`merged_registry`)."""
         if self._server is not None:
             raise RuntimeError("metrics server already running")
-        self._server, self._thread = serve_registry(self.registry, port, host)
+        registry = merged_registry([self, *also]) if also else self.registry
+        self._server, self._thread = serve_registry(registry, port, host)
         return int(self._server.server_address[1])
 
     def close(self) -> None:
@@ -311,6 +314,35 @@ class Metrics:
             if self._thread is not None:
                 self._thread.join(5)
             self._server = self._thread = None
+
+
+class _Merged:
+    """The families of several registries, each once with the samples of all of them."""
+
+    def __init__(self, registries: Sequence[CollectorRegistry]) -> None:
+        self._registries = registries
+
+    def collect(self) -> Iterable[Any]:
+        families: dict[str, Any] = {}
+        for index, registry in enumerate(self._registries):
+            for family in registry.collect():
+                if index and family.name.startswith("process_"):
+                    continue  # one process: its CPU and memory once
+                merged = families.get(family.name)
+                if merged is None:
+                    families[family.name] = merged = copy.copy(family)
+                    merged.samples = []
+                merged.samples.extend(family.samples)
+        return families.values()
+
+
+def merged_registry(metrics: Sequence[Metrics]) -> CollectorRegistry:
+    """One registry serving the series of every one of ``metrics`` (the consumers of a
+    worker's shards, told apart by their ``shard`` label): one scrape target per worker,
+    as for a stream of one shard."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Merged([m.registry for m in metrics]))
+    return registry
 
 
 def observe_many(histogram: Any, values: Sequence[float]) -> None:

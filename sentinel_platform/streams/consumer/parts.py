@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.retention import Retention
 from sentinel_platform.streams.backlog.zones import auto_maximum
-from sentinel_platform.streams.consumer.calling.adaptive_limit import limit_for
+from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit, limit_for
 from sentinel_platform.streams.consumer.calling.claims import Claims
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.calling.processor_call import ProcessorCall
@@ -74,15 +74,18 @@ def build_parts(
     stop: threading.Event,
     count: int,
     hooks: Hooks,
+    limit: ConcurrencyLimit | None = None,
 ) -> Parts:
-    """Every part of one consumer (``consumer``: its name in the group)."""
+    """Every part of one consumer (``consumer``: its name in the group); ``limit`` is a
+    shard's share of its worker's (``calling.shared_limit``), else the settings' own."""
     fields = {"stream": keys.stream, "group": keys.group, "consumer": consumer}
     ttl_ms = settings.lease_ttl_ms
     lease = Lease(client, keys, consumer, ttl_ms, settings.connection_liveness, stop)
     reader = GroupReader(client, keys, consumer, fields)
     in_hand = InHand()  # the messages in a call, for the hang watchdog
     calling = ProcessorCall(processor, settings, metrics, in_hand, fields)
-    limit = limit_for(settings.worker_concurrency_pinned, auto_maximum(settings))
+    if limit is None:
+        limit = limit_for(settings.worker_concurrency_pinned, auto_maximum(settings))
     # threads: the pinned number, or the maximum for auto
     calls = Calls(calling, calling.aborted, limit, settings.worker_concurrency, stop, hooks.on_busy)
     paid = bool(getattr(processor, "paid_calls", False))  # one paid call per key: claims.py

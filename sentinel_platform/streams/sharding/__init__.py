@@ -12,9 +12,11 @@ on, as pure functions over what the cluster reports:
 * :mod:`.routing`: the shard of a row, from its natural key, computed alike in Python and
   in Spark's JVM, so copies of one key always meet on one shard;
 * :mod:`.record`: the tags chosen once and recorded in Redis, so every process names the
-  same keys, before and after a resharding.
+  same keys, before and after a resharding;
+* :mod:`.shards`: the keys of every shard of a declared stream (one shard: the stream's
+  own keys, byte for byte).
 
-It imports nothing of the platform (``record`` takes any redis-py client): the producer,
-the workers and the operators' tools build on it; a shard's keys are
-``plumbing.keys.shard_keys``. The design and what is built so far are in docs/scaling.md.
+Of the platform it imports only the plumbing's key names (``plumbing.keys.shard_keys``);
+``record`` takes any redis-py client. The workers build on it. The design and what is
+built so far are in docs/scaling.md.
 """

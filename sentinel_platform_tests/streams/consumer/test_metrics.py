@@ -274,3 +274,23 @@ def test_observing_a_batch_gives_the_exposition_of_observing_each_value() -> Non
 
     assert any(line.endswith(f" {len(values)}.0") for line in series(batched))
     assert series(batched) == series(one_by_one)
+
+
+def test_the_shards_of_a_worker_are_served_on_one_endpoint_each_with_its_label() -> None:
+    fields = {"stream": "tx", "group": "g", "consumer": "c"}
+    shards = [Metrics(labels={**fields, "shard": str(k)}) for k in range(3)]
+    for k, metrics in enumerate(shards):
+        metrics.inc("processed", k + 1)
+    port = shards[0].serve(0, "127.0.0.1", also=shards[1:])
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        shards[0].close()
+    for k in range(3):
+        series = (
+            f'sentinel_worker_processed_total{{consumer="c",group="g",shard="{k}",stream="tx"}}'
+        )
+        assert f"{series} {float(k + 1)}" in text
+    assert text.count("# TYPE sentinel_worker_processed_total counter") == 1
+    assert text.count("# TYPE process_cpu_seconds_total counter") == 1
