@@ -19,7 +19,6 @@ from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import LOG_LEVELS
 from sentinel_platform.registry import UnknownStreamError, spec_for, stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from sentinel_platform.streams.plumbing.keys import keys_for
 from workers.runtime import WorkerOptions, run
 
 
@@ -122,7 +121,7 @@ def run_worker(stream: str, argv: list[str] | None = None, prog: str | None = No
         metrics_port=args.metrics_port,
         log_level=args.log_level,
     )
-    return run(options, lambda current: keys_for(current, spec))
+    return run(options, spec)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,15 +33,16 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import BoundLogger, configure_json_logging
+from sentinel_platform.registry import StreamSpec
 from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backlog.zones import in_flight_problem
+from sentinel_platform.streams.consumer.calling.shared_limit import LimitShare
 from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError, LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -61,11 +62,12 @@ from sentinel_platform.streams.plumbing.connection import (
     resolve_url,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform.streams.sharding.shards import keys_of_shards
+from workers.forwarding import Forwarder, key_reader
+from workers.shards import consume_shards
 
 log = logging.getLogger(__name__)
-
-KeysFor = Callable[[Settings], StreamKeys]
 
 
 @dataclass(frozen=True)
@@ -189,14 +191,17 @@ def connect_with_retry(
     return None
 
 
-def serve_metrics(metrics: Metrics, port: int | None, host: str, worker_log: BoundLogger) -> None:
-    """Serve ``metrics`` on ``host:port`` (``--metrics-port``, ``SENTINEL_METRICS_HOST``),
-    before anything touches Redis: a port in use or an address this host cannot bind is a
-    bad setting, refused (:class:`StartupError`) naming both, never a crash after joining."""
+def serve_metrics(
+    metrics: list[Metrics], port: int | None, host: str, worker_log: BoundLogger
+) -> None:
+    """Serve ``metrics`` (one per shard, on one endpoint) on ``host:port``
+    (``--metrics-port``, ``SENTINEL_METRICS_HOST``), before anything touches Redis: a
+    port in use or an address this host cannot bind is a bad setting, refused
+    (:class:`StartupError`) naming both, never a crash after joining."""
     if port is None:
         return
     try:
-        bound = metrics.serve(port, host)
+        bound = metrics[0].serve(port, host, also=metrics[1:])
     except OSError as exc:  # in use, not an address of this host, unknown name
         raise StartupError(
             f"--metrics-port {port} / SENTINEL_METRICS_HOST {host}: cannot serve metrics on "
@@ -223,35 +228,28 @@ def stopped_waiting(worker_log: BoundLogger, waiting_for: str) -> int:
     return 0
 
 
-def run(options: WorkerOptions, keys_for: KeysFor) -> int:
-    """Run one worker until SIGTERM/SIGINT; the process exit status.
+def run(options: WorkerOptions, spec: StreamSpec) -> int:
+    """Run one worker of ``spec``'s stream until SIGTERM/SIGINT; the process exit status.
 
     Start-up order: settings, signal handlers, processor, the metrics endpoint, and only
     then Redis, so every bad setting is refused (exit status 2) before the worker has
     touched Redis. Each start-up wait (Redis unreachable, the consumer name's lease) is
     bounded or cut short by SIGTERM/SIGINT: the worker then logs ``stopped`` and exits 0.
+    A stream of several shards is served whole (:mod:`workers.shards`).
     """
     configure_json_logging(options.log_level)
     stop = threading.Event()
     try:
         settings = worker_settings(options)
-        keys = keys_for(settings)
+        keys = keys_for(settings, spec)
         fields = {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
         worker_log = BoundLogger(log, fields)
         install_signal_handlers(stop, worker_log)
         processor = load_processor(options.processor, settings)
     except StartupError as exc:
         return refused(exc, BoundLogger(log, {}))
-    metrics = Metrics(labels=fields, processor=getattr(processor, "name", None))
-    bind_metrics = getattr(processor, "bind_metrics", None)
-    if callable(bind_metrics):  # optional: a processor with its own metrics (the analyzer's)
-        bind_metrics(metrics)
-    bind_stop = getattr(processor, "bind_stop", None)
-    if callable(bind_stop):  # optional: waits of its own that a stop must end (rate slots)
-        bind_stop(stop)
-    bind_log_fields = getattr(processor, "bind_log_fields", None)
-    if callable(bind_log_fields):  # optional: lines of its own (the analyzer's)
-        bind_log_fields(fields)
+    metrics = shard_metrics(fields, spec.shards, getattr(processor, "name", None))
+    bind_processor(processor, metrics[0], stop, fields)
     try:
         try:
             serve_metrics(metrics, options.metrics_port, settings.metrics_host, worker_log)
@@ -264,11 +262,70 @@ def run(options: WorkerOptions, keys_for: KeysFor) -> int:
         if callable(bind_redis):  # optional: limits shared with the fleet (the analyzer's)
             bind_redis(client)
         try:
-            return consume(client, keys, processor, settings, options, metrics, stop)
+            return consume_stream(client, spec, processor, settings, options, metrics, stop)
         finally:
             client.close()
     finally:
-        metrics.close()
+        for each in metrics:
+            each.close()
+
+
+def shard_metrics(fields: dict[str, str], shards: int, processor: str | None) -> list[Metrics]:
+    """The metrics of each shard's consumer; a stream of one shard keeps its labels as
+    they are, the shards of a stream carry a ``shard`` label besides the stream's."""
+    if shards == 1:
+        return [Metrics(labels=fields, processor=processor)]
+    return [
+        Metrics(labels={**fields, "shard": str(shard)}, processor=processor)
+        for shard in range(shards)
+    ]
+
+
+def bind_processor(
+    processor: Processor, metrics: Metrics, stop: threading.Event, fields: dict[str, str]
+) -> None:
+    """Hand the processor what it may use of the worker (each optional): metrics of its
+    own (the analyzer's, beside the first shard's), the stop its waits must end (rate
+    slots), the fields of its log lines."""
+    bind_metrics = getattr(processor, "bind_metrics", None)
+    if callable(bind_metrics):
+        bind_metrics(metrics)
+    bind_stop = getattr(processor, "bind_stop", None)
+    if callable(bind_stop):
+        bind_stop(stop)
+    bind_log_fields = getattr(processor, "bind_log_fields", None)
+    if callable(bind_log_fields):
+        bind_log_fields(fields)
+
+
+def consume_stream(
+    client: RedisClient,
+    spec: StreamSpec,
+    processor: Processor,
+    settings: Settings,
+    options: WorkerOptions,
+    metrics: list[Metrics],
+    stop: threading.Event,
+) -> int:
+    """Consume the stream's one shard on this thread, or each of its shards on a thread of
+    its own; the exit status. A shard record that does not match the declared count is
+    refused (exit status 2)."""
+    fields = {"stream": spec.stream_key(settings), "consumer": options.consumer}
+    try:
+        shards = keys_of_shards(client, settings, spec)
+    except ValueError as exc:  # ShardCountChanged, a record that is not one
+        return refused(exc, BoundLogger(log, fields))
+    if len(shards) == 1:
+        return consume(client, shards[0], processor, settings, options, metrics[0], stop)
+
+    def consume_shard(keys: StreamKeys, limit: LimitShare) -> int:
+        shard = shards.index(keys)
+        return consume(client, keys, processor, settings, options, metrics[shard], stop, limit)
+
+    key_of = key_reader(processor.parse, processor.natural_key)
+    base = keys_for(settings, spec)
+    forwarder = Forwarder(client, base, shards, key_of, options.consumer, settings, stop)
+    return consume_shards(shards, settings, consume_shard, forwarder.run, stop, fields)
 
 
 def consume(
@@ -279,8 +336,10 @@ def consume(
     options: WorkerOptions,
     metrics: Metrics,
     stop: threading.Event,
+    limit: LimitShare | None = None,
 ) -> int:
-    """Join the group and consume until stopped; the exit status."""
+    """Join the group and consume until stopped; the exit status. ``limit``: a shard's
+    share of its worker's limit (:mod:`workers.shards`)."""
     worker_log = BoundLogger(
         log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     )
@@ -293,7 +352,11 @@ def consume(
             "lease_ttl_ms": settings.lease_ttl_ms,
         },
     )
-    consumer = Consumer(client, keys, processor, settings, options.consumer, metrics, stop)
+    consumer = Consumer(
+        client, keys, processor, settings, options.consumer, metrics, stop, limit=limit
+    )
+    if limit is not None:
+        limit.count_running(lambda: consumer.calls.running)
     try:
         return consumer.run()
     except LeaseWaitStopped:
