@@ -100,6 +100,18 @@ class VerdictMix(Document):
     mostly_fallback: bool = Field(description="most verdicts were fallbacks (a warning)")
 
 
+class ShardStatus(Document):
+    stream: str = Field(description="the shard's Redis key")
+    zone: Zone = Field(description="the shard's zone")
+    lag: int = Field(description="backlog + pending")
+    backlog: int = Field(description="entries not yet delivered to the group")
+    pending: int = Field(description="entries delivered and not acknowledged")
+    live_workers: int = Field(description="consumers holding a lease on the shard")
+    work_s: float | None = Field(description="seconds of work queued at its drain rate")
+    dlq_depth: int | None = Field(description="its dead letters; null: DLQ too big to count")
+    processed: int | None = Field(description="entries its group has read")
+
+
 class StreamStatus(Document):
     stream: str = Field(description="the stream's Redis key")
     name: str = Field(description="the stream's name (`--stream`, the worker argument)")
@@ -125,6 +137,11 @@ class StreamStatus(Document):
     )
     verdicts: VerdictMix | None = Field(
         None, description="who decided the last minutes' verdicts, and their tokens"
+    )
+    shards: list[ShardStatus] | None = Field(
+        None,
+        description="a sharded stream's shards (the stream's figures are theirs summed, "
+        "its zone and seconds of work the worst shard's); null: one shard",
     )
 
 

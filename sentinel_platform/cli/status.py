@@ -27,7 +27,7 @@ from typing import Any, TextIO
 import redis
 
 from sentinel_platform import argtypes
-from sentinel_platform.cli import output, status_verdicts
+from sentinel_platform.cli import output, status_shards, status_verdicts
 from sentinel_platform.cli import status_records as records
 from sentinel_platform.cli.common import (
     ZONE_EXIT,
@@ -39,7 +39,7 @@ from sentinel_platform.cli.common import (
     settings_from_env,
 )
 from sentinel_platform.redis_server import running_embedded_url
-from sentinel_platform.registry import stream_specs
+from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams.backlog.drain import card_rate, read_drain_rate
 from sentinel_platform.streams.backlog.holdings import most_held, read_holdings
@@ -61,6 +61,7 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text, text_dict
+from sentinel_platform.streams.sharding.shards import keys_of_shards
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.
@@ -138,10 +139,9 @@ def stream_state(
     keys: StreamKeys,
     dlq_counts: dict[str, int] | None,
     name: str = "",
-    verdicts: bool = False,
 ) -> StreamState:
-    """One stream's state; ``verdicts`` also reads its recent verdict mix (the status
-    does, a scrape of the exporter does not need it)."""
+    """One stream's state, but its verdict mix (the status reads it, ``stream_doc``; a
+    scrape of the exporter does not need it)."""
     reading = measure_lag(client, keys)
     published = read_lag_key(client, keys)
     consumers = _consumers(client, keys)
@@ -174,8 +174,21 @@ def stream_state(
         last_publish=records.publish_record(last_publish(client, keys)),
         retained=retention_summary(client, keys, settings),
         in_flight_allowance=holdings.allowance,
-        verdicts=asdict(read_mix(client, keys)) if verdicts else None,
     )
+
+
+def stream_doc(
+    client: RedisClient, settings: Settings, spec: StreamSpec, dlq_counts: dict[str, int] | None
+) -> dict[str, Any]:
+    """One declared stream's document; a sharded one is its shards' merged
+    (``status_shards``), with the breakdown."""
+    base = asdict(stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name))
+    shards = keys_of_shards(client, settings, spec)
+    if spec.shards == 1:
+        return {**base, "verdicts": asdict(read_mix(client, shards[0]))}
+    states = [asdict(stream_state(client, settings, keys, dlq_counts)) for keys in shards]
+    doc = status_shards.merged(base, states, ZONE_ORDER)
+    return {**doc, "verdicts": asdict(read_mix(client, shards))}
 
 
 def recent_alerts(client: RedisClient, settings: Settings, count: int) -> list[dict[str, Any]]:
@@ -195,13 +208,12 @@ def worst_zone(zones: list[str]) -> str:
 def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[str, Any]:
     """The whole status as plain data (the ``--json`` document)."""
     dlq_counts = dlq_admin.depth_by_stream(client, settings)
-    streams = [
-        stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name, True)
-        for spec in stream_specs(settings)
-    ]
+    streams = [stream_doc(client, settings, spec, dlq_counts) for spec in stream_specs(settings)]
     held = [asdict(hold) for hold in analyzer_holds(client, settings)]
-    found = status_verdicts.warnings([asdict(s) for s in streams], held)
-    worst = status_verdicts.overall_zone(worst_zone([s.zone for s in streams]), found, ZONE_ORDER)
+    found = status_verdicts.warnings(streams, held)
+    worst = status_verdicts.overall_zone(
+        worst_zone([s["zone"] for s in streams]), found, ZONE_ORDER
+    )
     depths = dlq_admin.depth(client, settings)
     doc = {
         "zone": worst,
@@ -211,7 +223,7 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
         or f"{running_embedded_url(settings) or '?'} (embedded)",
         "limits": _limits(settings),
         "redis_eviction": eviction_state(client, settings),
-        "streams": [asdict(s) for s in streams],
+        "streams": streams,
         "dlq": depths,
         "dlq_fill": dlq_fill(depths, settings.dlq_maxlen),
         "alerts": recent_alerts(client, settings, alerts),
@@ -316,8 +328,9 @@ def _eviction_line(state: dict[str, Any], out: TextIO) -> str:
     return f"redis maxmemory-policy {policy} ({verdict}){reason}"
 
 
-def render(doc: dict[str, Any], out: TextIO) -> None:
-    """Human-readable status; zones coloured only on a terminal."""
+def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
+    """Human-readable status; zones coloured only on a terminal; ``shards``: each shard of
+    a sharded stream on a line of its own."""
     lines = [
         f"redis: {doc['redis']}   limits: {doc['limits']['text']} "
         f"(in flight at most {doc['limits']['in_flight_per_worker']} per worker)",
@@ -328,7 +341,8 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
         paused = "  PRODUCER PAUSED" if s["producer_paused"] else ""
         dlq = "?" if s["dlq_depth"] is None else s["dlq_depth"]
         lines.append("")
-        lines.append(f"{s['stream']}  (group {s['group']})  {zone_text}{paused}")
+        count = f"  {len(s['shards'])} shards" if s.get("shards") else ""
+        lines.append(f"{s['stream']}  (group {s['group']})  {zone_text}{paused}{count}")
         work = s.get("work_s")
         rate = s.get("drain_rate_per_s")
         drains = (
@@ -347,6 +361,8 @@ def render(doc: dict[str, Any], out: TextIO) -> None:
         lines.append(status_verdicts.verdict_line(s.get("verdicts")))
         if s.get("retained"):
             lines.append(describe_retention(s["retained"]))
+        if shards:
+            lines.extend(status_shards.shard_lines(s))
         if not s["consumers"]:
             lines.append("  consumers: none")
         for c in s["consumers"]:
@@ -384,6 +400,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="how many recent alerts to show",
     )
+    parser.add_argument(
+        "--shards", action="store_true", help="each shard of a sharded stream on a line"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -400,5 +419,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
-        render(doc, sys.stdout)
+        render(doc, sys.stdout, shards=args.shards)
     return int(doc["exit_code"])

@@ -10,13 +10,12 @@ one is refused at start-up."""
 from __future__ import annotations
 
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.redis_server import free_port
-from sentinel_platform.registry import StreamSpec, register, unregister
+from sentinel_platform.registry import StreamSpec
 from sentinel_platform.schemas import DeadLetter
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -24,6 +23,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.record import record_key, recorded_tags
 from sentinel_platform.streams.sharding.routing import shard_of
 from sentinel_platform.streams.sharding.shards import keys_of_shards
+from sentinel_platform_tests.harness.fixtures.services import SHARDED_MODULE
 from sentinel_platform_tests.harness.processes import StartWorker, WorkerProcess
 from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.streams import publish
@@ -33,21 +33,11 @@ from workers.forwarding import FORWARD_IDLE_MS
 
 pytestmark = pytest.mark.cluster
 
-MODULE = "sentinel_platform_tests.sharded_stream"
-ENV = {"SENTINEL_STREAM_MODULES": MODULE}
+ENV = {"SENTINEL_STREAM_MODULES": SHARDED_MODULE}
 KEYS = [f"k{n}" for n in range(120)]
 #: Added to the base key, as a Sentinel-L7 producer does.
 BASE_KEYS = [f"b{n}" for n in range(30)]
 INVALID = {"key": "bad", "sleep_ms": "soon"}
-
-
-@pytest.fixture
-def sharded() -> Iterator[StreamSpec]:
-    """The three-shard stream, declared in this process for the test only."""
-    from sentinel_platform_tests.sharded_stream import SHARDED
-
-    yield register(SHARDED)
-    unregister(SHARDED.name)
 
 
 def _results(client: RedisClient, shard: StreamKeys) -> list[str]:
@@ -73,13 +63,13 @@ def _serves_every_shard(client: RedisClient, worker: WorkerProcess, shards: list
 
 
 def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each(
-    sharded: StreamSpec,
+    sharded_stream: StreamSpec,
     redis_cluster: RedisClusterProcess,
     cluster_settings: Settings,
     cluster_client: RedisClient,
     start_worker: StartWorker,
 ) -> None:
-    shards = list(keys_of_shards(cluster_client, cluster_settings, sharded))
+    shards = list(keys_of_shards(cluster_client, cluster_settings, sharded_stream))
     masters = {redis_cluster.port_for_key(shard.stream) for shard in shards}
     assert len(masters) == len(shards) == 3  # a shard per master (CLUSTER SHARDS)
     routed: list[list[dict[str, str]]] = [[] for _ in shards]
@@ -93,7 +83,7 @@ def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each
 
     for shard, messages in zip(shards, routed, strict=True):
         publish(cluster_client, shard, messages)
-    base = keys_for(cluster_settings, sharded)
+    base = keys_for(cluster_settings, sharded_stream)
     publish(cluster_client, base, [*({"key": k} for k in BASE_KEYS), INVALID])
     for key in BASE_KEYS:
         routed[shard_of(key, len(shards))].append({"key": key})
@@ -128,12 +118,12 @@ def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each
 
 
 def test_a_shard_count_other_than_the_recorded_one_is_refused_at_start_up(
-    sharded: StreamSpec,
+    sharded_stream: StreamSpec,
     cluster_settings: Settings,
     cluster_client: RedisClient,
     start_worker: StartWorker,
 ) -> None:
-    recorded_tags(cluster_client, sharded.stream_key(cluster_settings), 2)
+    recorded_tags(cluster_client, sharded_stream.stream_key(cluster_settings), 2)
     worker = start_worker("sharded", env=ENV)
     wait_until(lambda: not worker.alive(), 60)
     assert worker.proc.returncode == EXIT_USAGE

@@ -19,7 +19,7 @@ stays a rate.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import redis
@@ -116,18 +116,27 @@ def summarise(rows: Iterable[Mapping[str, str]], window_s: int, covered_s: float
 
 
 def read_mix(
-    client: RedisClient, keys: StreamKeys, window_s: int = WINDOW_S, cap: int = MAX_ENTRIES
+    client: RedisClient,
+    keys: StreamKeys | Sequence[StreamKeys],
+    window_s: int = WINDOW_S,
+    cap: int = MAX_ENTRIES,
 ) -> VerdictMix:
     """The verdict mix of ``keys.results`` over the last ``window_s`` seconds (one
-    ``XREVRANGE`` of at most ``cap`` entries; an absent stream is an empty mix)."""
+    ``XREVRANGE`` of at most ``cap`` entries; an absent stream is an empty mix). Given
+    the keys of several shards, the mix of all their results (each results key read once:
+    on one server the shards share one)."""
     now_ms = int(server_now_s(client) * 1000)
     since_ms = now_ms - window_s * 1000
-    try:
-        rows = entries(client.xrevrange(keys.results, max="+", min=str(since_ms), count=cap))
-    except redis.ResponseError:  # the key holds something else: say nothing
-        rows = []
+    rows: list[tuple[str, dict[str, str]]] = []
     covered_ms = window_s * 1000
-    if rows and len(rows) >= cap:  # cut short: the oldest entry read bounds the span
-        oldest_ms = int(rows[-1][0].split("-")[0])
-        covered_ms = max(now_ms - oldest_ms, 1000)
+    shards = [keys] if isinstance(keys, StreamKeys) else list(keys)
+    for results in dict.fromkeys(shard.results for shard in shards):
+        try:
+            read = entries(client.xrevrange(results, max="+", min=str(since_ms), count=cap))
+        except redis.ResponseError:  # the key holds something else: say nothing
+            read = []
+        if read and len(read) >= cap:  # cut short: the oldest entry read bounds the span
+            oldest_ms = int(read[-1][0].split("-")[0])
+            covered_ms = min(covered_ms, max(now_ms - oldest_ms, 1000))
+        rows += read
     return summarise((fields for _, fields in rows), window_s, covered_ms / 1000)
