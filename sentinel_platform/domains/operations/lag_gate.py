@@ -59,7 +59,7 @@ from sentinel_platform.streams.backlog.drain import card_rate
 from sentinel_platform.streams.backlog.peaks import take_peaks
 from sentinel_platform.streams.backlog.progress import progress
 from sentinel_platform.streams.backlog.retention import retained_entries
-from sentinel_platform.streams.operators.group_view import LagSnapshot, lag_snapshot
+from sentinel_platform.streams.operators.group_view import LagSnapshot, stream_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import optional_text
@@ -173,7 +173,7 @@ def read_stream(
     keys = stream.keys_of(settings)
     done = progress(client, keys)  # also a sample for `sentinel status` rates
     processed = done.processed
-    snapshot = lag_snapshot(client, keys)
+    snapshot = stream_snapshot(client, settings, stream.spec)
     # the producers' drain rate; without one, 0 if the group read nothing for a minute
     snapshot = replace(snapshot, drain_rate=card_rate(snapshot.drain_rate, done.rate_per_s))
     verdict = evaluate_lag(snapshot, settings, take_peaks(client, keys))

@@ -29,8 +29,8 @@ from sentinel_platform.resources.stream_inspector import StreamInspector
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.group_view import (
     dlq_depth,
-    lag_snapshot,
     recent_dead_letters,
+    stream_snapshot,
 )
 from sentinel_platform.streams.plumbing.eviction_policy import EvictionVerdict, server_verdict
 
@@ -132,7 +132,7 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     ) -> dg.AssetCheckResult:
         current = settings.load()
         with stream_inspector.client(current) as client:
-            snapshot = lag_snapshot(client, target.keys_of(current))
+            snapshot = stream_snapshot(client, current, target.spec)
         return evaluate_lag(snapshot, current).result()
 
     return _check

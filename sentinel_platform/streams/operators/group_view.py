@@ -11,13 +11,16 @@ from dataclasses import dataclass
 
 import redis
 
+from sentinel_platform.registry import StreamSpec
+from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import read_drain_rate
 from sentinel_platform.streams.backlog.holdings import read_holdings
 from sentinel_platform.streams.backlog.lag import LagReading, measure_lag, read_lag_key
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, pending_rows
+from sentinel_platform.streams.sharding.shards import keys_of_shards
 
 #: Most pending entries examined per stream per call.
 PENDING_SCAN_CAP = 1000
@@ -132,6 +135,30 @@ def lag_snapshot(client: RedisClient, keys: StreamKeys) -> LagSnapshot:
         drain_rate=read_drain_rate(client, keys),
         allowance=holdings.allowance,
         climbing=bool(holdings.climbing),
+    )
+
+
+def stream_snapshot(client: RedisClient, settings: Settings, spec: StreamSpec) -> LagSnapshot:
+    """:func:`lag_snapshot` of a declared stream; a sharded one as one stream: the lag its
+    workers' forwarders write at the logical key, the base key's backlog with every
+    shard's, the live workers those alive on every shard, the drain rates and holdings
+    summed, climbing if any shard's limit climbs."""
+    shards = keys_of_shards(client, settings, spec)
+    if len(shards) == 1:
+        return lag_snapshot(client, shards[0])
+    base = keys_for(settings, spec)
+    parts = [lag_snapshot(client, keys) for keys in shards]
+    readings = [measure_lag(client, base), *(part.reading for part in parts)]
+    rates = [part.drain_rate for part in parts if part.drain_rate is not None]
+    return LagSnapshot(
+        worker_lag=read_lag_key(client, base),
+        reading=LagReading(
+            backlog=sum(r.backlog for r in readings), pending=sum(r.pending for r in readings)
+        ),
+        consumers_alive=min(part.consumers_alive for part in parts),
+        drain_rate=sum(rates) if rates else None,
+        allowance=sum(part.allowance for part in parts),
+        climbing=any(part.climbing for part in parts),
     )
 
 

@@ -1,0 +1,48 @@
+"""What the lag sensor, the lag check and the gate read of a stream
+(``operators.group_view.stream_snapshot``), on a real server: a stream of one shard is
+read as before; a sharded one as one stream, its base key's backlog with every shard's,
+the lag its workers write at the logical key, the live workers those on every shard."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sentinel_platform.registry import TRANSACTIONS
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.lag import queue_lag_key
+from sentinel_platform.streams.consumer.group import ensure_group
+from sentinel_platform.streams.operators.group_view import lag_snapshot, stream_snapshot
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import keys_for
+from sentinel_platform.streams.sharding.shards import keys_of_shards
+from sentinel_platform_tests.harness.streams import publish
+
+SHARDED = dataclasses.replace(TRANSACTIONS, shards=3)
+
+
+def test_one_shard_is_read_as_before(settings: Settings, redis_client: RedisClient) -> None:
+    keys = keys_for(settings, TRANSACTIONS)
+    publish(redis_client, keys, [{"key": f"k{n}"} for n in range(4)])
+    assert stream_snapshot(redis_client, settings, TRANSACTIONS) == lag_snapshot(redis_client, keys)
+
+
+def test_a_sharded_stream_is_read_as_one(settings: Settings, redis_client: RedisClient) -> None:
+    shards = keys_of_shards(redis_client, settings, SHARDED)
+    base = keys_for(settings, SHARDED)
+    for k, shard in enumerate(shards):
+        publish(redis_client, shard, [{"key": f"k{k}-{n}"} for n in range(k + 1)])
+        ensure_group(redis_client, shard)
+    publish(redis_client, base, [{"key": "b1"}, {"key": "b2"}])  # not yet forwarded
+
+    snapshot = stream_snapshot(redis_client, settings, SHARDED)
+    assert (snapshot.reading.backlog, snapshot.lag, snapshot.worker_lag) == (8, 8, None)
+    for k, shard in enumerate(shards):  # a worker alive on two shards of three
+        if k:
+            redis_client.hset(shard.consumers, "w1", "{}")
+            redis_client.set(shard.lease("w1"), "x", px=60_000)
+    assert stream_snapshot(redis_client, settings, SHARDED).consumers_alive == 0
+    redis_client.hset(shards[0].consumers, "w1", "{}")
+    redis_client.set(shards[0].lease("w1"), "x", px=60_000)
+    assert stream_snapshot(redis_client, settings, SHARDED).consumers_alive == 1
+    queue_lag_key(redis_client, base, 9, 60)  # what the workers' forwarders write
+    assert stream_snapshot(redis_client, settings, SHARDED).lag == 9
