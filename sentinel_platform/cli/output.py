@@ -100,35 +100,32 @@ class VerdictMix(Document):
     mostly_fallback: bool = Field(description="most verdicts were fallbacks (a warning)")
 
 
-class ShardStatus(Document):
-    stream: str = Field(description="the shard's Redis key")
-    zone: Zone = Field(description="the shard's zone")
+class StreamFigures(Document):
+    """What a stream and each shard of a sharded one report alike."""
+
+    stream: str = Field(description="its Redis key")
+    zone: Zone = Field(description="its zone")
     lag: int = Field(description="backlog + pending")
     backlog: int = Field(description="entries not yet delivered to the group")
     pending: int = Field(description="entries delivered and not acknowledged")
-    live_workers: int = Field(description="consumers holding a lease on the shard")
-    work_s: float | None = Field(description="seconds of work queued at its drain rate")
+    live_workers: int = Field(description="consumers holding a lease (on every shard)")
+    work_s: float | None = Field(description="seconds of work queued at the drain rate")
     dlq_depth: int | None = Field(description="its dead letters; null: DLQ too big to count")
-    processed: int | None = Field(description="entries its group has read")
+    processed: int | None = Field(description="entries the group has read (`entries-read`)")
 
 
-class StreamStatus(Document):
-    stream: str = Field(description="the stream's Redis key")
+class ShardStatus(StreamFigures):
+    """One shard of a sharded stream."""
+
+
+class StreamStatus(StreamFigures):
     name: str = Field(description="the stream's name (`--stream`, the worker argument)")
     group: str = Field(description="its consumer group")
-    zone: Zone = Field(description="the stream's zone")
-    lag: int = Field(description="backlog + pending")
-    backlog: int = Field(description="entries not yet delivered to the group")
-    pending: int = Field(description="entries delivered and not acknowledged")
     published_lag: int | None = Field(description="the lag the workers published")
     producer_paused: bool = Field(description="whether producers are paused")
-    live_workers: int = Field(description="consumers holding a lease")
-    work_s: float | None = Field(description="seconds of work queued at the drain rate")
     drain_rate_per_s: float | None = Field(description="the fleet's measured rows/s")
     consumers: list[Consumer] = Field(description="one per consumer")
     dlq: str = Field(description="the DLQ stream its dead letters go to")
-    dlq_depth: int | None = Field(description="its dead letters; null: DLQ too big to count")
-    processed: int | None = Field(description="entries the group has read (`entries-read`)")
     rate_per_s: float | None = Field(description="entries read per second, last minute")
     last_publish: LastPublish | None = Field(description="the stream's last publish")
     retained: Retention | None = Field(description="retention of the stream")

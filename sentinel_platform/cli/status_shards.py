@@ -17,18 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: Each shard's figures in the breakdown.
-SHARD_FIELDS = (
-    "stream",
-    "zone",
-    "lag",
-    "backlog",
-    "pending",
-    "live_workers",
-    "work_s",
-    "dlq_depth",
-    "processed",
-)
+from sentinel_platform.cli import output
+
+#: Each shard's figures in the breakdown (those of the ``--json`` document's model).
+SHARD_FIELDS = tuple(output.ShardStatus.model_fields)
 #: Summed over the shards, the base key's own added (what waits for its forwarders).
 SUMMED_WITH_BASE = ("lag", "backlog", "pending")
 #: Summed over the shards; unknown (None) only when no shard knows it.
