@@ -35,7 +35,7 @@ from sentinel_platform.streams.operators.dlq_admin import (
 )
 from sentinel_platform.streams.operators.dlq_entry import DlqEntry
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import dlq_streams
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 REASONS: tuple[str, ...] = get_args(DeadLetterReason)
 
@@ -366,11 +366,11 @@ def _read_export(path: str, dlqs: list[str]) -> list[dlq_import.ImportEntry]:
 
 def run_import(args: argparse.Namespace) -> int:
     settings = settings_from_env()
+    client = open_client(settings)
     try:
-        entries = _read_export(args.file, dlq_streams(settings))
+        entries = _read_export(args.file, dlq_streams_of(client, settings))
     except dlq_import.ImportFileError as exc:
         raise CliError(f"{args.file}: {exc}; nothing was imported", code=EXIT_USAGE) from None
-    client = open_client(settings)
     with Progress(len(entries), "importing") as bar:
         summary = dlq_import.import_entries(client, entries, bar.update)
     if args.json:

@@ -43,7 +43,8 @@ from sentinel_platform.streams.backlog.zones import limits_from_settings
 from sentinel_platform.streams.operators.analyzer_holds import Hold
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError
 from sentinel_platform.streams.plumbing.eviction_policy import RANK, server_verdict
-from sentinel_platform.streams.plumbing.keys import dlq_streams, keys_for
+from sentinel_platform.streams.plumbing.keys import keys_for
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 log = logging.getLogger("sentinel.exporter")
 
@@ -103,7 +104,7 @@ def read_signals(client: RedisClient, settings: Settings) -> Reading:
         keys = keys_for(settings, spec)
         state = stream_state(client, settings, keys, None, spec.name)
         streams.append(StreamSignals(spec.name, state, oldest_pending_age_s(client, keys, now_s)))
-    dlqs = [read_dlq(client, dlq) for dlq in dlq_streams(settings)]
+    dlqs = [read_dlq(client, dlq) for dlq in dlq_streams_of(client, settings)]
     eviction = server_verdict(client, settings.allow_evicting_server).level
     return Reading(streams, dlqs, eviction, analyzer_holds(client, settings))
 

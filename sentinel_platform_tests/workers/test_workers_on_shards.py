@@ -9,6 +9,7 @@ one is refused at start-up."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 
 import pytest
@@ -23,6 +24,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.record import record_key, recorded_tags
 from sentinel_platform.streams.sharding.routing import shard_of
 from sentinel_platform.streams.sharding.shards import keys_of_shards
+from sentinel_platform_tests.harness.cli import run_sentinel
 from sentinel_platform_tests.harness.fixtures.services import SHARDED_MODULE
 from sentinel_platform_tests.harness.processes import StartWorker, WorkerProcess
 from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
@@ -38,6 +40,7 @@ KEYS = [f"k{n}" for n in range(120)]
 #: Added to the base key, as a Sentinel-L7 producer does.
 BASE_KEYS = [f"b{n}" for n in range(30)]
 INVALID = {"key": "bad", "sleep_ms": "soon"}
+ROUTED_INVALID = {"key": "bad-too", "sleep_ms": "later"}
 
 
 def _results(client: RedisClient, shard: StreamKeys) -> list[str]:
@@ -68,6 +71,7 @@ def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each
     cluster_settings: Settings,
     cluster_client: RedisClient,
     start_worker: StartWorker,
+    cluster_env: dict[str, str],
 ) -> None:
     shards = list(keys_of_shards(cluster_client, cluster_settings, sharded_stream))
     masters = {redis_cluster.port_for_key(shard.stream) for shard in shards}
@@ -83,6 +87,7 @@ def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each
 
     for shard, messages in zip(shards, routed, strict=True):
         publish(cluster_client, shard, messages)
+    publish(cluster_client, shards[1], [ROUTED_INVALID])  # a routing producer's bad entry
     base = keys_for(cluster_settings, sharded_stream)
     publish(cluster_client, base, [*({"key": k} for k in BASE_KEYS), INVALID])
     for key in BASE_KEYS:
@@ -101,8 +106,13 @@ def test_workers_serve_every_shard_and_recover_a_killed_workers_messages_on_each
     wait_until(lambda: cluster_client.get(base.lag) == "0", 30)  # the stream's one lag
     dlqs = [base.dlq, *(s.dlq for s in shards)]
     dead = [DeadLetter.from_fields(f) for q in dlqs for _id, f in cluster_client.xrange(q)]
-    assert [d.original_fields for d in dead] == [INVALID]  # once, with its payload
-    assert dead[0].reason == "invalid_message"
+    # once each, with its payload: the base key's on the base DLQ, the shard's on its own
+    assert [(d.stream, d.original_fields) for d in dead] == [
+        (base.stream, INVALID),
+        (shards[1].stream, ROUTED_INVALID),
+    ]
+    listed = run_sentinel({**cluster_env, **ENV}, "dlq", "list", "--json")
+    assert sorted(e["payload"]["key"] for e in json.loads(listed.out)) == ["bad", "bad-too"]
     recovered = [e for e in survivor.events("recovered") if e["claimed_from"] == doomed.name]
     assert recovered, survivor.tail(40)  # (a call may end between the check and the kill)
     assert {e["stream"] for e in recovered} <= {s.stream for s in shards}

@@ -41,7 +41,7 @@ from sentinel_platform.streams.operators.group_view import (
     last_dead_letter_id,
     read_dead_letters,
 )
-from sentinel_platform.streams.plumbing.keys import dlq_streams
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 SENSOR_NAME = "dead_letter_queue_sensor"
 INTERVAL_S = 30
@@ -116,7 +116,7 @@ def dead_letter_queue_sensor(tick: SensorTick) -> dg.SensorResult:
     lengths: dict[str, int] = {}
     more = False
     with tick.client() as client:
-        for dlq in dlq_streams(current):
+        for dlq in dlq_streams_of(client, current):
             lengths[dlq] = dlq_depth(client, dlq)
             entries = read_dead_letters(client, dlq, last_ids.get(dlq, "0-0"), DLQ_READ_CAP)
             if first_tick and len(entries) == DLQ_READ_CAP:

@@ -23,8 +23,9 @@ import redis
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators.dlq_entry import DlqEntry, entry_from_fields
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import all_stream_keys, dlq_streams, stream_keys
+from sentinel_platform.streams.plumbing.keys import all_stream_keys, stream_keys
 from sentinel_platform.streams.plumbing.replies import entries
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 #: Field added to a replayed message: the id it had when it was dead-lettered.
 REPLAYED_FROM_FIELD = "_replayed_from"
@@ -153,7 +154,7 @@ def _scan(client: RedisClient, dlq: str, since: datetime | None) -> Iterator[Dlq
 def iter_entries(client: RedisClient, settings: Settings, filt: DlqFilter) -> Iterator[DlqEntry]:
     """Matching dead letters, oldest first within each DLQ stream, at most ``filt.limit``."""
     produced = 0
-    for dlq in dlq_streams(settings):
+    for dlq in dlq_streams_of(client, settings):
         for entry in _scan(client, dlq, filt.since):
             if filt.limit is not None and produced >= filt.limit:
                 return
@@ -168,12 +169,12 @@ def list_entries(client: RedisClient, settings: Settings, filt: DlqFilter) -> li
 
 def depth(client: RedisClient, settings: Settings) -> dict[str, int]:
     """Entries per DLQ stream (XLEN, constant time)."""
-    return {dlq: int(client.xlen(dlq)) for dlq in dlq_streams(settings)}
+    return {dlq: int(client.xlen(dlq)) for dlq in dlq_streams_of(client, settings)}
 
 
 def get_entry(client: RedisClient, settings: Settings, ref: str) -> DlqEntry:
     """One entry by id; ``DLQ/ID`` disambiguates when several DLQ streams exist."""
-    dlqs = dlq_streams(settings)
+    dlqs = dlq_streams_of(client, settings)
     if "/" in ref:
         dlq, entry_id = ref.rsplit("/", 1)
         if dlq not in dlqs:
@@ -267,7 +268,7 @@ def _already(entry_id: str, stream: str | None, millis: int) -> ReplayOutcome:
 def replayed_before(client: RedisClient, settings: Settings, ref: str) -> ReplayOutcome | None:
     """An id no longer in the DLQ that a replay took out of it (within
     ``SENTINEL_IDEMPOTENCY_TTL_S``), as an ``already_replayed`` outcome; None otherwise."""
-    dlqs = dlq_streams(settings)
+    dlqs = dlq_streams_of(client, settings)
     dlq, sep, entry_id = ref.rpartition("/")
     if sep:
         dlqs = [dlq] if dlq in dlqs else []

@@ -24,8 +24,8 @@ from typing import TextIO
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import dlq_streams
 from sentinel_platform.streams.plumbing.replies import entries
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 PAGE_SIZE = 500
 _STREAM_ID = re.compile(r"^\d+(-\d+)?$")
@@ -88,7 +88,7 @@ def export(
     """Write every DLQ entry after ``since`` (exclusive) to ``out``, oldest first per DLQ
     stream, paged; with ``delete``, XDEL each page once it is flushed and ``sync``-ed."""
     summary = ExportSummary()
-    for dlq in dlq_streams(settings):
+    for dlq in dlq_streams_of(client, settings):
         low = "-" if since is None else f"({check_since(since)}"
         while True:
             page = entries(client.xrange(dlq, min=low, max="+", count=PAGE_SIZE))

@@ -84,6 +84,13 @@ def recorded_tags(client: Any, stream: str, count: int) -> tuple[str, ...]:
     return tags_from_record(raw, stream, count)
 
 
+def tags_if_recorded(client: Any, stream: str, count: int) -> tuple[str, ...] | None:
+    """The recorded tags of ``stream``'s ``count`` shards, or None while none are recorded
+    (no worker has started yet): for readers that must not choose them (``sentinel dlq``)."""
+    raw = client.get(record_key(stream))
+    return None if raw is None else tags_from_record(raw, stream, count)
+
+
 def _masters(client: Any) -> list[Master]:
     """The cluster's masters in slot order; a single server serves every slot."""
     if isinstance(client, RedisCluster):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sentinel_platform.registry import StreamSpec
+from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for, shard_keys
-from sentinel_platform.streams.sharding.record import recorded_tags
+from sentinel_platform.streams.plumbing.keys import StreamKeys, dlq_streams, keys_for, shard_keys
+from sentinel_platform.streams.sharding.record import recorded_tags, tags_if_recorded
 
 
 def keys_of_shards(client: Any, settings: Settings, spec: StreamSpec) -> tuple[StreamKeys, ...]:
@@ -29,3 +29,17 @@ def keys_of_shards(client: Any, settings: Settings, spec: StreamSpec) -> tuple[S
     return tuple(
         shard_keys(settings, spec, tag) for tag in recorded_tags(client, stream, spec.shards)
     )
+
+
+def dlq_streams_of(client: Any, settings: Settings) -> list[str]:
+    """Every DLQ stream the declared streams may dead-letter to: ``plumbing.keys.dlq_streams``
+    and, on a cluster, each recorded shard's own (on one server the shards share the
+    server's). Reads the records only: a stream whose shards are not recorded yet has
+    none."""
+    dlqs = set(dlq_streams(settings))
+    for spec in stream_specs(settings):
+        tags = None
+        if spec.shards > 1:
+            tags = tags_if_recorded(client, spec.stream_key(settings), spec.shards)
+        dlqs.update(shard_keys(settings, spec, tag).dlq for tag in tags or ())
+    return sorted(dlqs)
