@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sentinel_platform.cli import analyzer, dlq, exporter, migrate, status, up
+from sentinel_platform.cli import analyzer, dlq, exporter, migrate, shards, status, up
 from sentinel_platform.cli.common import CliError
 from sentinel_platform.exit_codes import EXIT_ERROR
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_parser(commands)
     exporter.add_parser(commands)
     analyzer.add_parser(commands)
+    shards.add_parser(commands)
     return parser
 
 

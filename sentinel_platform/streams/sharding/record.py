@@ -78,7 +78,7 @@ def recorded_tags(client: Any, stream: str, count: int) -> tuple[str, ...]:
     key = record_key(stream)
     raw = client.get(key)
     if raw is None:
-        tags = choose_tags(stream, count, _masters(client))
+        tags = choose_tags(stream, count, masters_of(client))
         client.set(key, json.dumps({"count": count, "tags": list(tags)}), nx=True)
         raw = client.get(key)
     return tags_from_record(raw, stream, count)
@@ -91,7 +91,7 @@ def tags_if_recorded(client: Any, stream: str, count: int) -> tuple[str, ...] | 
     return None if raw is None else tags_from_record(raw, stream, count)
 
 
-def _masters(client: Any) -> list[Master]:
+def masters_of(client: Any) -> list[Master]:
     """The cluster's masters in slot order; a single server serves every slot."""
     if isinstance(client, RedisCluster):
         return masters_from_shards(client.cluster_shards())
