@@ -69,6 +69,8 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         "lag_warn": bounds.warn,
         "lag_pause": bounds.pause,
     }
+    # a sharded stream's lag, shard by shard: the one stream's breakdown
+    metadata.update({f"shard_{k}_lag": lag for k, lag in enumerate(snapshot.shard_lags)})
     if current == "nominal" and peak == 0:
         return Verdict(True, WARN, idle_text(limits), idle_metadata(metadata, limits))
     metadata["state"] = "active"

@@ -51,6 +51,8 @@ class LagSnapshot:
     allowance: int = 0
     #: A live worker's adaptive limit is still climbing (streams.backlog.holdings).
     climbing: bool = False
+    #: Each shard's lag, shard 0 first, for a sharded stream (:func:`stream_snapshot`).
+    shard_lags: tuple[int, ...] = ()
 
     @property
     def lag(self) -> int:
@@ -159,6 +161,7 @@ def stream_snapshot(client: RedisClient, settings: Settings, spec: StreamSpec) -
         drain_rate=sum(rates) if rates else None,
         allowance=sum(part.allowance for part in parts),
         climbing=any(part.climbing for part in parts),
+        shard_lags=tuple(part.reading.lag for part in parts),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.lag import queue_lag_key
@@ -36,6 +37,7 @@ def test_a_sharded_stream_is_read_as_one(settings: Settings, redis_client: Redis
 
     snapshot = stream_snapshot(redis_client, settings, SHARDED)
     assert (snapshot.reading.backlog, snapshot.lag, snapshot.worker_lag) == (8, 8, None)
+    assert snapshot.shard_lags == (1, 2, 3)  # each shard's, for the observation's metadata
     for k, shard in enumerate(shards):  # a worker alive on two shards of three
         if k:
             redis_client.hset(shard.consumers, "w1", "{}")
@@ -46,3 +48,16 @@ def test_a_sharded_stream_is_read_as_one(settings: Settings, redis_client: Redis
     assert stream_snapshot(redis_client, settings, SHARDED).consumers_alive == 1
     queue_lag_key(redis_client, base, 9, 60)  # what the workers' forwarders write
     assert stream_snapshot(redis_client, settings, SHARDED).lag == 9
+
+
+def test_the_lag_observation_carries_each_shards_lag(
+    settings: Settings, redis_client: RedisClient
+) -> None:
+    shards = keys_of_shards(redis_client, settings, SHARDED)
+    for k, shard in enumerate(shards):
+        publish(redis_client, shard, [{"key": f"k{k}-{n}"} for n in range(2 * k)])
+    verdict = evaluate_lag(stream_snapshot(redis_client, settings, SHARDED), settings)
+    assert [verdict.metadata[f"shard_{k}_lag"] for k in range(3)] == [0, 2, 4]
+    assert verdict.metadata["lag"] == 6
+    plain = evaluate_lag(stream_snapshot(redis_client, settings, TRANSACTIONS), settings)
+    assert not [name for name in plain.metadata if name.startswith("shard_")]
