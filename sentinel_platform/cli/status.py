@@ -61,7 +61,7 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, text, text_dict
-from sentinel_platform.streams.sharding.shards import keys_of_shards
+from sentinel_platform.streams.sharding.shards import recorded_keys
 
 ZONE_ORDER = ("nominal", "elevated", "backpressure", "worker_off")
 #: The colour of each eviction verdict, borrowed from the zone of the same gravity.
@@ -183,8 +183,8 @@ def stream_doc(
     """One declared stream's document; a sharded one is its shards' merged
     (``status_shards``), with the breakdown."""
     base = asdict(stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name))
-    shards = keys_of_shards(client, settings, spec)
-    if spec.shards == 1:
+    shards = recorded_keys(client, settings, spec)
+    if len(shards) == 1:  # one shard, or none recorded yet
         return {**base, "verdicts": asdict(read_mix(client, shards[0]))}
     states = [asdict(stream_state(client, settings, keys, dlq_counts)) for keys in shards]
     doc = status_shards.merged(base, states, ZONE_ORDER)

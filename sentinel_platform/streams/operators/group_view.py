@@ -20,7 +20,7 @@ from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.plumbing.replies import entries, pending_rows
-from sentinel_platform.streams.sharding.shards import keys_of_shards
+from sentinel_platform.streams.sharding.shards import recorded_keys
 
 #: Most pending entries examined per stream per call.
 PENDING_SCAN_CAP = 1000
@@ -145,7 +145,7 @@ def stream_snapshot(client: RedisClient, settings: Settings, spec: StreamSpec) -
     workers' forwarders write at the logical key, the base key's backlog with every
     shard's, the live workers those alive on every shard, the drain rates and holdings
     summed, climbing if any shard's limit climbs."""
-    shards = keys_of_shards(client, settings, spec)
+    shards = recorded_keys(client, settings, spec)
     if len(shards) == 1:
         return lag_snapshot(client, shards[0])
     base = keys_for(settings, spec)

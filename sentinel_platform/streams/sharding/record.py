@@ -84,11 +84,18 @@ def recorded_tags(client: Any, stream: str, count: int) -> tuple[str, ...]:
     return tags_from_record(raw, stream, count)
 
 
-def tags_if_recorded(client: Any, stream: str, count: int) -> tuple[str, ...] | None:
-    """The recorded tags of ``stream``'s ``count`` shards, or None while none are recorded
-    (no worker has started yet): for readers that must not choose them (``sentinel dlq``)."""
+def tags_on_record(client: Any, stream: str) -> tuple[str, ...] | None:
+    """The tags ``stream``'s record holds, at the count it records, or None while none is
+    recorded: for readers (``sentinel status``, ``sentinel dlq``, the sensors), which
+    neither choose tags nor refuse a count a spec declares before its switch."""
     raw = client.get(record_key(stream))
-    return None if raw is None else tags_from_record(raw, stream, count)
+    if raw is None:
+        return None
+    try:
+        count = int(json.loads(raw)["count"])
+    except (ValueError, KeyError, TypeError):
+        count = 0  # tags_from_record says what is wrong with it
+    return tags_from_record(raw, stream, count)
 
 
 def masters_of(client: Any) -> list[Master]:

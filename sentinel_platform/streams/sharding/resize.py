@@ -26,7 +26,7 @@ from sentinel_platform.registry import StreamSpec
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, shard_keys
 from sentinel_platform.streams.sharding.placement import choose_tags
-from sentinel_platform.streams.sharding.record import masters_of, record_key, tags_from_record
+from sentinel_platform.streams.sharding.record import masters_of, record_key, tags_on_record
 from sentinel_platform.streams.sharding.routing import shard_of
 
 
@@ -69,15 +69,12 @@ def problems(recorded: int, declared: int, states: Sequence[ShardState]) -> list
 
 def recorded_shards(client: Any, settings: Settings, spec: StreamSpec) -> tuple[str, ...]:
     """The tags recorded for ``spec``'s stream, whatever count it now declares."""
-    stream = spec.stream_key(settings)
-    raw = client.get(record_key(stream))
-    if raw is None:
-        raise ResizeRefused(f"{stream}: no shards recorded yet; start its workers instead")
-    try:
-        count = int(json.loads(raw)["count"])
-    except (ValueError, KeyError, TypeError):
-        count = 0  # tags_from_record says what is wrong with it
-    return tags_from_record(raw, stream, count)
+    tags = tags_on_record(client, spec.stream_key(settings))
+    if tags is None:
+        raise ResizeRefused(
+            f"{spec.stream_key(settings)}: no shards recorded yet; start its workers instead"
+        )
+    return tags
 
 
 def raise_shards(

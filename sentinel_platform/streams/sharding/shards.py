@@ -15,7 +15,7 @@ from typing import Any
 from sentinel_platform.registry import StreamSpec, stream_specs
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, dlq_streams, keys_for, shard_keys
-from sentinel_platform.streams.sharding.record import recorded_tags, tags_if_recorded
+from sentinel_platform.streams.sharding.record import recorded_tags, tags_on_record
 
 
 def keys_of_shards(client: Any, settings: Settings, spec: StreamSpec) -> tuple[StreamKeys, ...]:
@@ -31,15 +31,21 @@ def keys_of_shards(client: Any, settings: Settings, spec: StreamSpec) -> tuple[S
     )
 
 
+def recorded_keys(client: Any, settings: Settings, spec: StreamSpec) -> tuple[StreamKeys, ...]:
+    """The keys of the shards ``spec``'s stream has on record, for its readers (the status,
+    the sensors): the recorded count, even while a raise to the declared one is pending,
+    and nothing written. One shard, or none recorded yet: the stream's own keys."""
+    tags = tags_on_record(client, spec.stream_key(settings)) if spec.shards > 1 else None
+    if not tags:
+        return (keys_for(settings, spec),)
+    return tuple(shard_keys(settings, spec, tag) for tag in tags)
+
+
 def dlq_streams_of(client: Any, settings: Settings) -> list[str]:
     """Every DLQ stream the declared streams may dead-letter to: ``plumbing.keys.dlq_streams``
     and, on a cluster, each recorded shard's own (on one server the shards share the
-    server's). Reads the records only: a stream whose shards are not recorded yet has
-    none."""
+    server's)."""
     dlqs = set(dlq_streams(settings))
     for spec in stream_specs(settings):
-        tags = None
-        if spec.shards > 1:
-            tags = tags_if_recorded(client, spec.stream_key(settings), spec.shards)
-        dlqs.update(shard_keys(settings, spec, tag).dlq for tag in tags or ())
+        dlqs.update(keys.dlq for keys in recorded_keys(client, settings, spec))
     return sorted(dlqs)
