@@ -318,9 +318,9 @@ def consume_stream(
     if len(shards) == 1:
         return consume(client, shards[0], processor, settings, options, metrics[0], stop)
 
-    def consume_shard(keys: StreamKeys, limit: LimitShare) -> int:
-        shard = shards.index(keys)
-        return consume(client, keys, processor, settings, options, metrics[shard], stop, limit)
+    def consume_shard(shard: int, limit: LimitShare) -> int:
+        keys, meters = shards[shard], metrics[shard]
+        return consume(client, keys, processor, settings, options, meters, stop, limit)
 
     key_of = key_reader(processor.parse, processor.natural_key)
     base = keys_for(settings, spec)

@@ -33,8 +33,8 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 
 log = logging.getLogger(__name__)
 
-#: Run one shard's consumer with its keys and its share of the limit; its exit status.
-ConsumeShard = Callable[[StreamKeys, LimitShare], int]
+#: Run shard ``k``'s consumer with its share of the limit; its exit status.
+ConsumeShard = Callable[[int, LimitShare], int]
 
 #: How often the main thread wakes while it waits for the shards (signals run there).
 JOIN_POLL_S = 0.5
@@ -56,7 +56,7 @@ def consume_shards(
         limit_for(settings.worker_concurrency_pinned, auto_maximum(settings)), len(shards)
     )
     jobs: list[Callable[[], int]] = [
-        partial(consume, keys, shared.for_shard(shard)) for shard, keys in enumerate(shards)
+        partial(consume, shard, shared.for_shard(shard)) for shard in range(len(shards))
     ]
     jobs.append(base)
     statuses = [EXIT_OK] * len(jobs)
