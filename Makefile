@@ -27,11 +27,15 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(INSTALL) -e '.[test]'
 	@touch $@
 
-# llama.cpp's server is built from source (cmake, g++: minutes); pip's wheel cache keeps the
-# build between local runs. Text models only: the multimodal library (LLAVA_BUILD, a quarter
-# of the build) is never loaded by the server for them.
+# llama.cpp's server is built from source (cmake, g++: about 4 minutes on 2 cores), once per
+# venv. Portable (GGML_NATIVE=OFF: AVX2 and FMA, no AVX-512 or AMX), and never from pip's
+# wheel cache, which would hand back a -march=native build made on another machine whatever
+# CMAKE_ARGS say (it dies with SIGILL on its first computation). Text models only: the
+# multimodal library (LLAVA_BUILD, a quarter of the build) is never loaded for them.
 $(VENV)/.installed-llm: $(VENV)/.installed-test
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(INSTALL) -e '.[test,llm]'
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF $$CMAKE_ARGS" \
+	  $(INSTALL) --no-cache-dir --force-reinstall --no-deps llama-cpp-python
+	$(INSTALL) -e '.[test,llm]'
 	@touch $@
 
 $(VENV)/.installed-bench: $(VENV)/.installed-test

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -108,6 +108,24 @@ def warm_up(server: LlamaServer) -> None:
         json.load(response)
 
 
+def _warm_up_or_explain(server: LlamaServer, process: subprocess.Popen[bytes]) -> None:
+    """:func:`warm_up`, failing with the server's exit status and log when it cannot answer:
+    a server dying on its first computation (a build for another CPU's instructions ends
+    with SIGILL) is otherwise only a closed connection."""
+    try:
+        warm_up(server)
+    except OSError as error:
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+        status = process.poll()
+        state = "still running" if status is None else f"exited with status {status}"
+        pytest.fail(
+            f"llama.cpp's server did not answer its first call ({error!r}); it {state}:\n"
+            f"{server.tail()}",
+            pytrace=False,
+        )
+
+
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`: bounded, never left behind."""
     if process.poll() is None:
@@ -146,7 +164,7 @@ def serving_llama(
             what="llama.cpp's server listing its model",
         )
         assert process.poll() is None, f"llama.cpp's server exited:\n{server.tail()}"
-        warm_up(server)
+        _warm_up_or_explain(server, process)
         yield server
     finally:
         _stop(process)
