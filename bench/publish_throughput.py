@@ -45,12 +45,11 @@ from sentinel_platform.registry import TRANSACTIONS
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
-from sentinel_platform.streams.producer.publish import (
+from sentinel_platform.streams.producer.partition_publisher import (
     STATS_SCHEMA,
-    TRANSACTION_COLUMNS,
     PartitionPublisher,
-    PublishStats,
 )
+from sentinel_platform.streams.producer.publish import TRANSACTION_COLUMNS, PublishStats
 
 DAY = date(2026, 11, 21)
 GOAL = 0.8

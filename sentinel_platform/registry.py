@@ -137,11 +137,16 @@ class StreamSpec:
     #: Redis streams the stream is spread over (``sentinel_platform.streams.sharding``):
     #: 1 is today's single key, byte for byte; N > 1 spreads it over a cluster's masters.
     shards: int = 1
+    #: ``module:function`` giving the natural key as a Spark column of the wire frame,
+    #: so a sharded stream's rows are routed in the JVM; ``None`` routes every row on the
+    #: executors through the wire model's ``natural_key``.
+    spark_key: str | None = None
 
     def __post_init__(self) -> None:
         paths = (
             ("processor", self.processor),
             ("spark_frame", self.spark_frame),
+            ("spark_key", self.spark_key),
             ("definitions", self.definitions),
         )
         for label, value in paths:
@@ -320,6 +325,7 @@ TRANSACTIONS = register(
         ),
         processor="workers.processors.transactions:from_settings",
         spark_frame="sentinel_platform.resources.wire_columns:transaction_frame",
+        spark_key="sentinel_platform.resources.wire_columns:transaction_key",
         asset="transaction_stream",
         publish_job="publish_transactions",
         worker_prefix="tx",
@@ -338,6 +344,7 @@ AXIOMS = register(
         columns=("status", "metric_value", "anomaly_score", "source_id", "emitted_at", "domain"),
         processor="workers.processors.axioms:from_settings",
         spark_frame="sentinel_platform.resources.wire_columns:axiom_frame",
+        spark_key="sentinel_platform.resources.wire_columns:axiom_key",
         asset="axiom_stream",
         publish_job="publish_axioms",
         worker_prefix="ax",

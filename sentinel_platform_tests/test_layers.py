@@ -184,13 +184,14 @@ def settings_loaders(root: Path) -> list[str]:
 STREAMS = "sentinel_platform.streams"
 #: What each group of the streams core may import from the others: the plumbing nothing,
 #: the backlog's state the plumbing, and each side (workers, producer, operators) those two
-#: (the operators also the shards of a stream, to show it as one);
+#: (the operators also the shards of a stream, to show it as one, the producer to route
+#: rows to them);
 #: the sharding decisions (placement, routing) are pure, and its keys are the plumbing's.
 STREAMS_GROUPS: dict[str, set[str]] = {
     "plumbing": set(),
     "backlog": {"plumbing"},
     "consumer": {"plumbing", "backlog"},
-    "producer": {"plumbing", "backlog"},
+    "producer": {"plumbing", "backlog", "sharding"},
     "operators": {"plumbing", "backlog", "sharding"},
     "sharding": {"plumbing"},
 }

@@ -8,7 +8,10 @@ password (refused with :class:`PasswordInConfigError`): the password comes only 
 ``REDIS_URL`` in the environment, which the settings keep as a secret.
 
 Publishing happens on the executors (:class:`PartitionPublisher` inside ``mapInArrow``);
-the driver only ships plain config and sums the per-partition stats.
+the driver only ships plain config and sums the per-partition stats. For a sharded stream
+the driver names its shards (``sharding.shards.keys_of_shards``, which records the
+shards' placement on the first publish or worker) and the executors send each row to its
+natural key's shard, pacing on the whole stream.
 
 Stopping: when the step is interrupted (a Dagster run termination raises
 ``DagsterExecutionInterruptedError`` in the step, a ``KeyboardInterrupt`` in plain
@@ -44,19 +47,18 @@ from sentinel_platform.streams.plumbing.connection import RedisClient, connect, 
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
-from sentinel_platform.streams.producer.publish import (
+from sentinel_platform.streams.producer.partition_publisher import (
     STATS_SCHEMA,
-    STOP_KEY_TTL_S,
     PartitionPublisher,
-    PublishStats,
-    stop_key,
 )
+from sentinel_platform.streams.producer.publish import STOP_KEY_TTL_S, PublishStats, stop_key
 from sentinel_platform.streams.producer.range_read import (
     ENTRY_SCHEMA,
     RANGE_SCHEMA,
     RangeReader,
     id_slices,
 )
+from sentinel_platform.streams.sharding.shards import keys_of_shards
 
 _EXECUTOR_ERROR = re.compile(
     r"(BackpressureTimeout|PublishInterrupted|SchemaError|ValidationError)"
@@ -155,6 +157,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         spec = spec_for(kind, settings)  # the one look-up: everything below uses the spec
         keys = keys_for(settings, spec)
         client = self.publish_client(spec.name, settings)
+        shards = keys_of_shards(client, settings, spec) if spec.shards > 1 else ()
         run_id = run_id or uuid.uuid4().hex
         stop = stop_key(keys, run_id)
         client.delete(stop)
@@ -167,6 +170,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
             batch_size=settings.publish_batch_size,
             stop_key=stop,
             marker=((DEMO_FIELD, DEMO_VALUE),) if demo else (),
+            shards=shards,
         )
         spark = df.sparkSession
         tag = f"sentinel-publish-{run_id}"

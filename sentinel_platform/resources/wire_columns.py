@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -30,6 +31,8 @@ from pyspark.sql.types import BooleanType, DataType, NumericType, StringType
 from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec
 from sentinel_platform.schemas import CATEGORIES, CURRENCIES, STATUSES, SchemaError
 from sentinel_platform.streams.producer.publish import EXACT_COLUMN
+from sentinel_platform.streams.producer.routed_publish import SHARD_COLUMN
+from sentinel_platform.streams.sharding.routing import shard_column
 
 #: Where Java's ``Double.toString``, Python's ``repr`` and pydantic's JSON all print the
 #: same fixed-notation digits.
@@ -155,18 +158,45 @@ def generic_frame(df: DataFrame, spec: StreamSpec) -> DataFrame:
     return df.select(*fields, F.lit(False).alias(EXACT_COLUMN))
 
 
-def _fast_frame(spec: StreamSpec) -> Callable[[DataFrame], DataFrame] | None:
-    if spec.spark_frame is None:
+def transaction_key(frame: DataFrame) -> Column:
+    """A transaction's natural key (its ``id``) read back from its ``data`` JSON, as the
+    wire model reads it: exact for the rows marked exact (plain text ids)."""
+    return F.get_json_object(F.col("data"), "$.id")
+
+
+def axiom_key(frame: DataFrame) -> Column:
+    """An axiom's natural key, ``source_id|emitted_at``, from its wire strings (the model
+    keeps ``emitted_at`` as written)."""
+    return F.concat(F.col("source_id"), F.lit("|"), F.col("emitted_at"))
+
+
+def _imported(path: str | None) -> Callable[[DataFrame], Any] | None:
+    if path is None:
         return None
-    module, _, name = spec.spark_frame.partition(":")
-    builder: Callable[[DataFrame], DataFrame] = getattr(importlib.import_module(module), name)
+    module, _, name = path.partition(":")
+    builder: Callable[[DataFrame], Any] = getattr(importlib.import_module(module), name)
     return builder
 
 
-def wire_frame(df: DataFrame, spec: StreamSpec) -> DataFrame:
-    """The columns :class:`~sentinel_platform.streams.producer.publish.PartitionPublisher` sends.
+def with_shard(frame: DataFrame, spec: StreamSpec) -> DataFrame:
+    """``frame`` plus :data:`SHARD_COLUMN`: for each exact row the shard of its natural key
+    (the spec's ``spark_key``, CRC-32 in the JVM, ``sharding.routing.shard_column``); null
+    for the rest, which the executor routes by its wire model's own key."""
+    key = _imported(spec.spark_key)
+    shard = (
+        F.when(F.col(EXACT_COLUMN), shard_column(key(frame), spec.shards))
+        if key is not None
+        else F.lit(None)
+    )
+    return frame.withColumn(SHARD_COLUMN, shard.cast("int"))
 
-    The spec's JVM builder (``spark_frame``) when it has one, else :func:`generic_frame`.
+
+def wire_frame(df: DataFrame, spec: StreamSpec) -> DataFrame:
+    """The columns ``partition_publisher.PartitionPublisher`` sends.
+
+    The spec's JVM builder (``spark_frame``) when it has one, else :func:`generic_frame`;
+    for a sharded stream with each row's shard (:func:`with_shard`).
     """
-    fast = _fast_frame(spec)
-    return fast(df) if fast is not None else generic_frame(df, spec)
+    fast = _imported(spec.spark_frame)
+    frame = fast(df) if fast is not None else generic_frame(df, spec)
+    return with_shard(frame, spec) if spec.shards > 1 else frame

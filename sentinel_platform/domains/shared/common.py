@@ -63,7 +63,8 @@ def publish_figures(stats: PublishStats) -> dict[str, dg.MetadataValue]:
     partition (the mean, never above ``duration_s``). The guard's episodes are named for
     what they are: ``pacing_episodes`` (the producer sent at the workers' drain rate
     because about a second of work was queued, which happens in the nominal zone) and
-    ``pause_episodes`` (it stopped at the pause limit).
+    ``pause_episodes`` (it stopped at the pause limit). A sharded stream's publish adds
+    the rows each shard got (``shard_<k>_rows``): one asset, its shards in its metadata.
     """
     partitions = max(1, stats.partitions)
     return {
@@ -75,6 +76,10 @@ def publish_figures(stats: PublishStats) -> dict[str, dg.MetadataValue]:
         "pacing_episodes": dg.MetadataValue.int(stats.soft_events),
         "pause_episodes": dg.MetadataValue.int(stats.hard_events),
         "max_lag_seen": dg.MetadataValue.int(stats.max_lag),
+        **{
+            f"shard_{k}_rows": dg.MetadataValue.int(rows)
+            for k, rows in enumerate(stats.rows_per_shard)
+        },
     }
 
 

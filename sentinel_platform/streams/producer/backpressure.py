@@ -117,6 +117,8 @@ class BackpressureGuard:
     config: BackpressureConfig
     should_stop: Callable[[], bool] = lambda: False
     stop_key: str | None = None
+    #: A sharded stream's shards: measured with the stream (``backpressure_signal``).
+    shards: tuple[StreamKeys, ...] = ()
     stats: BackpressureStats = field(default_factory=BackpressureStats)
     clock: Callable[[], float] = field(default=time.monotonic, repr=False)
     _sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
@@ -163,7 +165,8 @@ class BackpressureGuard:
         if read_at is not None and now - read_at < ALLOWANCE_READ_S:
             return
         self._allowance_read_at = now
-        self._allowance = read_allowance(self.client, self.keys)
+        measured = self.shards or (self.keys,)
+        self._allowance = sum(read_allowance(self.client, keys) for keys in measured)
 
     # --- reading ----------------------------------------------------------------------
     def read_signal(self) -> Signal:
@@ -171,7 +174,7 @@ class BackpressureGuard:
         new high of the lag is recorded for the lag sensor."""
         limits = self._limits or self.current_limits()
         holds = limits.resume_below if self._state.hysteresis else limits.lag_pause
-        signal = read_signal(self.client, self.keys, self.stop_key, self._id, holds)
+        signal = read_signal(self.client, self.keys, self.stop_key, self._id, holds, self.shards)
         if signal.lag > self.stats.max_lag:  # a new high for this guard: keep it for the sensor
             record_lag(self.client, self.keys, signal.lag)
             self.stats.max_lag = signal.lag

@@ -12,6 +12,17 @@ the lag key once per read cycle, which may be a second old). A published figure
 resume level while a lag-driven stop lasts) still counts, so whatever writes it can hold
 producers. Without a group the whole stream counts as backlog.
 
+**A sharded stream is measured whole.** With its shards given, every shard's group is read
+in the same round trip (one pipeline: on a cluster redis-py sends each master its part)
+and the lag is :func:`whole_stream_lag`: the base key's backlog plus the shards' lag, or N
+times the worst shard's when that is more. The workers give each shard an even share of
+their limit, so a shard drains at about 1/N of the stream's rate and its seconds of work
+are N x its lag / the stream's rate: the stream is as late as its latest shard, and one hot
+shard cannot hide behind cold ones. The producer then slows the whole stream, not the hot
+shard's rows alone: rows go to their key's shard, and holding back one shard's rows would
+mean buffering them on the executor without bound. The drain is the shards' completions
+summed (the base key's are forwards, already counted on the shards).
+
 Each reading also marks this producer alive (:func:`producers_key`), so producers sharing
 a stream each count the others and take their share of the rate.
 """
@@ -19,6 +30,7 @@ a stream each count the others and take their share of the rate.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,25 +66,41 @@ def producers_key(keys: StreamKeys) -> str:
     return f"{keys.lag}:producers"
 
 
+def whole_stream_lag(base: int, shards: Sequence[int]) -> int:
+    """A sharded stream's lag for pacing: the base key's backlog plus the shards' lag, or
+    N times the worst shard's when that is more (its seconds of work at an even share)."""
+    if not shards:
+        return base
+    return base + max(sum(shards), len(shards) * max(shards))
+
+
 def read_signal(
-    client: RedisClient, keys: StreamKeys, stop_key: str | None, producer_id: str, holds: int
+    client: RedisClient,
+    keys: StreamKeys,
+    stop_key: str | None,
+    producer_id: str,
+    holds: int,
+    shards: Sequence[StreamKeys] = (),
 ) -> Signal:
-    """Read the stream's state and flags at once; a published lag counts from ``holds`` on."""
+    """Read the stream's state and flags at once; a published lag counts from ``holds`` on.
+    With ``shards``, each shard's group is read too and the stream is measured whole."""
     pipe = client.pipeline(transaction=False)
     pipe.get(keys.lag)
     pipe.get(keys.paused)
     pipe.get(stop_key or keys.paused)
-    pipe.xinfo_groups(keys.stream)
-    pipe.xlen(keys.stream)
     pipe.get(drain_rate_key(keys))
+    for measured_keys in (keys, *shards):
+        pipe.xinfo_groups(measured_keys.stream)
+        pipe.xlen(measured_keys.stream)
     _register(pipe, keys, producer_id)
     values = pipe.execute(raise_on_error=False)
-    lag_key, paused_value, stop_value, groups, length, rate_value = values[:6]
-    for value in values[6:]:
+    lag_key, paused_value, stop_value, rate_value = values[:4]
+    streams = values[4 : 6 + 2 * len(shards)]
+    for value in values[6 + 2 * len(shards) :]:
         if isinstance(value, Exception):
             raise value
     stop = bool(stop_key and stop_value is not None)
-    measured, entries_read, pending = _measure(client, keys, groups, length)
+    measured, entries_read, pending = _measure_all(client, keys, shards, streams)
     published = int(lag_key) if lag_key is not None else 0
     lag = max(measured, published) if published >= holds else measured
     paused = paused_value is not None and str(paused_value).strip().lower() not in _FALSE_FLAGS
@@ -80,6 +108,23 @@ def read_signal(
     published_rate = None if isinstance(rate_value, Exception) else parse_rate(rate_value)
     completed = completed_count(entries_read, pending)
     return Signal(lag, entries_read, paused, stop, producers, completed, published_rate)
+
+
+def _measure_all(
+    client: RedisClient, keys: StreamKeys, shards: Sequence[StreamKeys], replies: list[Any]
+) -> tuple[int, int | None, int]:
+    """The stream's lag, ``entries-read`` and pending: its own group's, or with shards
+    :func:`whole_stream_lag` and the shards' reads and pending summed."""
+    base = _measure(client, keys, replies[0], replies[1])
+    if not shards:
+        return base
+    each = [
+        _measure(client, shard, replies[2 + 2 * k], replies[3 + 2 * k])
+        for k, shard in enumerate(shards)
+    ]
+    reads = [read for _lag, read, _pending in each if read is not None]
+    lag = whole_stream_lag(base[0], [shard_lag for shard_lag, _read, _pending in each])
+    return lag, sum(reads) if reads else None, sum(pending for _lag, _read, pending in each)
 
 
 def _register(pipe: Any, keys: StreamKeys, producer_id: str) -> None:

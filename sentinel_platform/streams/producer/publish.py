@@ -1,16 +1,14 @@
 """Publishing rows to a stream in pipelined batches, from wherever the rows are.
 
 The same code runs in a benchmark loop, in a test, and inside a Spark executor's
-``mapInArrow``. On an executor nothing live may cross the wire, so
-:class:`PartitionPublisher` carries only plain data (URL, key names, guard config) and
-opens its own connection; it returns one small :class:`PublishStats` per partition and
-never sends rows back to the driver.
+``mapInArrow`` (``partition_publisher.PartitionPublisher``, which returns one small
+:class:`PublishStats` per partition).
 
 On the executors the field strings arrive ready-made: Spark builds them in the JVM
 (``sentinel_platform.resources.wire_columns``) and marks the few rows whose bytes it
 cannot guarantee (:data:`EXACT_COLUMN` false); only those go through the stream's wire
 model here (:attr:`StreamSpec.wire_model`), which re-serialises them exactly as its
-``to_fields`` would, or rejects them. The first :attr:`PartitionPublisher.sample_rows`
+``to_fields`` would, or rejects them. The first ``sample_rows``
 entries of each partition are parsed as the workers parse them, a cheap canary for the
 whole path; building a model for every row would cost more than sending it.
 
@@ -25,26 +23,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import redis
-from redis.cluster import RedisCluster
-
 from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.plumbing.undecodable import ENCODING_ERRORS
 from sentinel_platform.streams.producer.backpressure import (
     BackpressureGuard,
-    BackpressureTimeout,
-    PublishInterrupted,
 )
-from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.packed_xadd import batch_sender
 
 log = logging.getLogger(__name__)
@@ -130,6 +119,8 @@ class PublishStats:
     wall_s: float = field(default=0.0)
     #: ``host:pid`` of the processes that published, comma-separated: proof of where it ran.
     executors: str = ""
+    #: Rows per shard of a sharded stream, comma-separated (``"12,9,14"``); empty otherwise.
+    shard_rows: str = ""
 
     @property
     def rows_per_s(self) -> float:
@@ -156,7 +147,13 @@ class PublishStats:
             executors=",".join(
                 sorted({e for e in (*self.executors.split(","), *other.executors.split(",")) if e})
             ),
+            shard_rows=_summed_counts(self.shard_rows, other.shard_rows),
         )
+
+    @property
+    def rows_per_shard(self) -> list[int]:
+        """:attr:`shard_rows` as numbers (empty for a stream of one shard)."""
+        return [int(rows) for rows in self.shard_rows.split(",")] if self.shard_rows else []
 
     @classmethod
     def combine(cls, parts: Iterable[PublishStats]) -> PublishStats:
@@ -167,6 +164,14 @@ class PublishStats:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _summed_counts(first: str, second: str) -> str:
+    """Two ``shard_rows`` texts added shard by shard (either may be empty)."""
+    if not first or not second:
+        return first or second
+    pairs = zip(first.split(","), second.split(","), strict=True)
+    return ",".join(str(int(a) + int(b)) for a, b in pairs)
 
 
 def publish_rows(
@@ -183,10 +188,20 @@ def publish_rows(
     (:func:`~sentinel_platform.streams.producer.packed_xadd.send_packed`; a pipeline on a
     cluster client). A batch that fails raises: the entries of earlier batches stay.
     """
+    return publish_batches(batch_sender(client, keys, maxlen), entries, batch_size, guard)
+
+
+def publish_batches(
+    send: Callable[[list[Any]], list[Any]],
+    entries: Iterable[Any],
+    batch_size: int,
+    guard: BackpressureGuard | None = None,
+) -> PublishStats:
+    """:func:`publish_rows` with the batch sender given: ``send`` writes a batch of
+    ``entries`` (field maps, or routed ones: ``routed_publish.Routed``) and returns their ids."""
     started = time.monotonic()
     stats = PublishStats()
     source = iter(entries)
-    send = batch_sender(client, keys, maxlen)
     while True:
         budget = guard.wait_before_batch(batch_size) if guard else batch_size
         batch = list(itertools.islice(source, budget))
@@ -211,122 +226,3 @@ def publish_rows(
 
 def _text(stream_id: str | bytes) -> str:
     return stream_id.decode() if isinstance(stream_id, bytes) else stream_id
-
-
-#: CLIENT LIST name of every executor-side publisher connection (``<prefix><stream>``).
-PUBLISHER_CLIENT_PREFIX = "sentinel-publisher:"
-
-
-def client_from_url(
-    url: str, cluster: bool, socket_timeout_s: float = 30.0, name: str | None = None
-) -> RedisClient:
-    """A plain client for an executor (no embedded server, no version check: the driver did it).
-
-    ``name`` shows in CLIENT LIST, so an operator (or a test) can see which executors are
-    still publishing.
-    """
-    options: dict[str, Any] = {
-        "decode_responses": True,
-        "encoding_errors": ENCODING_ERRORS,  # foreign bytes never fail a read-back
-        "socket_timeout": socket_timeout_s,
-        "socket_connect_timeout": 5,
-    }
-    if name:
-        options["client_name"] = name
-    if cluster or "+cluster://" in url:
-        return RedisCluster.from_url(url.replace("+cluster://", "://", 1), **options)
-    return redis.Redis.from_url(url, **options)
-
-
-STATS_SCHEMA = (
-    "rows long, batches long, first_id string, last_id string, duration_s double, "
-    "paused_s double, slowed_s double, soft_events long, hard_events long, max_lag long, "
-    "partitions long, wall_s double, executors string"
-)
-
-
-@dataclass(frozen=True)
-class PartitionPublisher:
-    """The function Spark runs on each partition: plain data in, one stats row out.
-
-    Used as ``wire_frame(df, spec).mapInArrow(publisher, STATS_SCHEMA)``, which works on
-    classic Spark and on Spark Connect alike (``rdd.mapPartitions`` does not exist on
-    Connect). Its input batches hold the ``spec.wire_fields`` strings and
-    :data:`EXACT_COLUMN`.
-    """
-
-    url: str
-    cluster: bool
-    keys: StreamKeys
-    spec: StreamSpec
-    config: BackpressureConfig
-    batch_size: int
-    stop_key: str | None = None
-    maxlen: int | None = None
-    sample_rows: int = SAMPLE_ROWS
-    #: extra fields every entry carries besides its wire fields (the demo's mark)
-    marker: tuple[tuple[str, str], ...] = ()
-
-    def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
-        """Publish rows of ``spec.columns`` values, each through its wire model."""
-        return self.publish_entries(self.spec.row_to_fields(row) for row in rows)
-
-    def publish_entries(self, entries: Iterable[Mapping[str, str]]) -> PublishStats:
-        """Publish ready field maps in batches, the guard asked before each batch."""
-        name = f"{PUBLISHER_CLIENT_PREFIX}{self.keys.stream}"
-        client = client_from_url(self.url, self.cluster, name=name)
-        guard = BackpressureGuard(
-            client,
-            self.keys,
-            self.config,
-            should_stop=self._stop_requested(client),
-            stop_key=self.stop_key,
-        )
-        started = time.monotonic()
-        try:
-            stats = publish_rows(client, self.keys, entries, self.batch_size, guard, self.maxlen)
-        except (BackpressureTimeout, PublishInterrupted) as exc:
-            # Tell the sibling partitions (and any retry of this task) to stop too, and
-            # why: the first reason set is kept, so a sibling's error names the cause.
-            if self.stop_key:
-                reason = f"{type(exc).__name__}: {exc}"
-                client.set(self.stop_key, reason, ex=STOP_KEY_TTL_S, nx=True)
-            raise
-        finally:
-            client.close()
-        stats.wall_s = time.monotonic() - started
-        stats.executors = f"{socket.gethostname()}:{os.getpid()}"
-        return stats
-
-    def _stop_requested(self, client: RedisClient) -> Callable[[], bool]:
-        # Polled by the guard between wait slices (<= 0.25 s), never on the nominal path.
-        key = self.stop_key
-        return (lambda: bool(client.exists(key))) if key else (lambda: False)
-
-    def entries(self, batches: Iterable[Any]) -> Iterator[Mapping[str, str]]:
-        """The entries of a partition's Arrow batches of a wire frame, sample-checked."""
-        names = self.spec.wire_fields
-
-        def unchecked() -> Iterator[dict[str, str]]:
-            for batch in batches:
-                columns = [batch.column(name).to_pylist() for name in names]
-                exact = batch.column(EXACT_COLUMN).to_pylist()
-                yield from frame_entries(self.spec, columns, exact)
-
-        checked = sample_checked(self.spec, unchecked(), self.sample_rows)
-        extra = dict(self.marker)
-        return ({**fields, **extra} for fields in checked) if extra else checked
-
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
-        yield stats_batch(self.publish_entries(self.entries(batches)))
-
-
-def stats_batch(stats: PublishStats) -> Any:
-    """One partition's stats as the single-row Arrow batch of :data:`STATS_SCHEMA`."""
-    import pyarrow as pa
-
-    types = {"long": pa.int64(), "string": pa.string(), "double": pa.float64()}
-    schema = pa.schema(
-        [(name, types[kind]) for name, kind in (c.split() for c in STATS_SCHEMA.split(", "))]
-    )
-    return pa.RecordBatch.from_pylist([stats.as_dict()], schema=schema)

@@ -13,7 +13,8 @@ from typing import Any
 
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.replies import Entry, entries
-from sentinel_platform.streams.producer.publish import client_from_url, id_order
+from sentinel_platform.streams.producer.partition_publisher import client_from_url
+from sentinel_platform.streams.producer.publish import id_order
 
 PAGE = 10_000
 MAX_SEQ = 2**64 - 1

@@ -17,6 +17,7 @@ on, as pure functions over what the cluster reports:
   own keys, byte for byte).
 
 Of the platform it imports only the plumbing's key names (``plumbing.keys.shard_keys``);
-``record`` takes any redis-py client. The workers build on it. The design and what is
+``record`` takes any redis-py client. The workers, the producer (routing each row to its
+shard) and the operators' tools build on it. The design and what is
 built so far are in docs/scaling.md.
 """

@@ -44,6 +44,15 @@ def test_the_guards_episodes_are_named_for_what_they_count() -> None:
     assert not [name for name in figures if "backpressure" in name]
 
 
+def test_a_sharded_publish_shows_each_shards_rows_and_one_stream_has_none() -> None:
+    parts = [PublishStats(rows=5, shard_rows="2,0,3"), PublishStats(rows=4, shard_rows="1,2,1")]
+    figures = publish_figures(PublishStats.combine(parts))
+    shards = {name: value.value for name, value in figures.items() if name.startswith("shard_")}
+    assert shards == {"shard_0_rows": 3, "shard_1_rows": 2, "shard_2_rows": 4}
+    assert figures["rows_published"].value == sum(shards.values())
+    assert not [name for name in publish_figures(PublishStats(rows=9)) if "shard" in name]
+
+
 @pytest.mark.parametrize(
     ("job", "stream_asset"),
     [("publish_transactions", "transaction_stream"), ("publish_axioms", "axiom_stream")],

@@ -25,7 +25,8 @@ from sentinel_platform.streams.producer.backpressure import (
     BackpressureTimeout,
     PublishInterrupted,
 )
-from sentinel_platform.streams.producer.publish import PartitionPublisher, publish_rows, stop_key
+from sentinel_platform.streams.producer.partition_publisher import PartitionPublisher
+from sentinel_platform.streams.producer.publish import publish_rows, stop_key
 from sentinel_platform_tests.harness.waits import wait_until
 
 Later = Callable[[float, Callable[[], Any]], None]

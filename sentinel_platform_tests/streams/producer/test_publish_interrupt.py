@@ -14,11 +14,8 @@ from sentinel_platform.resources.redis_publisher import PublishError, RedisPubli
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform.streams.producer.publish import (
-    PUBLISHER_CLIENT_PREFIX,
-    TRANSACTION_COLUMNS,
-    stop_key,
-)
+from sentinel_platform.streams.producer.partition_publisher import PUBLISHER_CLIENT_PREFIX
+from sentinel_platform.streams.producer.publish import TRANSACTION_COLUMNS, stop_key
 from sentinel_platform_tests.harness.waits import wait_until
 
 pytestmark = pytest.mark.spark
