@@ -2,8 +2,8 @@
 
 On a real 3-primary Redis Cluster on loopback (the suite's cluster harness), N messages
 (``--messages``, 300,000; 30,000 with ``--quick``) are routed by their natural key
-(``sharding.routing.shard_of``, what a routing producer does; the platform's Spark publish
-step writes the base key and does not route yet) and pipelined to the shards of
+(``sharding.routing.shard_of``) and sent, by the sender the Spark publish step's executors
+use (``routed_publish.routed_sender``, one pipeline per batch over the masters), to the shards of
 ``sharded`` (3 shards, declared by ``sentinel_platform_tests.sharded_stream``), then
 drained by W real worker processes (``python -m sentinel_platform.workers``, the
 harness's no-op processor). The same N go to ``transactions`` (1 shard) in the same run.
@@ -21,7 +21,6 @@ third; with 1 shard, every message on one master.
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
 import time
@@ -47,6 +46,8 @@ from sentinel_platform.registry import spec_for
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.producer.publish import publish_batches
+from sentinel_platform.streams.producer.routed_publish import routed_sender
 from sentinel_platform.streams.sharding.routing import shard_of
 from sentinel_platform.streams.sharding.shards import keys_of_shards
 from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, launch_worker
@@ -156,14 +157,11 @@ def run_case(
 
 
 def publish(client: RedisClient, shards: Sequence[StreamKeys], count: int) -> float:
-    """Every message to the shard of its key, pipelined in batches; the seconds it took."""
+    """Every message to the shard of its key in batches, by the Spark executors' own
+    sender (``routed_publish.routed_sender``); the seconds it took."""
     started = time.monotonic()
-    messages = noop_messages(count)
-    while batch := list(itertools.islice(messages, BATCH)):
-        pipe = client.pipeline(transaction=False)
-        for message in batch:
-            pipe.xadd(shards[shard_of(message["key"], len(shards))].stream, message)
-        pipe.execute()
+    routed = ((shard_of(m["key"], len(shards)), m) for m in noop_messages(count))
+    publish_batches(routed_sender(client, shards, None), routed, BATCH)
     return time.monotonic() - started
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -265,3 +265,17 @@ def read_lag_key(client: RedisClient, keys: StreamKeys) -> int | None:
     """The worker-published lag, or None when no worker has written it recently."""
     value = client.get(keys.lag)
     return None if value is None else int(value)
+
+
+def whole_stream_lag(base: int, shards: Sequence[int]) -> int:
+    """A sharded stream's lag as its producers and its zone judge it: the base key's
+    backlog plus the shards' lag, or N times the worst shard's when that is more.
+
+    The workers give each shard an even share of their limit, so a shard drains at about
+    1/N of the stream's rate and holds N x its lag / the stream's rate seconds of work:
+    the stream is as late as its latest shard, and a hot shard cannot hide behind cold
+    ones. With no shards given it is ``base``: a stream of one shard, as it is.
+    """
+    if not shards:
+        return base
+    return base + max(sum(shards), len(shards) * max(shards))

@@ -15,7 +15,12 @@ from sentinel_platform.registry import StreamSpec
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import read_drain_rate
 from sentinel_platform.streams.backlog.holdings import read_holdings
-from sentinel_platform.streams.backlog.lag import LagReading, measure_lag, read_lag_key
+from sentinel_platform.streams.backlog.lag import (
+    LagReading,
+    measure_lag,
+    read_lag_key,
+    whole_stream_lag,
+)
 from sentinel_platform.streams.operators.dlq_import import IMPORTED_FROM_FIELD
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
@@ -64,11 +69,17 @@ class LagSnapshot:
 
         A lag key that expired while a lease is still held means a worker busy with a
         slow message, not a dead fleet (nor a lag of 0): judge the group's own figure then
-        instead of flapping into worker off.
+        instead of flapping into worker off. A sharded stream is judged on its latest
+        shard when that is later than the whole, so one hot shard is not hidden.
         """
         if self.worker_lag is not None:
-            return self.worker_lag
-        return self.reading.lag if self.consumers_alive else None
+            lag: int | None = self.worker_lag
+        else:
+            lag = self.reading.lag if self.consumers_alive else None
+        if lag is None or not self.shard_lags:
+            return lag
+        # a sharded stream is as late as its latest shard (backlog.lag.whole_stream_lag)
+        return max(lag, whole_stream_lag(0, self.shard_lags))
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,9 @@ producers. Without a group the whole stream counts as backlog.
 
 **A sharded stream is measured whole.** With its shards given, every shard's group is read
 in the same round trip (one pipeline: on a cluster redis-py sends each master its part)
-and the lag is :func:`whole_stream_lag`: the base key's backlog plus the shards' lag, or N
-times the worst shard's when that is more. The workers give each shard an even share of
-their limit, so a shard drains at about 1/N of the stream's rate and its seconds of work
-are N x its lag / the stream's rate: the stream is as late as its latest shard, and one hot
-shard cannot hide behind cold ones. The producer then slows the whole stream, not the hot
+and the lag is ``backlog.lag.whole_stream_lag``: the base key's backlog plus the shards'
+lag, or N times the worst shard's when that is more, so one hot shard cannot hide behind
+cold ones. The producer then slows the whole stream, not the hot
 shard's rows alone: rows go to their key's shard, and holding back one shard's rows would
 mean buffering them on the executor without bound. The drain is the shards' completions
 summed (the base key's are forwards, already counted on the shards).
@@ -37,7 +35,12 @@ from typing import Any
 import redis
 
 from sentinel_platform.streams.backlog.drain import completed_count, parse_rate
-from sentinel_platform.streams.backlog.lag import GroupState, backlog_from_state, measure_lag
+from sentinel_platform.streams.backlog.lag import (
+    GroupState,
+    backlog_from_state,
+    measure_lag,
+    whole_stream_lag,
+)
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, drain_rate_key
 
@@ -64,14 +67,6 @@ class Signal:
 def producers_key(keys: StreamKeys) -> str:
     """Producers that observed the stream lately (member: producer id, score: ms)."""
     return f"{keys.lag}:producers"
-
-
-def whole_stream_lag(base: int, shards: Sequence[int]) -> int:
-    """A sharded stream's lag for pacing: the base key's backlog plus the shards' lag, or
-    N times the worst shard's when that is more (its seconds of work at an even share)."""
-    if not shards:
-        return base
-    return base + max(sum(shards), len(shards) * max(shards))
 
 
 def read_signal(

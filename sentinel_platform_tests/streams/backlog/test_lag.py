@@ -13,6 +13,7 @@ from sentinel_platform.streams.backlog.lag import (
     count_side,
     measure_lag,
     read_lag_key,
+    whole_stream_lag,
 )
 from sentinel_platform.streams.backlog.lag_baseline import RECOUNT_INTERVAL_S
 from sentinel_platform.streams.consumer.group import ensure_group
@@ -175,3 +176,21 @@ def test_a_figure_made_high_by_an_xdel_is_recounted_by_one_process_after_the_int
     client.xdel(keys.stream, ids[2600])
     # Another process within the interval: the claim is taken, it derives (high by one).
     assert measure_lag(client, keys, clock=lambda: later + RECOUNT_INTERVAL_S).backlog == 1998
+
+
+@pytest.mark.parametrize(
+    ("base", "shards", "lag"),
+    [
+        (0, [], 0),  # one shard: no shards given, the stream's own figure
+        (7, [], 7),
+        (0, [10, 10, 10], 30),  # even: the sum
+        (0, [30, 0, 0], 90),  # one hot shard: three times its lag, not 30
+        (5, [30, 0, 0], 95),  # the base key's backlog (to be forwarded) on top
+        (0, [12, 10, 8], 36),  # uneven: the worst shard's seconds of work
+        (0, [0, 0, 0], 0),
+    ],
+)
+def test_a_sharded_streams_lag_is_its_latest_shard_at_an_even_share(
+    base: int, shards: list[int], lag: int
+) -> None:
+    assert whole_stream_lag(base, shards) == lag

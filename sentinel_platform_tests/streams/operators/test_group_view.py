@@ -61,3 +61,23 @@ def test_the_lag_observation_carries_each_shards_lag(
     assert verdict.metadata["lag"] == 6
     plain = evaluate_lag(stream_snapshot(redis_client, settings, TRANSACTIONS), settings)
     assert not [name for name in plain.metadata if name.startswith("shard_")]
+
+
+def test_one_hot_shard_sets_the_zone_of_the_whole_stream(
+    settings: Settings, redis_client: RedisClient
+) -> None:
+    """30 waiting on one shard of three are 90 for the zone: that shard drains at a third
+    of the stream's rate, so the stream is as late as 90 spread evenly."""
+    shards = keys_of_shards(redis_client, settings, SHARDED)
+    for shard in shards:
+        ensure_group(redis_client, shard)
+        redis_client.hset(shard.consumers, "w1", "{}")
+        redis_client.set(shard.lease("w1"), "x", px=60_000)
+    publish(redis_client, shards[2], [{"key": f"hot-{n}"} for n in range(30)])
+    snapshot = stream_snapshot(redis_client, settings, SHARDED)
+    assert (snapshot.lag, snapshot.zone_lag, snapshot.shard_lags) == (30, 90, (0, 0, 30))
+    even = [{"key": f"k{n}"} for n in range(10)]
+    for shard in shards[:2]:
+        publish(redis_client, shard, even)
+    assert stream_snapshot(redis_client, settings, SHARDED).zone_lag == 90  # 10, 10, 30
+    assert lag_snapshot(redis_client, shards[0]).zone_lag == 10  # one shard: as it is

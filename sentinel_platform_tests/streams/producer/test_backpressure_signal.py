@@ -13,7 +13,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.producer.backpressure import BackpressureGuard, BackpressureTimeout
-from sentinel_platform.streams.producer.backpressure_signal import producers_key, whole_stream_lag
+from sentinel_platform.streams.producer.backpressure_signal import producers_key
 from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.publish import publish_rows
 from sentinel_platform.streams.sharding.shards import keys_of_shards
@@ -46,24 +46,6 @@ def test_two_producers_on_one_stream_each_count_the_other(
     assert second.read_signal().producers == 2
     assert first.read_signal().producers == 2
     assert redis_client.zcard(producers_key(txn_keys)) == 2
-
-
-@pytest.mark.parametrize(
-    ("base", "shards", "lag"),
-    [
-        (0, [], 0),  # one shard: no shards given, the stream's own figure
-        (7, [], 7),
-        (0, [10, 10, 10], 30),  # even: the sum
-        (0, [30, 0, 0], 90),  # one hot shard: three times its lag, not 30
-        (5, [30, 0, 0], 95),  # the base key's backlog (to be forwarded) on top
-        (0, [12, 10, 8], 36),  # uneven: the worst shard's seconds of work
-        (0, [0, 0, 0], 0),
-    ],
-)
-def test_a_sharded_streams_lag_is_its_latest_shard_at_an_even_share(
-    base: int, shards: list[int], lag: int
-) -> None:
-    assert whole_stream_lag(base, shards) == lag
 
 
 def test_a_hot_shard_holds_the_producer_of_the_whole_stream(
