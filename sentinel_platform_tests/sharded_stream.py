@@ -1,5 +1,6 @@
 """A stream of three shards, declared by a module named in ``SENTINEL_STREAM_MODULES``
-(the workers' shard tests, ``workers/test_workers_on_shards.py``)."""
+(the workers' shard tests, ``workers/test_workers_on_shards.py``; its Dagster side, which
+the code location merges, is ``sentinel_platform_tests.sharded_assets``)."""
 
 from __future__ import annotations
 
@@ -22,5 +23,6 @@ SHARDED = register(
         worker_prefix="shd",
         workers_option=None,
         shards=SHARDS,
+        definitions="sentinel_platform_tests.sharded_assets:defs",
     )
 )

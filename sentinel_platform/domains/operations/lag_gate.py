@@ -57,12 +57,13 @@ from sentinel_platform.resources.alerts import AlertSink
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import card_rate
 from sentinel_platform.streams.backlog.peaks import take_peaks
-from sentinel_platform.streams.backlog.progress import progress
+from sentinel_platform.streams.backlog.progress import progress, summed
 from sentinel_platform.streams.backlog.retention import retained_entries
 from sentinel_platform.streams.operators.group_view import LagSnapshot, stream_snapshot
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import optional_text
+from sentinel_platform.streams.sharding.shards import recorded_keys
 
 SENSOR_NAME = "consumer_lag_sensor"
 INTERVAL_S = 15
@@ -171,7 +172,8 @@ def read_stream(
     """Everything one stream's tick decides on, read from Redis and the Dagster instance."""
     client, instance, settings = tick.client, tick.instance, tick.settings
     keys = stream.keys_of(settings)
-    done = progress(client, keys)  # also a sample for `sentinel status` rates
+    # also samples for `sentinel status` rates; a sharded stream's work is its shards'
+    done = summed([progress(client, part) for part in recorded_keys(client, settings, stream.spec)])
     processed = done.processed
     snapshot = stream_snapshot(client, settings, stream.spec)
     # the producers' drain rate; without one, 0 if the group read nothing for a minute

@@ -23,7 +23,7 @@ from typing import Any
 
 import dagster as dg
 from dagster_pyspark import PySparkResource
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sentinel_platform.domains.axioms.assets import axiom_stream
@@ -33,7 +33,8 @@ from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
-from sentinel_platform.streams.plumbing.keys import dlq_streams
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
 VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "driver_used", "processed_at")
 EVENT_FIELDS = (
@@ -206,6 +207,22 @@ def dead_letters(dlq: DataFrame) -> DataFrame:
     )
 
 
+def dead_letter_frame(
+    spark: SparkSession, redis_publisher: RedisPublisherResource, settings: Settings
+) -> DataFrame:
+    """Every user's dead letter, of every DLQ the declared streams may write: on a cluster
+    each stream's own and each recorded shard's (``sharding.shards.dlq_streams_of``)."""
+    client = redis_publisher.connect(settings)
+    try:
+        names = dlq_streams_of(client, settings)
+    finally:
+        client.close()
+    frames = [
+        users_only(redis_publisher.read_stream(spark, name), payload="payload") for name in names
+    ]
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
 @dg.asset(
     group_name="reporting",
     io_manager_key=IO_MANAGER_KEY,
@@ -225,13 +242,7 @@ def compliance_report(
     transactions = users_only(
         redis_publisher.read_stream(spark, redis_publisher.stream_keys("transactions").stream)
     )
-    dlq = functools.reduce(
-        DataFrame.unionByName,
-        [
-            users_only(redis_publisher.read_stream(spark, name), payload="payload")
-            for name in dlq_streams(settings.load())
-        ],
-    )
+    dlq = dead_letter_frame(spark, redis_publisher, settings.load())
     threats = threats_by_merchant(transaction_verdicts, transactions).cache()
     risks = risk_by_domain(compliance_events).cache()
     letters = dead_letters(dlq).cache()

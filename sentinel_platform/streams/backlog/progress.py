@@ -111,6 +111,15 @@ def progress(client: RedisClient, keys: StreamKeys, now_s: float | None = None) 
     return Progress(count, rate)
 
 
+def summed(parts: Sequence[Progress]) -> Progress:
+    """The progress of a sharded stream from its shards': the counts and rates added, None
+    where no shard has one. Each shard keeps its own samples (those ``sentinel status``
+    reads per shard), so no sample set ever mixes two counters."""
+    counts = [part.processed for part in parts if part.processed is not None]
+    rates = [part.rate_per_s for part in parts if part.rate_per_s is not None]
+    return Progress(sum(counts) if counts else None, sum(rates) if rates else None)
+
+
 def record_publish(client: RedisClient, keys: StreamKeys, fields: Mapping[str, object]) -> None:
     """Replace the stream's last-publish record (values stored as text; None as empty)."""
     key = last_publish_key(keys)

@@ -8,13 +8,16 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from sentinel_platform.domains.reporting.assets import dead_letter_frame
 from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
+from sentinel_platform.registry import StreamSpec
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform.streams.producer.range_read import id_slices
+from sentinel_platform.streams.sharding.shards import keys_of_shards
 
 pytestmark = pytest.mark.spark
 
@@ -138,3 +141,23 @@ def test_the_demos_results_inputs_and_dead_letters_stay_out_of_the_users_figures
     assert domains == {"aml"}
     (letters,) = report.metadata["dead_letters"].value.records
     assert letters.data["count"] == 1
+
+
+@pytest.mark.cluster
+def test_the_report_reads_the_dead_letters_of_every_shard_on_a_cluster(
+    spark: Any,
+    cluster_settings: Settings,
+    cluster_client: RedisClient,
+    sharded_stream: StreamSpec,
+) -> None:
+    """On a cluster each shard dead-letters to its own DLQ (its slot): the report's dead
+    letters are read from every recorded shard's, besides the streams' own."""
+    shards = keys_of_shards(cluster_client, cluster_settings, sharded_stream)
+    for k, shard in enumerate(shards):
+        payload = json.dumps({"key": f"bad-{k}"})
+        cluster_client.xadd(
+            shard.dlq, {"stream": shard.stream, "reason": "invalid", "payload": payload}
+        )
+    publisher = RedisPublisherResource(redis_url=cluster_settings.redis_url_value)
+    letters = dead_letter_frame(spark, publisher, cluster_settings).collect()
+    assert sorted(row["fields"]["stream"] for row in letters) == sorted(s.stream for s in shards)
