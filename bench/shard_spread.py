@@ -1,12 +1,12 @@
 """Shard spread: messages and server CPU per master, a stream of 3 shards against one of 1.
 
-On a real 3-primary Redis Cluster on loopback (the suite's cluster harness), N messages
-(``--messages``, 300,000; 30,000 with ``--quick``) are routed by their natural key
-(``sharding.routing.shard_of``) and sent, by the sender the Spark publish step's executors
-use (``routed_publish.routed_sender``, one pipeline per batch over the masters), to the shards of
-``sharded`` (3 shards, declared by ``sentinel_platform_tests.sharded_stream``), then
-drained by W real worker processes (``python -m sentinel_platform.workers``, the
-harness's no-op processor). The same N go to ``transactions`` (1 shard) in the same run.
+On a real 3-primary Redis Cluster on loopback (the suite's cluster harness), N generated
+transactions (``--messages``, 300,000; 30,000 with ``--quick``), cached in Spark, are
+published from Spark by the platform's publisher resource, which routes each to its id's
+shard of ``sharded`` (3 shards, declared by ``sentinel_platform_tests.sharded_stream``),
+then drained by W real worker processes (``python -m sentinel_platform.workers``, the
+harness's no-op processor for transactions). The same N go to ``transactions`` (1 shard)
+in the same run.
 
 The groups are parked at the end of their shards while the workers start and released
 together, so the drain is timed from the release to every shard drained. For each case:
@@ -28,10 +28,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
-from bench.cells import noop_messages, redis_cpu_s
+from bench.cells import redis_cpu_s
+from bench.publish_throughput import cached_rows, spark_session
 from bench.timing import (
     Goal,
     base_parser,
@@ -43,14 +45,12 @@ from bench.timing import (
     scratch_dir,
 )
 from sentinel_platform.registry import spec_for
+from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.producer.publish import publish_batches
-from sentinel_platform.streams.producer.routed_publish import routed_sender
-from sentinel_platform.streams.sharding.routing import shard_of
 from sentinel_platform.streams.sharding.shards import keys_of_shards
-from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR, launch_worker
+from sentinel_platform_tests.harness.processes import NOOP_TRANSACTIONS_PROCESSOR, launch_worker
 from sentinel_platform_tests.harness.redis_cluster import (
     RedisClusterProcess,
     find_cluster_binaries,
@@ -60,7 +60,10 @@ from sentinel_platform_tests.harness.waits import wait_until
 NAME = "shard_spread"
 STREAM_MODULE = "sentinel_platform_tests.sharded_stream"
 CASES = ("sharded", "transactions")
-BATCH = 2_000
+PARTITIONS = 4
+#: Rows published once before the cases: the first publish of a session pays the JVM's
+#: and the executors' warm-up (about half the rate after it), which would fall on one case.
+WARM_UP = 20_000
 #: Each master's share may be this far from an even one (issue 40: 20%).
 SPREAD_GOAL = 0.2
 
@@ -100,8 +103,12 @@ def main(argv: Sequence[str]) -> int:
         return 2
     with scratch_dir(NAME) as home:
         cluster = RedisClusterProcess(*found, home / "cluster").start()
+        os.environ["SENTINEL_STREAM_MODULES"] = STREAM_MODULE  # for the publisher resource
         try:
-            outcomes = [run_case(cluster, home, case, count, args.workers) for case in CASES]
+            frame, _ = cached_rows(spark_session(load_settings()), count, PARTITIONS)
+            ids = {row.id for row in frame.select("id").toLocalIterator()}
+            publish(cluster.url, "sharded", frame.limit(WARM_UP))  # each case flushes it
+            outcomes = [run_case(cluster, home, case, frame, ids, args.workers) for case in CASES]
         finally:
             cluster.stop()
     report(outcomes, count, args.workers)
@@ -109,7 +116,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run_case(
-    cluster: RedisClusterProcess, home: Path, case: str, count: int, workers: int
+    cluster: RedisClusterProcess, home: Path, case: str, frame: Any, ids: set[str], workers: int
 ) -> Outcome:
     env = {
         **os.environ,
@@ -125,14 +132,15 @@ def run_case(
     try:
         spec = spec_for(case, settings)
         shards = keys_of_shards(client, settings, spec)
-        publish_s = publish(client, shards, count)
+        publish_s = publish(cluster.url, case, frame)
         by_master: Counter[int] = Counter()
         for shard in shards:
             by_master[cluster.port_for_key(shard.stream)] += int(client.xlen(shard.stream))
         for shard in shards:  # parked: nothing readable until the release
             client.xgroup_create(shard.stream, shard.group, id="$")
         fleet = [
-            launch_worker(env, home, case, f"{case}-{n}", NOOP_PROCESSOR) for n in range(workers)
+            launch_worker(env, home, case, f"{case}-{n}", NOOP_TRANSACTIONS_PROCESSOR)
+            for n in range(workers)
         ]
         try:
             for worker in fleet:  # serving every shard
@@ -147,21 +155,21 @@ def run_case(
         finally:
             for worker in fleet:
                 worker.stop(30)
-        lost, twice = _audit(client, shards, count)
+        lost, twice = _audit(client, shards, ids)
         messages = {port: by_master.get(port, 0) for port in cluster.ports}
         cpu = {p: round(after[p] - before[p], 3) for p in cluster.ports}
-        rates = round(count / publish_s), round(count / drain_s)
+        rates = round(len(ids) / publish_s), round(len(ids) / drain_s)
         return Outcome(case, len(shards), messages, cpu, *rates, lost, twice)
     finally:
         client.close()
 
 
-def publish(client: RedisClient, shards: Sequence[StreamKeys], count: int) -> float:
-    """Every message to the shard of its key in batches, by the Spark executors' own
-    sender (``routed_publish.routed_sender``); the seconds it took."""
+def publish(url: str, case: str, frame: Any) -> float:
+    """``frame`` published from Spark to ``case`` by the platform's publisher resource (no
+    worker reads yet: limits far above the backlog); the seconds it took."""
+    publisher = RedisPublisherResource(redis_url=url, lag_warn=10**9, lag_pause=2 * 10**9)
     started = time.monotonic()
-    routed = ((shard_of(m["key"], len(shards)), m) for m in noop_messages(count))
-    publish_batches(routed_sender(client, shards, None), routed, BATCH)
+    publisher.publish_dataframe(frame, case)
     return time.monotonic() - started
 
 
@@ -181,7 +189,7 @@ def _cpu(cluster: RedisClusterProcess) -> dict[int, float]:
     return out
 
 
-def _audit(client: RedisClient, shards: Sequence[StreamKeys], count: int) -> tuple[int, int]:
+def _audit(client: RedisClient, shards: Sequence[StreamKeys], ids: set[str]) -> tuple[int, int]:
     """Keys without a result, and results beyond one per key."""
     seen: Counter[str] = Counter()
     for results in dict.fromkeys(shard.results for shard in shards):
@@ -189,7 +197,7 @@ def _audit(client: RedisClient, shards: Sequence[StreamKeys], count: int) -> tup
         while rows := client.xrange(results, min=last, max="+", count=10_000):
             seen.update(fields["key"] for _id, fields in rows)
             last = "(" + rows[-1][0]
-    lost = sum(1 for n in range(count) if f"m{n}" not in seen)
+    lost = len(ids - seen.keys())
     return lost, sum(seen.values()) - len(seen)
 
 

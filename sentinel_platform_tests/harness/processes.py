@@ -38,6 +38,7 @@ _PROCESSORS = "sentinel_platform_tests.harness.processors"
 TEST_PROCESSOR = f"{_PROCESSORS}:counting"
 #: No Redis call, no work: the consumer machinery alone.
 NOOP_PROCESSOR = f"{_PROCESSORS}:noop"
+NOOP_TRANSACTIONS_PROCESSOR = f"{_PROCESSORS}:noop_transactions"
 #: Short recovery timings so tests run in seconds (names are environment variables).
 FAST_TIMINGS = {
     # The suites that use these timings pin one call at a time, so what a worker holds is

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sentinel_platform.schemas import SchemaError
+from sentinel_platform.schemas import SchemaError, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy, Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect
@@ -81,6 +81,25 @@ class NoopProcessor:
 
     def process(self, message: Mapping[str, str]) -> Effect:
         return Effect(message["key"], {"key": message["key"]})
+
+
+class NoopTransactionProcessor:
+    """No work on transactions as the Spark publish step writes them: parsed by their wire
+    model, one ``key`` (the transaction's id) result each; the shard bench's drain."""
+
+    name = "noop-transactions"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def parse(self, fields: Mapping[str, str]) -> Transaction:
+        return Transaction.from_fields(fields)
+
+    def natural_key(self, message: Transaction) -> str:
+        return message.id
+
+    def process(self, message: Transaction) -> Effect:
+        return Effect(message.id, {"key": message.id})
 
 
 class CountingProcessor:
@@ -181,3 +200,7 @@ def paid_counting(settings: Settings) -> PaidCountingProcessor:
 
 def noop(settings: Settings) -> NoopProcessor:
     return NoopProcessor(settings)
+
+
+def noop_transactions(settings: Settings) -> NoopTransactionProcessor:
+    return NoopTransactionProcessor(settings)
