@@ -16,10 +16,10 @@ producers. Without a group the whole stream counts as backlog.
 in the same round trip (one pipeline: on a cluster redis-py sends each master its part)
 and the lag is ``backlog.lag.whole_stream_lag``: the base key's backlog plus the shards'
 lag, or N times the worst shard's when that is more, so one hot shard cannot hide behind
-cold ones. The producer then slows the whole stream, not the hot
-shard's rows alone: rows go to their key's shard, and holding back one shard's rows would
-mean buffering them on the executor without bound. The drain is the shards' completions
-summed (the base key's are forwards, already counted on the shards).
+cold ones. The producer then slows the whole stream, not the hot shard's rows alone: rows
+go to their key's shard, and holding back one shard's rows would mean buffering them on
+the executor without bound. The drain is the shards' completions summed (the base key's
+are forwards, already counted on the shards).
 
 Each reading also marks this producer alive (:func:`producers_key`), so producers sharing
 a stream each count the others and take their share of the rate.
