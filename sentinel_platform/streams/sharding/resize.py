@@ -17,6 +17,7 @@ shards it would drop hold the markers of their keys and may hold entries.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys, shard_keys
 from sentinel_platform.streams.sharding.placement import choose_tags
 from sentinel_platform.streams.sharding.record import masters_of, record_key, tags_on_record
 from sentinel_platform.streams.sharding.routing import shard_of
+
+#: Markers read and written per pipelined round trip (and asked of SCAN per call).
+MARKER_PAGE = 1000
 
 
 class ResizeRefused(RuntimeError):
@@ -101,19 +105,29 @@ def raise_shards(
 
 def move_markers(client: Any, old: StreamKeys, shard: int, shards: Sequence[StreamKeys]) -> int:
     """Copy each marker of shard ``shard`` whose key now routes elsewhere to that shard,
-    with its remaining TTL; how many were copied. The old one stays until it expires."""
+    with its remaining TTL; how many were copied. The old one stays until it expires.
+    Markers are read and written a SCAN page at a time, in two pipelined round trips."""
     moved = 0
     prefix = old.marker_prefix
-    for name in client.scan_iter(match=_glob(prefix) + "*", count=1000):
-        key = name[len(prefix) :]
-        target = shard_of(key, len(shards))
-        if target == shard:
-            continue
-        value, ttl_ms = client.get(name), client.pttl(name)
-        if value is None:
-            continue  # expired meanwhile
-        client.set(shards[target].marker(key), value, px=ttl_ms if ttl_ms > 0 else None, nx=True)
-        moved += 1
+    names = client.scan_iter(match=_glob(prefix) + "*", count=MARKER_PAGE)
+    while page := list(itertools.islice(names, MARKER_PAGE)):
+        moving = [(name, shard_of(name[len(prefix) :], len(shards))) for name in page]
+        moving = [(name, target) for name, target in moving if target != shard]
+        reads = client.pipeline(transaction=False)
+        for name, _target in moving:
+            reads.get(name)
+            reads.pttl(name)
+        replies = reads.execute()
+        writes = client.pipeline(transaction=False)
+        for (name, target), value, ttl_ms in zip(moving, replies[::2], replies[1::2], strict=True):
+            if value is None:
+                continue  # expired meanwhile
+            key = name[len(prefix) :]
+            writes.set(
+                shards[target].marker(key), value, px=ttl_ms if ttl_ms > 0 else None, nx=True
+            )
+            moved += 1
+        writes.execute()
     return moved
 
 
