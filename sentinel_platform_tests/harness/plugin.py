@@ -15,19 +15,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+
+from sentinel_platform_tests.harness import spark_jvm
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
 # Spark's Python workers must run this interpreter (the venv), or executors cannot import
 # redis or sentinel_platform.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# Every driver JVM the suite starts reads the suite's Spark defaults (C1 only, the serial
-# collector: see the file), children included, since they inherit the environment.
-os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark_conf"))
+# Every Spark JVM the suite starts, children's included, since they inherit the
+# environment: C1 only, the serial collector and the class-data archive (see spark_jvm).
+os.environ.update(spark_jvm.environment())
 _KEPT = {"SENTINEL_REDIS_SERVER"}
 for _name in [n for n in os.environ if n.startswith("SENTINEL_") or n == "REDIS_URL"]:
     if _name not in _KEPT:
@@ -47,6 +49,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     from sentinel_platform_tests.harness.markers import mark_harnesses
 
     mark_harnesses(items)
+
+
+#: The process building the suite's Spark class-data archive, if this one started it.
+_archive_builder: subprocess.Popen[bytes] | None = None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the Spark class-data archive if this run has Spark tests and no
+    archive: in one process of the run (the only one, or xdist's first worker), in the
+    background, since the JVMs that start before it is done run without it."""
+    global _archive_builder
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    if any(item.get_closest_marker("spark") for item in session.items):
+        _archive_builder = spark_jvm.start_build()
+
+
+def pytest_unconfigure() -> None:
+    """Stop an unfinished archive build with the run (the next run starts it again)."""
+    if _archive_builder is not None:
+        spark_jvm.stop(_archive_builder)
 
 
 #: SIGTERM's handler when the test process started.
