@@ -31,6 +31,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,9 @@ spark.stop()
 
 
 def _cache_dir() -> Path:
-    return Path(sys.prefix) / "sentinel-test-jvm"
+    """In the venv, since the archive belongs to its pyspark (else under the temp dir)."""
+    base = Path(sys.prefix) if os.access(sys.prefix, os.W_OK) else Path(tempfile.gettempdir())
+    return base / "sentinel-test-jvm"
 
 
 def conf_dir() -> Path:
@@ -124,15 +127,8 @@ def _launch_command(class_list: Path, work: Path) -> list[str]:
         "SPARK_PRINT_LAUNCH_COMMAND": "1",
         "SPARK_SUBMIT_OPTS": submit_opts(None) + f" -XX:DumpLoadedClassList={class_list}",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", _CLASS_LIST_JOB, str(work / "rows.parquet")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S / 2,
-        check=True,
-    )
-    line = next(ln for ln in done.stderr.splitlines() if ln.startswith("Spark Command: "))
+    stderr = _run([sys.executable, "-c", _CLASS_LIST_JOB, str(work / "rows.parquet")], env)
+    line = next(ln for ln in stderr.splitlines() if ln.startswith("Spark Command: "))
     return shlex.split(line.removeprefix("Spark Command: "))
 
 
@@ -140,7 +136,7 @@ def _dump(command: list[str], class_list: Path, target: Path) -> None:
     """Dump ``class_list`` into ``target`` on the class path and modules ``command`` used."""
     class_path = command[command.index("-cp") + 1]
     modules = [arg for arg in command if arg.startswith("--add-modules")]
-    subprocess.run(
+    _run(
         [
             command[0],
             "-Xshare:dump",
@@ -151,10 +147,18 @@ def _dump(command: list[str], class_list: Path, target: Path) -> None:
             "-cp",
             class_path,
         ],
-        capture_output=True,
-        timeout=BUILD_TIMEOUT_S / 2,
-        check=True,
+        dict(os.environ),
     )
+
+
+def _run(command: list[str], env: dict[str, str]) -> str:
+    """Run one step of the build within its bound; its stderr, or an error that ends with it."""
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S / 2
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{command[0]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stderr
 
 
 @contextlib.contextmanager
@@ -198,26 +202,29 @@ def build_archive() -> Path | None:
 
 
 def start_build() -> subprocess.Popen[bytes] | None:
-    """Build the archive in a process of its own (its owner stops it with :func:`stop`)."""
+    """Build the archive in a process of its own (its owner stops it with :func:`stop`);
+    what it prints, a failure's reason included, goes to ``build.log`` beside the archive."""
     if not needs_build():
         return None
-    return subprocess.Popen(
-        [sys.executable, "-m", __name__],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    _cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(_cache_dir() / "build.log", "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def stop(builder: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     """Stop an unfinished build (its temporary directory goes with the next build's lock)."""
     if builder.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(builder.pid, 15)
+            os.killpg(builder.pid, signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         builder.wait(grace_s)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(builder.pid, 9)
+        os.killpg(builder.pid, signal.SIGKILL)
     builder.wait(5)
 
 
