@@ -81,17 +81,20 @@ def _spark_jars() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
+def find_java() -> str | None:
+    """The ``java`` Spark's launcher runs: ``JAVA_HOME``'s, else the one on the PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    return shutil.which("java")
 
 
 def archive_path() -> Path | None:
     """Where this venv's archive for this Java and these jars lives (None: no Spark)."""
-    java, jars = _java(), _spark_jars()
-    if java is None or jars is None or not jars.is_dir():
+    found, jars = find_java(), _spark_jars()
+    if found is None or jars is None or not jars.is_dir():
         return None
+    java = Path(found).resolve()
     key = hashlib.sha256(str(java).encode())
     key.update(str(java.stat().st_size).encode())
     for jar in sorted(jars.iterdir()):
