@@ -74,11 +74,19 @@ def conf_dir() -> Path:
     return _cache_dir() / "conf"
 
 
-def _spark_jars() -> Path | None:
+def spark_home() -> Path:
+    """The installed pyspark: its ``bin/`` launchers and ``jars/``."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _spark_jars() -> Path | None:
+    try:
+        return spark_home() / "jars"
+    except RuntimeError:
         return None
-    return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
 def find_java() -> str | None:
