@@ -74,7 +74,7 @@ def conf_dir() -> Path:
     return _cache_dir() / "conf"
 
 
-def spark_home() -> Path:
+def pyspark_home() -> Path:
     """The installed pyspark: its ``bin/`` launchers and ``jars/``."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
@@ -84,7 +84,7 @@ def spark_home() -> Path:
 
 def _spark_jars() -> Path | None:
     try:
-        return spark_home() / "jars"
+        return pyspark_home() / "jars"
     except RuntimeError:
         return None
 
@@ -110,11 +110,16 @@ def archive_path() -> Path | None:
     return _cache_dir() / f"spark-{key.hexdigest()[:16]}.jsa"
 
 
+def jvm_options(archive: Path | None) -> list[str]:
+    """The options of every JVM of the suite: :data:`JVM_OPTIONS` and the archive."""
+    return [*JVM_OPTIONS, *([f"-XX:SharedArchiveFile={archive}"] if archive else [])]
+
+
 def submit_opts(archive: Path | None) -> str:
     """``SPARK_SUBMIT_OPTS`` for a driver: the options and the archive, for the driver and,
     as a system property (``SparkConf`` reads ``spark.*`` properties as defaults), for the
     executors a standalone Worker launches on the same class path."""
-    options = [*JVM_OPTIONS, *([f"-XX:SharedArchiveFile={archive}"] if archive else [])]
+    options = jvm_options(archive)
     parts = [*options, f"-Dspark.executor.extraJavaOptions={' '.join(options)}"]
     return " ".join(f'"{part}"' if " " in part else part for part in parts)
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from sentinel_platform.redis_server import free_port
 from sentinel_platform_tests.harness.orphans import die_with_parent
+from sentinel_platform_tests.harness.spark_jvm import archive_path, jvm_options, pyspark_home
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -35,14 +36,10 @@ class SparkClusterError(RuntimeError):
     """A daemon did not come up; the message names its log file."""
 
 
-def pyspark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
 def spark_env(log_dir: Path) -> dict[str, str]:
-    """Environment for daemons and drivers: this venv's Python on every executor."""
+    """Environment for daemons and drivers: this venv's Python on every executor; the
+    Master and the Worker (whose launcher reads ``SPARK_DAEMON_JAVA_OPTS``, not
+    ``SPARK_SUBMIT_OPTS``) with the suite's JVM options and class archive."""
     home = pyspark_home()
     return {
         **os.environ,
@@ -51,6 +48,7 @@ def spark_env(log_dir: Path) -> dict[str, str]:
         "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
         "SPARK_LOG_DIR": str(log_dir),
         "SPARK_DAEMON_MEMORY": "256m",
+        "SPARK_DAEMON_JAVA_OPTS": " ".join(jvm_options(archive_path())),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }

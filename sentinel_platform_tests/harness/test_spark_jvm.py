@@ -53,7 +53,7 @@ def test_a_driver_jvm_maps_the_archive_on_the_launchers_class_path() -> None:
 def test_a_driver_jvm_starts_without_the_archive(tmp_path: Path) -> None:
     # Spark's own launcher, as for a driver, with an archive not built yet: SparkSubmit
     # starts and answers (``-Xshare:on`` in its place would stop it).
-    submit = spark_jvm.spark_home() / "bin" / "spark-submit"
+    submit = spark_jvm.pyspark_home() / "bin" / "spark-submit"
     env = {
         **os.environ,
         **spark_jvm.environment(),
