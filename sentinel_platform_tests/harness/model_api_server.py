@@ -7,7 +7,9 @@ Messages API as their references document them.
 its input; both carry the documented ``usage``. Every request is recorded (path, headers
 lower-cased, JSON body, when it arrived and, once answered, its status and when), so a
 test sees the shape the worker sent. ``quota_after`` spends the quota after that many
-calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``refuse_with`` makes
+calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``cut_every`` cuts a
+share of the answers at ``max_tokens`` (billed in full, no verdict), and
+``billed_tokens`` adds up what every answer's ``usage`` billed. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
 it. The ``model_api_server`` fixture serves one per test.
@@ -63,8 +65,39 @@ class ModelApiServer:
     rate_limited: int = 0
     #: Every charge: (monotonic time, tokens, admitted).
     charges: list[tuple[float, int, bool]] = field(default_factory=list)
+    #: Chat Completions only: every ``cut_every``-th answer (None: none) is cut at the
+    #: request's ``max_tokens``, as OpenAI documents it: ``finish_reason: "length"``, the
+    #: content a truncated verdict, ``usage`` billing the whole ``max_tokens``.
+    cut_every: int | None = None
+    cut: int = 0
+    #: Tokens every 2xx answer billed (its ``usage``: prompt plus completion).
+    billed_tokens: int = 0
+    #: The most one answer billed.
+    largest_bill: int = 0
+    _answered: int = 0
     _level: float | None = None
     _filled_at: float = 0.0
+
+    def completion(self, verdict: dict[str, Any], body: dict[str, Any], prompt: int) -> Any:
+        """The answer to one admitted Chat Completions call, cut at ``max_tokens`` every
+        ``cut_every``-th time, its ``usage`` added to :attr:`billed_tokens`."""
+        reply = openai_reply(verdict)
+        usage = reply["usage"]
+        if self.tokens_per_minute is not None or self.cut_every is not None:
+            usage["prompt_tokens"] = prompt  # the prompt it charged
+        with self.lock:
+            self._answered += 1
+            cut = self.cut_every is not None and self._answered % self.cut_every == 0
+            if cut:
+                self.cut += 1
+                choice = reply["choices"][0]
+                choice["finish_reason"] = "length"
+                choice["message"]["content"] = choice["message"]["content"][:20]
+                usage["completion_tokens"] = int(body.get("max_tokens") or 16)
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            self.billed_tokens += usage["total_tokens"]
+            self.largest_bill = max(self.largest_bill, usage["total_tokens"])
+        return reply
 
     def charge(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
         """Admit a call against the budget: (admitted, its prompt tokens, the headers)."""
@@ -231,10 +264,7 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 if not admitted:
                     self.answer(429, RATE_LIMITED, limits)
                     return
-                reply = openai_reply(state.verdict)
-                if state.tokens_per_minute is not None:  # the prompt it charged
-                    reply["usage"]["prompt_tokens"] = prompt
-                self.answer(200, reply, limits)
+                self.answer(200, state.completion(state.verdict, body, prompt), limits)
             elif self.path.endswith("/messages"):
                 tool = body["tool_choice"]["name"]
                 self.answer(200, anthropic_reply(tool, state.verdict), {})

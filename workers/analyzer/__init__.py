@@ -17,6 +17,7 @@ module:
 * :mod:`workers.analyzer.replies`: what an answer means (busy, exhausted, down, wrong)
   and the assessment it carries;
 * :mod:`workers.analyzer.answers`: every documented refusal of each API, classified;
+* :mod:`workers.analyzer.billed`: the tokens of an answer billed without a verdict;
 * :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
 * :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
@@ -27,6 +28,7 @@ Callers import from the package (``from workers.analyzer import HttpAnalyzer``),
 modules can be rearranged without touching them.
 """
 
+from workers.analyzer.billed import UnusableAnswer, billed_fields
 from workers.analyzer.client import (
     MAX_RETRY_AFTER_S,
     Analyzer,
@@ -59,8 +61,10 @@ __all__ = [
     "HttpAnalyzer",
     "NoFreeConnection",
     "StreamPrompt",
+    "UnusableAnswer",
     "Usage",
     "analyzer_from_settings",
+    "billed_fields",
     "parse_assessment",
     "retry_after_seconds",
 ]

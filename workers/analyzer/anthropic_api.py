@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from workers.analyzer.answers import ApiKind
+from workers.analyzer.billed import billed
 from workers.analyzer.model_api import (
     count,
     endpoint,
@@ -88,8 +89,16 @@ class AnthropicApi:
         return refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
+        """The verdict; an answer without one that reports ``usage`` (cut at
+        ``max_tokens``, no tool call) was billed all the same, and its error carries what
+        (:func:`~workers.analyzer.billed.billed`)."""
         reply = json_reply(body)
-        prompt = require_prompt(prompt, "this")
+        model = reply.get("model")
+        answered = model if isinstance(model, str) else self.model
+        with billed(usage_of(reply), answered):
+            return self._verdict(reply, require_prompt(prompt, "this"), answered)
+
+    def _verdict(self, reply: dict[str, Any], prompt: Prompt, model: str) -> Assessment:
         if reply.get("stop_reason") == "max_tokens":
             raise AnalyzerError("verdict cut at SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS")
         content = reply.get("content")
@@ -103,13 +112,7 @@ class AnthropicApi:
         ]
         if not calls or not isinstance(calls[0].get("input"), dict):
             raise AnalyzerError(f"reply has no {tool_name(prompt)} tool call")
-        model = reply.get("model")
-        return verdict_from(
-            calls[0]["input"],
-            prompt,
-            model if isinstance(model, str) else self.model,
-            usage_of(reply),
-        )
+        return verdict_from(calls[0]["input"], prompt, model, usage_of(reply))
 
 
 def tool_name(prompt: Prompt) -> str:

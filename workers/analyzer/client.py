@@ -43,6 +43,7 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
+from workers.analyzer.billed import UnusableAnswer
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
 from workers.analyzer.fleet_limits import (
     EXHAUSTED,
@@ -66,6 +67,7 @@ from workers.analyzer.replies import (
     Assessment,
     CircuitOpenError,
     NoFreeConnection,
+    Usage,
     describe,
     parse_assessment,
     retry_after_seconds,
@@ -266,9 +268,17 @@ class HttpAnalyzer:
             body = self.api.request(kind, payload, prompt)
             max_tokens = getattr(self.api, "max_output_tokens", 0)
             tokens = reservation(len(body), max_tokens)
-            self.budget.reserve(tokens)
-            assessment = self._call(body, prompt, headers)
-            self.budget.settle(self.api.kind, tokens, max_tokens, assessment.usage)
+            try:
+                self.budget.reserve(tokens)
+            except AnalyzerExhausted as exc:  # the daily budget: held as ``_call`` holds
+                self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
+                raise
+            try:
+                assessment = self._call(body, prompt, headers)
+            except UnusableAnswer as exc:  # billed without a verdict: counted all the same
+                self._settle(tokens, max_tokens, exc.usage, exc.model)
+                raise
+            self._settle(tokens, max_tokens, assessment.usage, assessment.model)
         except FleetExhausted as held:  # refused while it waited for a connection: never sent
             self._changed(self.breaker.released(admission.ticket))
             raise self._held_exhausted(held) from None
@@ -289,7 +299,6 @@ class HttpAnalyzer:
             self._changed(self.breaker.failed(admission.ticket, describe(exc)))
             raise
         self._count("ok")
-        self._count_tokens(assessment)
         self._changed(self.breaker.succeeded(admission.ticket))
         self.health.now("healthy", "", epoch=epoch)  # unless exhausted since it was sent
         return assessment
@@ -358,12 +367,15 @@ class HttpAnalyzer:
         if self._metrics is not None:
             self._metrics.count("analyzer_calls", outcome)
 
-    def _count_tokens(self, assessment: Assessment) -> None:
-        """The tokens a model call reported (``analyzer_tokens``): what it cost."""
-        usage = assessment.usage
+    def _settle(
+        self, reserved: int, max_tokens: int, usage: Usage | None, model: str | None
+    ) -> None:
+        """What an answer was billed, verdict or not: settled in the budget (the daily
+        counter) and counted (``analyzer_tokens``)."""
+        self.budget.settle(self.api.kind, reserved, max_tokens, usage)
         if self._metrics is not None and usage is not None:
             tokens = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
-            self._metrics.tokens.count(assessment.model, *tokens)
+            self._metrics.tokens.count(model, *tokens)
 
     @property
     def _log_fields(self) -> dict[str, Any]:

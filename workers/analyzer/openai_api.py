@@ -14,8 +14,8 @@ for servers that refuse that form (llama.cpp's Python server answers it with HTT
 The key is sent as ``Authorization: Bearer``, or as ``api-key`` to Azure's hosts, which
 expect that header. The reply's ``choices[0].message.content`` must be the verdict's
 JSON; a refusal, an answer cut at ``max_tokens`` or one that does not validate is
-"wrong". ``usage`` gives the tokens (``prompt_tokens_details.cached_tokens`` the cached
-ones, where reported).
+"wrong", its ``usage`` counted all the same (it was billed). ``usage`` gives the tokens
+(``prompt_tokens_details.cached_tokens`` the cached ones, where reported).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from workers.analyzer.answers import ApiKind
+from workers.analyzer.billed import billed
 from workers.analyzer.model_api import (
     count,
     endpoint,
@@ -94,8 +95,15 @@ class OpenAiApi:
         return refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
+        """The verdict; an answer without one that reports ``usage`` was billed all the
+        same, and its error carries what (:func:`~workers.analyzer.billed.billed`)."""
         reply = json_reply(body)
-        prompt = require_prompt(prompt, "this")
+        model = reply.get("model")
+        answered = model if isinstance(model, str) else self.model
+        with billed(usage_of(reply), answered):
+            return self._verdict(reply, require_prompt(prompt, "this"), answered)
+
+    def _verdict(self, reply: dict[str, Any], prompt: Prompt, model: str) -> Assessment:
         choices = reply.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise AnalyzerError("reply has no choices")
@@ -110,10 +118,7 @@ class OpenAiApi:
         content = message.get("content")
         if not isinstance(content, str):
             raise AnalyzerError("reply's message has no text content")
-        model = reply.get("model")
-        return verdict_from(
-            content, prompt, model if isinstance(model, str) else self.model, usage_of(reply)
-        )
+        return verdict_from(content, prompt, model, usage_of(reply))
 
 
 def usage_of(reply: dict[str, Any]) -> Usage | None:

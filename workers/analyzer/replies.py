@@ -108,6 +108,13 @@ class Usage:
     output_tokens: int
     cached_input_tokens: int | None = None
 
+    def recorded(self) -> dict[str, str]:
+        """The token fields a result entry records (strings, as stream fields are)."""
+        fields = {"input_tokens": str(self.input_tokens), "output_tokens": str(self.output_tokens)}
+        if self.cached_input_tokens is not None:
+            fields["cached_input_tokens"] = str(self.cached_input_tokens)
+        return fields
+
 
 @dataclass(frozen=True)
 class Assessment:
@@ -131,10 +138,7 @@ class Assessment:
         if self.prompt_version is not None:
             fields["prompt_version"] = self.prompt_version
         if self.usage is not None:
-            fields["input_tokens"] = str(self.usage.input_tokens)
-            fields["output_tokens"] = str(self.usage.output_tokens)
-            if self.usage.cached_input_tokens is not None:
-                fields["cached_input_tokens"] = str(self.usage.cached_input_tokens)
+            fields.update(self.usage.recorded())
         return fields
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from workers.analyzer import StreamPrompt, analyzer_from_settings
+from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
 
 FALLBACK_PREFIX = "Rule-based fallback"
@@ -101,6 +101,7 @@ class AxiomProcessor(WireProcessor[Axiom]):
                 risk, driver = "high", "fallback"
                 narrative = f"{FALLBACK_PREFIX} (analyzer unavailable): {reading}"
                 log_fields["analyzer_error"] = describe_error(exc)
+                recorded = billed_fields(exc)  # an answer billed without a verdict
         result = {
             "source_id": message.source_id,
             "domain": message.domain or "unknown",

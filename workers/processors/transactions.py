@@ -40,7 +40,7 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.processor import Busy, Effect
-from workers.analyzer import StreamPrompt, analyzer_from_settings
+from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
             except Exception as exc:  # any analyzer failure means: trust the rules
                 driver = "fallback"
                 log_fields["analyzer_error"] = describe_error(exc)
+                said = billed_fields(exc)  # an answer billed without a verdict
         result = {
             "txn_id": message.id,
             "merchant": message.merchant,

@@ -1,12 +1,12 @@
 """What a worker's model calls cost, as Prometheus counters per model.
 
 ``sentinel_worker_analyzer_tokens_total{model, kind}`` (besides the worker's constant
-labels ``stream``, ``group``, ``consumer``) adds the tokens each successful model call
-reported in its ``usage``: ``kind`` is ``input`` (the whole prompt, cached tokens
-included), ``output`` (the completion) or ``cached_input`` (the part of ``input`` served
-from the provider's prompt cache, a subset, billed at a lower price). Counted when the
-answer arrives, not at commit: a verdict committed twice is paid once, and a call whose
-verdict is redelivered is still paid.
+labels ``stream``, ``group``, ``consumer``) adds the tokens each model call reported in
+its ``usage``, a verdict or not (what is billed is counted): ``kind`` is ``input`` (the
+whole prompt, cached tokens included), ``output`` (the completion) or ``cached_input``
+(the part of ``input`` served from the provider's prompt cache, a subset, billed at a
+lower price). Counted when the answer arrives, not at commit: a verdict committed twice
+is paid once, and a call whose verdict is redelivered is still paid.
 
 Model names are not secret, but they come from the API's reply, so their number is
 bounded: the first :data:`MAX_MODELS` names a worker meets get their own series, any
