@@ -2,8 +2,10 @@
 
 Every AI verdict records the tokens its model call reported (``input_tokens``,
 ``output_tokens``, ``cached_input_tokens`` and the ``model``: extra fields of the result
-entry), so the cost of a day's verdicts is a sum over the results the read-back already
-reads; nothing else has to be kept. A day is the UTC date in the entry id (the server's
+entry), and so does a fallback whose answer the provider billed without giving a verdict
+(cut at ``max_tokens``, a refusal, content that is not the verdict), so the cost of a
+day's calls is a sum over the results the read-back already reads; nothing else has to
+be kept. A day is the UTC date in the entry id (the server's
 clock when the verdict was committed), the key of the publish assets' daily partitions:
 a partition published and processed the same day is one row. Only the small aggregate
 (days x models) reaches the driver.
@@ -66,8 +68,10 @@ def cost(input_tokens: int, output_tokens: int, cached: int, prices: Prices | No
 
 def usage_by_day(raw: DataFrame) -> DataFrame:
     """``raw`` (a read-back's ``stream_id``, ``fields``) summed per day and model: AI
-    verdicts and their tokens. Entries without a ``model`` (rules, fallbacks, the
-    ``sentinel`` contract's verdicts) are left out."""
+    verdicts, the answers billed without one (``unusable``: fallbacks that record a
+    ``model``) and the tokens of both. Entries without a ``model`` (rules, fallbacks
+    of calls that billed nothing known, the ``sentinel`` contract's verdicts) are left
+    out."""
     millis = F.split(F.col("stream_id"), "-").getItem(0).cast("long")
     # Whole days since the epoch, so the date is UTC whatever the session's time zone.
     day = F.date_add(F.lit("1970-01-01").cast("date"), F.floor(millis / 86_400_000).cast("int"))
@@ -76,11 +80,16 @@ def usage_by_day(raw: DataFrame) -> DataFrame:
         for n in TOKEN_FIELDS
     ]
     model = F.col("fields").getItem("model")
+    verdict = (F.col("fields").getItem("driver_used") == F.lit("analyzer")).cast("int")
     return (
         raw.where(model.isNotNull())
-        .select(day.cast("string").alias("day"), model.alias("model"), *tokens)
+        .select(day.cast("string").alias("day"), model.alias("model"), verdict.alias("v"), *tokens)
         .groupBy("day", "model")
-        .agg(F.count("*").alias("verdicts"), *[F.sum(n).alias(n) for n in TOKEN_FIELDS])
+        .agg(
+            F.sum("v").alias("verdicts"),
+            (F.count("*") - F.sum("v")).alias("unusable"),
+            *[F.sum(n).alias(n) for n in TOKEN_FIELDS],
+        )
         .orderBy(F.desc("day"), "model")
     )
 
@@ -97,6 +106,7 @@ def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
         dg.TableColumn("day", "string"),
         dg.TableColumn("model", "string"),
         dg.TableColumn("verdicts", "int"),
+        dg.TableColumn("unusable", "int"),
         *[dg.TableColumn(n, "int") for n in TOKEN_FIELDS],
     ]
     if prices is not None:

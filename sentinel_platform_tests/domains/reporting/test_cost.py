@@ -91,6 +91,7 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
         (DAY_1 + 5, "analyzer", (1117, 46, 1024)),
         (DAY_1 + 6, "analyzer", (1117, 46, 1024)),
         (DAY_1 + 7, "fallback", None),
+        (DAY_1 + 8, "fallback", (1117, 400, 0)),  # cut at max_tokens: billed, no verdict
         (DAY_2 + 5, "analyzer", (2000, 100, 0)),
     ]
     for millis, driver, tokens in rows:
@@ -116,8 +117,9 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
     model = "gpt-4o-mini-2024-07-18"
     assert set(table) == {("2026-11-26", model), ("2026-11-27", model)}
     first = table[("2026-11-26", model)]
-    assert (first["verdicts"], first["input_tokens"], first["output_tokens"]) == (2, 2234, 92)
-    assert (first["cached_input_tokens"], first["cost"]) == (2048, 0.000237)
+    assert (first["verdicts"], first["unusable"]) == (2, 1)
+    assert (first["input_tokens"], first["output_tokens"]) == (3351, 492)
+    assert (first["cached_input_tokens"], first["cost"]) == (2048, 0.000644)
     assert table[("2026-11-27", model)]["cost"] == 0.00036
-    assert (meta["input_tokens"].value, meta["output_tokens"].value) == (4234, 192)
-    assert meta["cost"].value == pytest.approx(0.000597)
+    assert (meta["input_tokens"].value, meta["output_tokens"].value) == (5351, 592)
+    assert meta["cost"].value == pytest.approx(0.001004)

@@ -14,7 +14,7 @@ from sentinel_platform_tests.harness.model_api_server import (
     VERDICT,
     anthropic_reply,
 )
-from workers.analyzer import AnalyzerError, Usage
+from workers.analyzer import AnalyzerError, UnusableAnswer, Usage
 from workers.analyzer.anthropic_api import AnthropicApi
 from workers.analyzer.prompts import Prompt, load_prompt
 from workers.processors import axioms
@@ -118,3 +118,18 @@ def reply_with(**change: Any) -> bytes:
 def test_a_reply_that_does_not_validate_is_wrong(prompt: Prompt, body: bytes, error: str) -> None:
     with pytest.raises(AnalyzerError, match=error):
         AnthropicApi("m").read(body, prompt)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        reply_with(stop_reason="max_tokens"),
+        reply_with(content=[{"type": "text", "text": "low risk"}]),
+        reply_with(content=anthropic_reply(TOOL, {"narrative": "x"})["content"]),
+    ],
+    ids=["cut", "no-tool-call", "not-the-verdict"],
+)
+def test_a_billed_reply_without_a_verdict_says_what_it_cost(prompt: Prompt, body: bytes) -> None:
+    with pytest.raises(UnusableAnswer) as error:
+        AnthropicApi("claude").read(body, prompt)
+    assert (error.value.usage, error.value.model) == (Usage(472, 93, 0), ANTHROPIC_MODEL)

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timezone
 
 import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerExhausted, HttpAnalyzer
 from workers.analyzer.breaker import CircuitBreaker
-from workers.analyzer.fleet_limits import EXHAUSTED, FleetLimits
+from workers.analyzer.fleet_limits import EXHAUSTED, FleetExhausted, FleetLimits
+from workers.analyzer.token_budget import TokenBudget, budget_key, seconds_to_midnight
 from workers.processors import TransactionProcessor
 
 
@@ -161,4 +164,41 @@ def test_a_call_waiting_for_a_connection_is_not_sent_once_the_fleet_is_exhausted
     assert analyzer_server.requests == [], "sent after the exhaustion was known"
     assert [type(exc) for exc in outcome] == [AnalyzerExhausted]
     assert client.breaker.state == "closed"
+    client.close()
+
+
+@pytest.mark.parametrize("when_down", ["rules", "wait"])
+def test_a_spent_daily_budget_holds_the_fleet_like_any_exhaustion(
+    analyzer_server: AnalyzerServer,
+    redis_client: RedisClient,
+    settings: Settings,
+    metrics: Metrics,
+    when_down: str,
+) -> None:
+    budget = TokenBudget("exhausted-test", daily_tokens=1000)
+    day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    redis_client.set(budget_key("exhausted-test", f"day:{day}"), 1000)  # spent by the fleet
+    client = HttpAnalyzer(
+        analyzer_server.url,
+        timeout_s=2.0,
+        when_down=when_down,  # type: ignore[arg-type]
+        limits=FleetLimits("exhausted-test"),
+        budget=budget,
+    )
+    client.bind_redis(redis_client)
+    client.bind_metrics(metrics)
+    expected = AnalyzerExhausted if when_down == "rules" else Busy
+    with pytest.raises(expected):
+        client.assess_transaction(make_txn())
+    hold = holds.read_hold(redis_client, "exhausted-test")
+    assert hold is not None and hold.cause == EXHAUSTED
+    assert hold.reason.startswith("daily_tokens: daily token budget spent"), hold.reason
+    to_midnight = seconds_to_midnight(datetime.now(timezone.utc))
+    assert hold.seconds_left is not None and to_midnight - 60 < hold.seconds_left <= to_midnight + 1
+    assert analyzer_server.requests == [], "nothing is sent once the budget is spent"
+    other = FleetLimits("exhausted-test", client=redis_client)  # another worker of the fleet
+    with pytest.raises(FleetExhausted):
+        other.check_hold()
+    assert client.breaker.state == "closed"
+    assert metrics.snapshot()["analyzer_exhausted"] == 1
     client.close()

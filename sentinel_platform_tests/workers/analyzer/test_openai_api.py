@@ -11,7 +11,7 @@ import pytest
 
 from sentinel_platform.settings import load_settings
 from sentinel_platform_tests.harness.model_api_server import OPENAI_MODEL, VERDICT, openai_reply
-from workers.analyzer import AnalyzerError, Usage
+from workers.analyzer import AnalyzerError, UnusableAnswer, Usage
 from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import Prompt, load_prompt
 from workers.processors import axioms, transactions
@@ -149,3 +149,27 @@ def test_each_stream_declares_its_own_prompt_and_schema(tmp_path: Path) -> None:
     txn, axiom = (load_prompt(m.PROMPT, settings) for m in (transactions, axioms))
     assert (txn.schema_name, axiom.schema_name) == ("transaction_verdict", "axiom_verdict")
     assert txn.instructions != axiom.instructions and txn.version != axiom.version
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        reply_with({"finish_reason": "length"}, {"content": '{"is_threat": true, "ri'}),
+        reply_with({}, {"refusal": "I can't help with that.", "content": None}),
+        reply_with({}, {"content": "The transaction looks fine."}),
+        reply_with({}, {"content": json.dumps({**VERDICT, "risk_level": "x"})}),
+    ],
+    ids=["cut", "refusal", "not-json", "not-the-verdict"],
+)
+def test_a_billed_reply_without_a_verdict_says_what_it_cost(prompt: Prompt, body: bytes) -> None:
+    with pytest.raises(UnusableAnswer) as error:
+        OpenAiApi("gpt-4o-mini").read(body, prompt)
+    assert (error.value.usage, error.value.model) == (Usage(1117, 46, 1024), OPENAI_MODEL)
+
+
+def test_a_reply_without_usage_or_a_verdict_is_plainly_wrong(prompt: Prompt) -> None:
+    reply = json.loads(reply_with({"finish_reason": "length"}))
+    del reply["usage"]
+    with pytest.raises(AnalyzerError, match="cut at") as error:
+        OpenAiApi("m").read(json.dumps(reply).encode(), prompt)
+    assert not isinstance(error.value, UnusableAnswer)

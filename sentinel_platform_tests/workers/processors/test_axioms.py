@@ -9,8 +9,11 @@ import pytest
 from sentinel_platform.schemas import Axiom, SchemaError
 from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.harness.model_api_server import OPENAI_MODEL, ModelApiServer
 from workers.analyzer import HttpAnalyzer
-from workers.processors import AxiomProcessor
+from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.prompts import load_prompt
+from workers.processors import AxiomProcessor, axioms
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 RESULT_FIELDS = {
@@ -143,3 +146,18 @@ def test_invalid_axiom_raises_schema_error_naming_the_field(rules_settings: Sett
     with pytest.raises(SchemaError) as error:
         AxiomProcessor(rules_settings).parse(make_axiom().to_fields() | {"anomaly_score": "1.5"})
     assert error.value.field == "anomaly_score"
+
+
+def test_a_fallback_records_the_tokens_an_answer_cut_at_max_tokens_was_billed(
+    model_api_server: ModelApiServer, rules_settings: Settings
+) -> None:
+    model_api_server.cut_every = 1
+    prompts = {"axiom": load_prompt(axioms.PROMPT, rules_settings)}
+    api = OpenAiApi("gpt-4o-mini", max_output_tokens=50)
+    analyzer = HttpAnalyzer(model_api_server.url, 2.0, api=api, prompts=prompts)
+    effect = AxiomProcessor(rules_settings, analyzer).process(make_axiom(anomaly_score=0.9))
+    assert effect.result["driver_used"] == "fallback"
+    assert "cut at SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS" in effect.log_fields["analyzer_error"]
+    billed = int(effect.result["input_tokens"]) + int(effect.result["output_tokens"])
+    assert (effect.result["model"], effect.result["output_tokens"]) == (OPENAI_MODEL, "50")
+    assert billed == model_api_server.billed_tokens

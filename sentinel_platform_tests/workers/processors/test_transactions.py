@@ -12,8 +12,11 @@ import pytest
 from sentinel_platform.schemas import SchemaError, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
+from sentinel_platform_tests.harness.model_api_server import OPENAI_MODEL, ModelApiServer
 from workers.analyzer import Assessment, HttpAnalyzer, Usage
-from workers.processors import TransactionProcessor
+from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.prompts import load_prompt
+from workers.processors import TransactionProcessor, transactions
 from workers.processors.transactions import RULES, evaluate_rules
 
 BASE: dict[str, Any] = {
@@ -207,3 +210,18 @@ def test_a_verdict_records_what_its_api_reported(
     assessment: Assessment, recorded: dict[str, str]
 ) -> None:
     assert assessment.recorded() == recorded
+
+
+def test_a_fallback_records_the_tokens_an_answer_cut_at_max_tokens_was_billed(
+    model_api_server: ModelApiServer, rules_settings: Settings
+) -> None:
+    model_api_server.cut_every = 1
+    prompts = {"transaction": load_prompt(transactions.PROMPT, rules_settings)}
+    api = OpenAiApi("gpt-4o-mini", max_output_tokens=50)
+    analyzer = HttpAnalyzer(model_api_server.url, 2.0, api=api, prompts=prompts)
+    effect = TransactionProcessor(rules_settings, analyzer).process(make_txn(id="txn-cut"))
+    assert effect.result["driver_used"] == "fallback"
+    billed = int(effect.result["input_tokens"]) + int(effect.result["output_tokens"])
+    assert (effect.result["model"], effect.result["output_tokens"]) == (OPENAI_MODEL, "50")
+    assert billed == model_api_server.billed_tokens
+    assert effect.recent is not None and json.loads(effect.recent)["output_tokens"] == "50"
