@@ -82,7 +82,8 @@ format: $(VENV)/.installed-test
 ## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
 ## REDIS_URL=... runs them on that server; llama_cpp prints SKIP without the llm extra
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
-                  slow_processor analyzer_limits token_budget quota_exhausted llama_cpp
+                  slow_processor analyzer_limits token_budget quota_exhausted daily_budget \
+                  llama_cpp
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

@@ -5,11 +5,11 @@ Messages API as their references document them.
 ``choices[0].message.content`` is the verdict's JSON, ``POST .../messages`` with a
 ``message`` whose ``tool_use`` block calls the tool the request forced with the verdict as
 its input; both carry the documented ``usage``. Every request is recorded (path, headers
-lower-cased, JSON body, when it arrived and, once answered, its status and when), so a
-test sees the shape the worker sent. ``quota_after`` spends the quota after that many
-calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``cut_every`` cuts a
-share of the answers at ``max_tokens`` (billed in full, no verdict), and
-``billed_tokens`` adds up what every answer's ``usage`` billed. ``refuse_with`` makes
+lower-cased, JSON body, when it arrived and, once answered, its status, when and the
+tokens it billed), so a test sees the shape the worker sent. ``quota_after`` spends the
+quota after that many calls: every later call gets OpenAI's 429 ``insufficient_quota``.
+``cut_every`` cuts a share of the answers at ``max_tokens`` (billed in full, no verdict),
+and ``billed_tokens`` adds up what every answer's ``usage`` billed. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
 it. The ``model_api_server`` fixture serves one per test.
@@ -264,7 +264,9 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 if not admitted:
                     self.answer(429, RATE_LIMITED, limits)
                     return
-                self.answer(200, state.completion(state.verdict, body, prompt), limits)
+                reply = state.completion(state.verdict, body, prompt)
+                self.entry["billed"] = reply["usage"]["total_tokens"]
+                self.answer(200, reply, limits)
             elif self.path.endswith("/messages"):
                 tool = body["tool_choice"]["name"]
                 self.answer(200, anthropic_reply(tool, state.verdict), {})
