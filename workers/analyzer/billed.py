@@ -40,14 +40,13 @@ class UnusableAnswer(AnalyzerError):
 def billed(usage: Usage | None, model: str | None) -> Iterator[None]:
     """Read a reply's verdict inside this block: an :class:`AnalyzerError` raised in it
     leaves as :class:`UnusableAnswer` carrying ``usage`` and ``model``, so what was billed
-    is not lost with the verdict. Unchanged when the reply reports no ``usage`` (nothing
-    is known to count) or the error already says what was billed."""
+    is not lost with the verdict. Only a plain (*wrong*) error is replaced: one that
+    means more (exhausted, down, or already :class:`UnusableAnswer`) keeps its meaning,
+    and nothing changes when the reply reports no ``usage`` (nothing known to count)."""
     try:
         yield
-    except UnusableAnswer:
-        raise
     except AnalyzerError as exc:
-        if usage is None:
+        if usage is None or type(exc) is not AnalyzerError:
             raise
         raise UnusableAnswer(str(exc), usage, model) from None
 

@@ -20,7 +20,7 @@ USAGE = Usage(1117, 400, 1024)
         (AnalyzerError("cut"), USAGE, (UnusableAnswer, USAGE)),
         (AnalyzerError("cut"), None, (AnalyzerError, None)),  # nothing known to count
         (UnusableAnswer("x", Usage(1, 2), "m"), USAGE, (UnusableAnswer, Usage(1, 2))),
-        (AnalyzerExhausted("q", None, "c"), USAGE, (UnusableAnswer, USAGE)),
+        (AnalyzerExhausted("q", None, "c"), USAGE, (AnalyzerExhausted, None)),  # kept
         (ValueError("not ours"), USAGE, (ValueError, None)),
     ],
 )
