@@ -19,20 +19,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from workers.analyzer.answers import ApiKind
+from workers.analyzer.context_window import ContextWindow, context_error
 from workers.analyzer.model_api import (
     count,
     endpoint,
+    json_body,
     json_reply,
     refused_request,
     require_prompt,
     verdict_from,
 )
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted, Assessment, Usage
+from workers.analyzer.replies import AnalyzerError, Assessment, Usage
 
 VERSION = "2023-06-01"
 
@@ -45,6 +48,8 @@ class AnthropicApi:
     key: str = field(default="", repr=False)
     max_output_tokens: int = 400
     kind: ApiKind = "anthropic"
+    #: The model's context where known: a body that cannot fit it is not sent.
+    context: ContextWindow = field(default_factory=ContextWindow, compare=False, repr=False)
 
     def endpoint(self, base_url: str) -> str:
         """``/v1/messages`` below the base URL (``https://api.anthropic.com``), or
@@ -59,6 +64,12 @@ class AnthropicApi:
         return headers
 
     def request(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        body = self.body(kind, payload, prompt)
+        self.context.check(body, self.max_output_tokens, partial(self.body, kind, {}, prompt))
+        return body
+
+    def body(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        """The request about ``payload``, in UTF-8 (:func:`json_body`)."""
         prompt = require_prompt(prompt, kind)
         tool = tool_name(prompt)
         body = {
@@ -80,12 +91,15 @@ class AnthropicApi:
                     "cache_control": {"type": "ephemeral"},
                 }
             ],
-            "messages": [{"role": "user", "content": json.dumps(payload, sort_keys=True)}],
+            "messages": [
+                {"role": "user", "content": json.dumps(payload, sort_keys=True, ensure_ascii=False)}
+            ],
         }
-        return json.dumps(body).encode()
+        return json_body(body)
 
-    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
-        return refused_request(status, body)
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerError | None:
+        context = context_error(status, body, self.max_output_tokens, self.context)
+        return context or refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         reply = json_reply(body)
