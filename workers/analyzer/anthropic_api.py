@@ -13,6 +13,9 @@ before the message, ``temperature`` 0 and ``max_tokens``
 verdict records the whole prompt (plus ``cache_creation_input_tokens`` and
 ``cache_read_input_tokens``) as ``input_tokens``, and the cache reads as
 ``cached_input_tokens``, so the figures compare with OpenAI's.
+
+The body goes out as UTF-8 text, never ``\\uXXXX`` escapes; one that cannot fit the
+model's context, where it is known, is not sent (:mod:`workers.analyzer.context_window`).
 """
 
 from __future__ import annotations

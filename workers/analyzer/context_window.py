@@ -49,7 +49,8 @@ _REFUSALS = (
     re.compile(r"Requested tokens \(\d+\) exceed context window of (\d+)"),
     # llama.cpp's server: "request (N tokens) exceeds the available context size (M tokens)"
     re.compile(r"exceeds the available context size(?: \((\d+) tokens\))?", re.IGNORECASE),
-    # vLLM: "'max_tokens' or 'max_completion_tokens' is too large: ..." (the size follows)
+    # vLLM: "'max_tokens' or 'max_completion_tokens' is too large: ..." (its "maximum
+    # context length is N tokens" further on gives the size, read by the first pattern)
     re.compile(r"'max_tokens' or 'max_completion_tokens' is too large"),
 )
 #: Error codes and types that say "context" whatever the message.
@@ -91,9 +92,6 @@ def context_refusal(status: int, body: bytes) -> ContextRefusal | None:
         known = True
         if size is None and found.groups() and found[1]:
             size = int(found[1])
-    if size is None and known:  # vLLM's "too large" names the size further on
-        found = _REFUSALS[0].search(error.message)
-        size = int(found[1]) if found else None
     return ContextRefusal(error, size) if known else None
 
 
@@ -138,11 +136,11 @@ def fits(body_bytes: int, max_tokens: int, context_tokens: int) -> bool:
 
 
 class ContextWindow:
-    """The model's context in tokens, where known: ``configured``
-    (``SENTINEL_ANALYZER_CONTEXT_TOKENS``) or the smallest a refusal announced since
-    (:meth:`learn`; a server's word beats a guessed setting). One per worker, shared by
-    its threads; what it learns lasts the worker's life (a model's context is fixed while
-    it is served)."""
+    """The model's context in tokens, where known: the smallest of ``configured``
+    (``SENTINEL_ANALYZER_CONTEXT_TOKENS``) and what refusals announced since
+    (:meth:`learn`), so a setting above the server's real context is corrected by its
+    first refusal. One per worker, shared by its threads; what it learns lasts the
+    worker's life (a model's context is fixed while it is served)."""
 
     def __init__(self, configured: int | None = None) -> None:
         if configured is not None and configured < 1:

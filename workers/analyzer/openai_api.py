@@ -16,6 +16,9 @@ expect that header. The reply's ``choices[0].message.content`` must be the verdi
 JSON; a refusal, an answer cut at ``max_tokens`` or one that does not validate is
 "wrong". ``usage`` gives the tokens (``prompt_tokens_details.cached_tokens`` the cached
 ones, where reported).
+
+The body goes out as UTF-8 text, never ``\\uXXXX`` escapes; one that cannot fit the
+model's context, where it is known, is not sent (:mod:`workers.analyzer.context_window`).
 """
 
 from __future__ import annotations
