@@ -160,8 +160,8 @@ INSUFFICIENT_QUOTA = {
 
 def context_refusal(dialect: str, context: int, prompt: int, completion: int) -> dict[str, Any]:
     """The documented 400 body for a request of ``prompt`` + ``completion`` tokens past a
-    ``context``-token model: vLLM's (``vllm/entrypoints/openai/serving_engine.py``:
-    ``_validate_input``, its ``ErrorResponse`` in the ``{"error": {...}}`` form, or the
+    ``context``-token model: vLLM's (its OpenAI server's ``_validate_input``, the
+    ``ErrorResponse`` in the ``{"error": {...}}`` form, or the
     older top-level ``{"object": "error", ...}``), OpenAI's ``context_length_exceeded``
     (its error-codes guide) and Anthropic's "prompt is too long" (its errors page)."""
     if dialect == "anthropic":
