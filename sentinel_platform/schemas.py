@@ -30,7 +30,9 @@ from typing_extensions import Self
 Category = Literal["grocery", "forex", "retail", "suspicious", "other"]
 AxiomStatus = Literal["nominal", "degraded", "critical"]
 RiskLevel = Literal["low", "medium", "high"]
-DeadLetterReason = Literal["invalid_message", "max_deliveries_exceeded", "expired_marker"]
+DeadLetterReason = Literal[
+    "invalid_message", "max_deliveries_exceeded", "expired_marker", "unprocessable"
+]
 
 #: ISO-4217 codes the platform knows. Unknown codes are rejected rather than guessed.
 CURRENCIES = frozenset(

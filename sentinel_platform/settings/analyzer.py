@@ -142,6 +142,16 @@ class AnalyzerSettings(BaseModel):
         description="most tokens the model may write per verdict (sent as max_tokens; the "
         "verdict itself needs about 100)",
     )
+    analyzer_context_tokens: int | None = Field(
+        None,
+        ge=64,
+        le=10_000_000,
+        description="the model's context in tokens (prompt and max_tokens together), for "
+        "the openai and anthropic APIs: a message that cannot fit it is not sent but decided "
+        "as SENTINEL_ANALYZER_WHEN_DOWN says (wait: dead-lettered), counting its bytes at "
+        "their fewest tokens; must exceed SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS; unset: "
+        "learnt from the first refusal that announces it",
+    )
     analyzer_response_format: Literal["json_schema", "json_object"] = Field(
         "json_schema",
         description="how the openai API is asked for the verdict's JSON schema: json_schema "
@@ -288,7 +298,8 @@ def check_model_api(settings: AnalyzerSettings) -> None:
     """Refuse, naming the setting, what cannot call a model API: a known model API's URL
     with no ``SENTINEL_ANALYZER_API`` (today's contract would be sent to it and every
     verdict fall back to the rules), no model for openai or anthropic, an API without a
-    URL, both key settings, an unreadable or empty key file."""
+    URL, both key settings, an unreadable or empty key file, a context that leaves no room
+    for a message."""
     api = settings.analyzer_api
     hosted = model_api_host(
         settings.analyzer_url.get_secret_value() if settings.analyzer_url else ""
@@ -309,3 +320,14 @@ def check_model_api(settings: AnalyzerSettings) -> None:
         )
     if settings.analyzer_api_key_file is not None:
         read_key_file(settings.analyzer_api_key_file)
+    context = settings.analyzer_context_tokens
+    if context is not None and api not in ("openai", "anthropic"):
+        raise ValueError(
+            "SENTINEL_ANALYZER_CONTEXT_TOKENS is for SENTINEL_ANALYZER_API=openai or anthropic"
+        )
+    if context is not None and context <= settings.analyzer_max_output_tokens:
+        raise ValueError(
+            f"SENTINEL_ANALYZER_CONTEXT_TOKENS ({context}) must exceed "
+            f"SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS ({settings.analyzer_max_output_tokens}): "
+            "no message would fit beside the verdict"
+        )

@@ -12,7 +12,9 @@ quota after that many calls: every later call gets OpenAI's 429 ``insufficient_q
 and ``billed_tokens`` adds up what every answer's ``usage`` billed. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
-it. The ``model_api_server`` fixture serves one per test.
+it. ``context_tokens`` refuses a request whose prompt and ``max_tokens`` exceed that
+context with the refusal its ``context_dialect`` documents (:func:`context_refusal`). The
+``model_api_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ class ModelApiServer:
     announce: bool = False
     #: The requests-per-minute limit announced beside it (not enforced).
     requests_per_minute: int = 10_000
+    #: A model context in tokens (None: unbounded): a request whose prompt (counted as
+    #: :meth:`charge` does) and ``max_tokens`` exceed it is refused in ``context_dialect``.
+    context_tokens: int | None = None
+    #: ``vllm``, ``vllm_max_tokens``, ``vllm_legacy`` or ``openai`` (Chat Completions);
+    #: Messages calls are refused in Anthropic's words whatever it says.
+    context_dialect: str = "vllm_max_tokens"
     admitted_tokens: int = 0
     rate_limited: int = 0
     #: Every charge: (monotonic time, tokens, admitted).
@@ -129,6 +137,19 @@ class ModelApiServer:
         }
         return admitted, prompt, headers if self.announce else {}
 
+    def too_long(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The refusal of a request past :attr:`context_tokens`, or None when it fits."""
+        if self.context_tokens is None:
+            return None
+        system = body.get("system") or []
+        text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        text += "".join(str(block.get("text", "")) for block in system)
+        prompt, completion = math.ceil(len(text) / 4), int(body.get("max_tokens") or 0)
+        if prompt + completion <= self.context_tokens:
+            return None
+        dialect = "anthropic" if system else self.context_dialect
+        return context_refusal(dialect, self.context_tokens, prompt, completion)
+
     def quota_spent(self) -> bool:
         """Whether this call finds the quota spent (else it is counted as admitted)."""
         with self.lock:
@@ -168,6 +189,45 @@ INSUFFICIENT_QUOTA = {
         "code": "insufficient_quota",
     }
 }
+
+
+def context_refusal(dialect: str, context: int, prompt: int, completion: int) -> dict[str, Any]:
+    """The documented 400 body for a request of ``prompt`` + ``completion`` tokens past a
+    ``context``-token model: vLLM's (its OpenAI server's ``_validate_input``, the
+    ``ErrorResponse`` in the ``{"error": {...}}`` form, or the
+    older top-level ``{"object": "error", ...}``), OpenAI's ``context_length_exceeded``
+    (its error-codes guide) and Anthropic's "prompt is too long" (its errors page)."""
+    if dialect == "anthropic":
+        message = f"prompt is too long: {prompt + completion} tokens > {context} maximum"
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    if dialect == "openai":
+        said = (
+            f"This model's maximum context length is {context} tokens. However, your "
+            f"messages resulted in {prompt + completion} tokens. Please reduce the length of "
+            "the messages."
+        )
+        return {
+            "error": {
+                "message": said,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        }
+    if dialect == "vllm_max_tokens":
+        said = (
+            f"'max_tokens' or 'max_completion_tokens' is too large: {completion}. This "
+            f"model's maximum context length is {context} tokens and your request has "
+            f"{prompt} input tokens ({completion} > {context} - {prompt})."
+        )
+    else:
+        said = (
+            f"This model's maximum context length is {context} tokens. However, you "
+            f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} "
+            "in the completion). Please reduce the length of the messages or completion."
+        )
+    error = {"message": said, "type": "BadRequestError", "param": None, "code": 400}
+    return {"object": "error", **error} if dialect == "vllm_legacy" else {"error": error}
 
 
 def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +315,8 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 }
                 refused = state.refusal_body or error
                 self.answer(state.refuse_with, refused, {"x-echoed-key": key})
+            elif (too_long := state.too_long(body)) is not None:
+                self.answer(400, too_long, {})
             elif self.path.endswith("/chat/completions"):
                 if state.quota_spent():  # refused at once, as a refusal runs no model
                     self.answer(429, INSUFFICIENT_QUOTA, {})

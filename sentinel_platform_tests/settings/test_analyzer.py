@@ -17,6 +17,7 @@ URL = "https://api.openai.com/v1"
 #: A self-hosted server: nothing says which API it speaks, so unset means sentinel.
 LOCAL = "http://127.0.0.1:8000/v1"
 KEY = "sk-proj-Adapt3rs-K3y-0123456789"
+MODEL_API = {"analyzer_api": "openai", "analyzer_url": LOCAL, "analyzer_model": "m"}
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,16 @@ KEY = "sk-proj-Adapt3rs-K3y-0123456789"
         ({"analyzer_url": LOCAL, "analyzer_api_key_file": "{empty}"}, "KEY_FILE: "),
         ({"analyzer_url": LOCAL, "analyzer_response_format": "xml"}, "RESPONSE_FORMAT="),
         ({"analyzer_url": LOCAL, "analyzer_max_output_tokens": 0}, "MAX_OUTPUT_TOKENS="),
+        (
+            {**MODEL_API, "analyzer_context_tokens": 400},
+            "SENTINEL_ANALYZER_CONTEXT_TOKENS (400) must exceed "
+            "SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS (400)",
+        ),
+        ({**MODEL_API, "analyzer_context_tokens": 0}, "SENTINEL_ANALYZER_CONTEXT_TOKENS="),
+        (
+            {"analyzer_url": LOCAL, "analyzer_context_tokens": 8192},
+            "SENTINEL_ANALYZER_CONTEXT_TOKENS is for SENTINEL_ANALYZER_API=openai or anthropic",
+        ),
         # a model API's URL with the API unset: today's contract would be sent to it
         (
             {"analyzer_url": URL},

@@ -258,6 +258,10 @@ def assert_documented_request(
             },
             "SENTINEL_ANALYZER_TRANSACTIONS_PROMPT_FILE",
         ),
+        (  # the prompt and max_tokens alone are past the context set
+            {"analyzer_api": "openai", "analyzer_model": "m", "analyzer_context_tokens": "450"},
+            "SENTINEL_ANALYZER_CONTEXT_TOKENS",
+        ),
     ],
 )
 def test_a_setting_that_cannot_call_the_api_stops_the_worker_naming_it(

@@ -18,6 +18,9 @@ module:
   and the assessment it carries;
 * :mod:`workers.analyzer.answers`: every documented refusal of each API, classified;
 * :mod:`workers.analyzer.billed`: the tokens of an answer billed without a verdict;
+* :mod:`workers.analyzer.context_window`: a message too long for the model's context,
+  refused as that message's alone (read from each server's refusal, or known before
+  sending);
 * :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
 * :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;

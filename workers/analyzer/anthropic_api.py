@@ -13,27 +13,33 @@ before the message, ``temperature`` 0 and ``max_tokens``
 verdict records the whole prompt (plus ``cache_creation_input_tokens`` and
 ``cache_read_input_tokens``) as ``input_tokens``, and the cache reads as
 ``cached_input_tokens``, so the figures compare with OpenAI's.
+
+The body goes out as UTF-8 text, never ``\\uXXXX`` escapes; one that cannot fit the
+model's context, where it is known, is not sent (:mod:`workers.analyzer.context_window`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
 from workers.analyzer.answers import ApiKind
 from workers.analyzer.billed import billed
+from workers.analyzer.context_window import ContextWindow, context_error
 from workers.analyzer.model_api import (
     count,
     endpoint,
+    json_body,
     json_reply,
     refused_request,
     require_prompt,
     verdict_from,
 )
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted, Assessment, Usage
+from workers.analyzer.replies import AnalyzerError, Assessment, Usage
 
 VERSION = "2023-06-01"
 
@@ -46,6 +52,8 @@ class AnthropicApi:
     key: str = field(default="", repr=False)
     max_output_tokens: int = 400
     kind: ApiKind = "anthropic"
+    #: The model's context where known: a body that cannot fit it is not sent.
+    context: ContextWindow = field(default_factory=ContextWindow, compare=False, repr=False)
 
     def endpoint(self, base_url: str) -> str:
         """``/v1/messages`` below the base URL (``https://api.anthropic.com``), or
@@ -60,6 +68,12 @@ class AnthropicApi:
         return headers
 
     def request(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        body = self.body(kind, payload, prompt)
+        self.context.check(body, self.max_output_tokens, partial(self.body, kind, {}, prompt))
+        return body
+
+    def body(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        """The request about ``payload``, in UTF-8 (:func:`json_body`)."""
         prompt = require_prompt(prompt, kind)
         tool = tool_name(prompt)
         body = {
@@ -81,12 +95,15 @@ class AnthropicApi:
                     "cache_control": {"type": "ephemeral"},
                 }
             ],
-            "messages": [{"role": "user", "content": json.dumps(payload, sort_keys=True)}],
+            "messages": [
+                {"role": "user", "content": json.dumps(payload, sort_keys=True, ensure_ascii=False)}
+            ],
         }
-        return json.dumps(body).encode()
+        return json_body(body)
 
-    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
-        return refused_request(status, body)
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerError | None:
+        context = context_error(status, body, self.max_output_tokens, self.context)
+        return context or refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         """The verdict; an answer without one that reports ``usage`` (cut at

@@ -66,6 +66,7 @@ from workers.analyzer.replies import (
     AnalyzerWaiting,
     Assessment,
     CircuitOpenError,
+    MessageRefused,
     NoFreeConnection,
     Usage,
     describe,
@@ -289,6 +290,13 @@ class HttpAnalyzer:
         except AnalyzerBusy as busy:
             self._busy(admission.ticket, busy)
             raise
+        except MessageRefused as exc:  # this message's alone: no hold, not a failure
+            self._count(exc.outcome)
+            self._changed(
+                (self.breaker.busy if exc.sent else self.breaker.released)(admission.ticket)
+            )
+            log.warning("analyzer_refused_message", extra={**self._log_fields, "reason": str(exc)})
+            raise exc.when_down(self.when_down) from None
         except AnalyzerExhausted as exc:
             self._exhausted(admission.ticket, exc)
             raise self._when_down(exc, None) from None

@@ -12,28 +12,36 @@ from sentinel_platform.settings import Settings, SettingsError
 from workers.analyzer.anthropic_api import AnthropicApi
 from workers.analyzer.breaker import CircuitBreaker
 from workers.analyzer.client import HttpAnalyzer
+from workers.analyzer.context_window import ContextWindow
 from workers.analyzer.fleet_limits import FleetLimits, analyzer_key_id
 from workers.analyzer.model_api import ModelApi
 from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import StreamPrompt, load_prompt
+from workers.analyzer.replies import AnalyzerError
 from workers.analyzer.sentinel_api import SentinelApi
 from workers.analyzer.token_budget import TokenBudget
 
 
 def model_api_from_settings(settings: Settings) -> ModelApi:
-    """The API module ``SENTINEL_ANALYZER_API`` names, with its model and key (the
-    settings have already refused a model API without a model)."""
+    """The API module ``SENTINEL_ANALYZER_API`` names, with its model, key and the
+    model's context where ``SENTINEL_ANALYZER_CONTEXT_TOKENS`` gives it (the settings
+    have already refused a model API without a model)."""
     model = settings.analyzer_model or ""
     try:
         key = settings.analyzer_key_value
     except ValueError as exc:  # the key file went away since the settings were read
         raise SettingsError(str(exc)) from None
+    context = ContextWindow(settings.analyzer_context_tokens)
     if settings.analyzer_api_kind == "openai":
         return OpenAiApi(
-            model, key, settings.analyzer_max_output_tokens, settings.analyzer_response_format
+            model,
+            key,
+            settings.analyzer_max_output_tokens,
+            settings.analyzer_response_format,
+            context=context,
         )
     if settings.analyzer_api_kind == "anthropic":
-        return AnthropicApi(model, key, settings.analyzer_max_output_tokens)
+        return AnthropicApi(model, key, settings.analyzer_max_output_tokens, context=context)
     return SentinelApi()
 
 
@@ -48,13 +56,19 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     ``SENTINEL_ANALYZER_ID``, ``SENTINEL_ANALYZER_RATE_LIMIT`` and its token budget
     ``SENTINEL_ANALYZER_TOKENS_PER_MINUTE`` / ``SENTINEL_ANALYZER_DAILY_TOKENS`` (shared
     once the worker calls :meth:`HttpAnalyzer.bind_redis`). ``declared`` are the prompts
-    of the stream the worker serves, loaded now (a prompt file that cannot be read fails
-    start-up); the ``sentinel`` API sends none."""
+    of the stream the worker serves, loaded now (a prompt file that cannot be read, or
+    one that alone does not fit ``SENTINEL_ANALYZER_CONTEXT_TOKENS``, fails start-up);
+    the ``sentinel`` API sends none."""
     if settings.analyzer_url is None:
         return None
     url = settings.analyzer_url.get_secret_value()
     api = model_api_from_settings(settings)
     prompts = {} if api.kind == "sentinel" else {p.kind: load_prompt(p, settings) for p in declared}
+    try:
+        for kind, prompt in prompts.items():  # the prompt alone must fit a context set
+            api.request(kind, {}, prompt)
+    except AnalyzerError as exc:
+        raise SettingsError(f"SENTINEL_ANALYZER_CONTEXT_TOKENS: {exc}") from None
     breaker = CircuitBreaker(
         settings.analyzer_breaker_failures, settings.analyzer_breaker_cooldown_s
     )

@@ -37,6 +37,7 @@ __all__ = [
     "ApiKind",
     "ModelApi",
     "endpoint",
+    "json_body",
     "json_reply",
     "refused_request",
     "verdict_from",
@@ -85,16 +86,20 @@ class ModelApi(Protocol):
 
     def request(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
         """The body of one call about ``payload`` (a ``kind`` message), ``prompt`` its
-        stream's (None where the API needs none)."""
+        stream's (None where the API needs none). A model API raises
+        :class:`~workers.analyzer.replies.MessageRefused` for a body that cannot fit the
+        model's context where it is known
+        (:class:`~workers.analyzer.context_window.ContextWindow`)."""
         ...
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         """The verdict in a 2xx reply; :class:`AnalyzerError` for anything else."""
         ...
 
-    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
-        """The error for a refusal of what this recipe sends (see :func:`refused_request`),
-        or None to let :func:`~workers.analyzer.answers.refusal` read the answer."""
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerError | None:
+        """The error for a refusal of what this recipe sends (see :func:`refused_request`)
+        or of this one message (:func:`~workers.analyzer.context_window.context_error`), or
+        None to let :func:`~workers.analyzer.answers.refusal` read the answer."""
         ...
 
 
@@ -106,6 +111,17 @@ def endpoint(base_url: str, path: str) -> str:
     if not base.endswith(path):
         base = f"{base}{path}"
     return urlunsplit((parts.scheme, parts.netloc, base, parts.query, ""))
+
+
+def json_body(value: Any) -> bytes:
+    """``value`` as JSON in UTF-8, non-ASCII text as itself rather than ``\\uXXXX`` escapes
+    (an escape is several tokens where its character is one or less, so an escaped memo
+    could fill a model's context its text fits). A lone surrogate (valid in JSON, not in
+    UTF-8) makes the body go escaped, as JSON allows."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
 
 
 def json_reply(body: bytes) -> dict[str, Any]:
@@ -164,7 +180,10 @@ def refused_request(status: int, body: bytes) -> AnalyzerExhausted | None:
     """A refusal of the request itself (a parameter the server does not take, a model it
     does not serve): no retry and no rules fallback per message fixes a recipe, so it is
     *exhausted* (cause ``request_refused``: the fleet stops calling until an operator
-    changes the setting it names and releases it), never "down". None for anything else."""
+    changes the setting it names and releases it), never "down". None for anything else.
+    The model APIs read a refusal for one message's length first
+    (:func:`~workers.analyzer.context_window.context_error`): its words name
+    ``max_tokens`` too, but it holds nobody but that message."""
     if status not in REFUSING_STATUSES:
         return None
     text = body[:4096].decode("utf-8", errors="replace").lower()

@@ -16,27 +16,33 @@ expect that header. The reply's ``choices[0].message.content`` must be the verdi
 JSON; a refusal, an answer cut at ``max_tokens`` or one that does not validate is
 "wrong", its ``usage`` counted all the same (it was billed). ``usage`` gives the tokens
 (``prompt_tokens_details.cached_tokens`` the cached ones, where reported).
+
+The body goes out as UTF-8 text, never ``\\uXXXX`` escapes; one that cannot fit the
+model's context, where it is known, is not sent (:mod:`workers.analyzer.context_window`).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from workers.analyzer.answers import ApiKind
 from workers.analyzer.billed import billed
+from workers.analyzer.context_window import ContextWindow, context_error
 from workers.analyzer.model_api import (
     count,
     endpoint,
+    json_body,
     json_reply,
     refused_request,
     require_prompt,
     verdict_from,
 )
 from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted, Assessment, Usage
+from workers.analyzer.replies import AnalyzerError, Assessment, Usage
 
 ResponseFormat = Literal["json_schema", "json_object"]
 PATH = "/chat/completions"
@@ -57,6 +63,8 @@ class OpenAiApi:
     max_output_tokens: int = 400
     response_format: ResponseFormat = "json_schema"
     kind: ApiKind = "openai"
+    #: The model's context where known: a body that cannot fit it is not sent.
+    context: ContextWindow = field(default_factory=ContextWindow, compare=False, repr=False)
 
     def endpoint(self, base_url: str) -> str:
         return endpoint(base_url, PATH)
@@ -70,18 +78,27 @@ class OpenAiApi:
         return {"Authorization": f"Bearer {self.key}"}
 
     def request(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        body = self.body(kind, payload, prompt)
+        self.context.check(body, self.max_output_tokens, partial(self.body, kind, {}, prompt))
+        return body
+
+    def body(self, kind: str, payload: dict[str, Any], prompt: Prompt | None) -> bytes:
+        """The request about ``payload``, in UTF-8 (:func:`json_body`)."""
         prompt = require_prompt(prompt, kind)
         body = {
             "model": self.model,
             "messages": [
                 {"role": "system", "content": prompt.instructions},
-                {"role": "user", "content": json.dumps(payload, sort_keys=True)},
+                {
+                    "role": "user",
+                    "content": json.dumps(payload, sort_keys=True, ensure_ascii=False),
+                },
             ],
             "temperature": 0,
             "max_tokens": self.max_output_tokens,
             "response_format": self.format_of(prompt),
         }
-        return json.dumps(body).encode()
+        return json_body(body)
 
     def format_of(self, prompt: Prompt) -> dict[str, Any]:
         if self.response_format == "json_object":
@@ -91,8 +108,9 @@ class OpenAiApi:
             "json_schema": {"name": prompt.schema_name, "strict": True, "schema": prompt.schema},
         }
 
-    def misconfigured(self, status: int, body: bytes) -> AnalyzerExhausted | None:
-        return refused_request(status, body)
+    def misconfigured(self, status: int, body: bytes) -> AnalyzerError | None:
+        context = context_error(status, body, self.max_output_tokens, self.context)
+        return context or refused_request(status, body)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
         """The verdict; an answer without one that reports ``usage`` was billed all the

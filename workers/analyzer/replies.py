@@ -27,7 +27,7 @@ import urllib3
 
 from sentinel_platform.redaction import scrub
 from sentinel_platform.schemas import RiskLevel
-from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.consumer.processor import Busy, Unprocessable
 
 RISK_LEVELS: tuple[str, ...] = get_args(RiskLevel)
 NARRATIVE_MAX_CHARS = 4000
@@ -75,6 +75,28 @@ class AnalyzerExhausted(AnalyzerError):
         super().__init__(message)
         self.until_s = until_s
         self.cause = cause
+
+
+class MessageRefused(AnalyzerError):
+    """The analyzer cannot take *this* message (it does not fit the model's context), and
+    asking again would only repeat the refusal. The analyzer itself is fine: the breaker
+    does not count it, the fleet is not held, and the other messages are called for as
+    before. Under ``SENTINEL_ANALYZER_WHEN_DOWN=rules`` the rules decide the message;
+    under ``wait``, which would wait for ever, it is dead-lettered
+    (:meth:`when_down`). ``sent`` is False for one refused before it was sent (the
+    model's context known and the message past it): the analyzer was not asked."""
+
+    def __init__(self, message: str, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+    def when_down(self, mode: str) -> Exception:
+        """What the processor gets under ``SENTINEL_ANALYZER_WHEN_DOWN=mode``: this error
+        (the rules decide), or for ``wait`` :class:`Unprocessable` with the reason (the
+        consumer dead-letters the message with its whole payload)."""
+        if mode == "wait":
+            return Unprocessable(f"the analyzer cannot take this message: {self}")
+        return self
 
 
 class AnalyzerBusy(Busy):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.processor import Busy, Effect
+from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
 
@@ -96,6 +96,8 @@ class AxiomProcessor(WireProcessor[Axiom]):
                 risk, driver, narrative = assessment.risk_level, "analyzer", assessment.narrative
                 recorded = assessment.recorded()
             except Busy:  # at capacity: the reading waits for its audit
+                raise
+            except Unprocessable:  # no verdict may be made without the analyzer: DLQ
                 raise
             except Exception as exc:  # any analyzer failure means: assume the worst
                 risk, driver = "high", "fallback"

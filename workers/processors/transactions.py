@@ -39,7 +39,7 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.processor import Busy, Effect
+from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
 
@@ -174,6 +174,8 @@ class TransactionProcessor(WireProcessor[Transaction]):
                 )
                 said = {"narrative": assessment.narrative, **assessment.recorded()}
             except Busy:  # at capacity: the message waits for its AI verdict
+                raise
+            except Unprocessable:  # no verdict may be made without the analyzer: DLQ
                 raise
             except Exception as exc:  # any analyzer failure means: trust the rules
                 driver = "fallback"

@@ -9,6 +9,8 @@ has a second effect.
 
 A processor whose downstream is at capacity raises :class:`Busy` instead of failing: that
 is backpressure, not an error, and the loop treats it apart from every other exception.
+One that meets a message no retry can process raises :class:`Unprocessable`, which
+dead-letters it at once.
 
 What a processor hands back must be committable as it is (:func:`check_natural_key`,
 :func:`check_effect`): a key or a value the client cannot send is the processor's bug,
@@ -98,6 +100,16 @@ class Busy(Exception):
 
     def __reduce__(self) -> tuple[type[Busy], tuple[float | None, str]]:
         return (type(self), (self.retry_after_s, self.reason))
+
+
+class Unprocessable(Exception):
+    """This message can be processed neither now nor on any retry, and no other way of
+    deciding it is allowed (a downstream refused it for what it is, such as a memo too
+    long for the analyzer's model, and the settings forbid deciding it without that
+    downstream). Raised by :meth:`Processor.process`; the loop dead-letters the message
+    at once (reason ``unprocessable``, the exception's text as the error, the whole
+    payload kept) instead of retrying it to the delivery limit, where the same refusal
+    would only be repeated."""
 
 
 @dataclass(frozen=True)

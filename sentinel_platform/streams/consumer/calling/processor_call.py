@@ -2,13 +2,14 @@
 
 :class:`ProcessorCall` turns a :class:`~sentinel_platform.streams.consumer.outcomes.Prepared`
 message into an outcome: the effect to commit, a dead letter (``SchemaError``: the content
-does not fit), or a failure (any other exception, an effect that cannot be sent or that
-was built for another message), to be retried after ``SENTINEL_RETRY_BACKOFF_MS`` and
-dead-lettered at the delivery limit. ``Busy`` passes through (the calls park the
-message). A ``BaseException`` that is not an ``Exception`` is a failure too
-(:meth:`ProcessorCall.failed`, logged ``processing_aborted`` with its traceback): a
-plug-in calling ``sys.exit`` must not end a thread, the worker or, message after message,
-the fleet. The message in a call is in the hang watchdog's hand (``watchdog.py``).
+does not fit; ``Unprocessable``: no retry can process it), or a failure (any other
+exception, an effect that cannot be sent or that was built for another message), to be
+retried after ``SENTINEL_RETRY_BACKOFF_MS`` and dead-lettered at the delivery limit.
+``Busy`` passes through (the calls park the message). A ``BaseException`` that is not an
+``Exception`` is a failure too (:meth:`ProcessorCall.failed`, logged ``processing_aborted``
+with its traceback): a plug-in calling ``sys.exit`` must not end a thread, the worker or,
+message after message, the fleet. The message in a call is in the hang watchdog's hand
+(``watchdog.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sentinel_platform.streams.consumer.processor import (
     Busy,
     InvalidEffectError,
     Processor,
+    Unprocessable,
     check_effect,
 )
 
@@ -89,6 +91,8 @@ class ProcessorCall:
             raise
         except SchemaError as exc:
             return DeadLetterOp(delivery, "invalid_message", describe_error(exc))
+        except Unprocessable as exc:
+            return DeadLetterOp(delivery, "unprocessable", describe_error(exc))
         except Exception as exc:  # a processor error never kills the worker
             return self.failed(delivery, exc)
         finally:
