@@ -10,7 +10,9 @@ test sees the shape the worker sent. ``quota_after`` spends the quota after that
 calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
-it. The ``model_api_server`` fixture serves one per test.
+it. ``accepted_keys`` serves only requests carrying one of those keys and answers any other
+with the API's documented 401 (:func:`rejected_key`), as a provider does once a key is
+revoked. The ``model_api_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class ModelApiServer:
     #: The refusal's body instead of the key-echoing one (a server's own error text).
     refusal_body: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Serve only these keys (``Authorization: Bearer`` or ``x-api-key``); None: any.
+    accepted_keys: frozenset[str] | None = None
     #: Seconds each admitted Chat Completions call takes before its answer.
     latency_s: float = 0.0
     #: Chat Completions only: calls admitted before the quota is spent (None: never);
@@ -137,6 +141,36 @@ INSUFFICIENT_QUOTA = {
 }
 
 
+def masked(key: str) -> str:
+    """A key as OpenAI's 401 message shows it: its first 8 and last 4 characters."""
+    return f"{key[:8]}{'*' * max(0, len(key) - 12)}{key[-4:]}" if len(key) > 12 else "***"
+
+
+def rejected_key(path: str, key: str) -> dict[str, Any]:
+    """The documented 401 of an unknown or revoked key: OpenAI's ``invalid_api_key``
+    (error codes guide), Anthropic's ``authentication_error`` (errors reference)."""
+    if path.endswith("/messages"):
+        return {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        }
+    return {
+        "error": {
+            "message": f"Incorrect API key provided: {masked(key)}. You can find your API "
+            "key at https://platform.openai.com/account/api-keys.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+    }
+
+
+def request_key(headers: dict[str, str]) -> str:
+    """The key a request carries (lower-cased header names)."""
+    bearer = headers.get("authorization", "").removeprefix("Bearer ")
+    return bearer or headers.get("x-api-key", "")
+
+
 def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions reference's response object, the verdict as its content."""
     return {
@@ -210,7 +244,10 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
             state.record(self.entry)
-            if state.refuse_with is not None:
+            key = request_key(headers)
+            if state.accepted_keys is not None and key not in state.accepted_keys:
+                self.answer(401, rejected_key(self.path, key), {})
+            elif state.refuse_with is not None:
                 key = headers.get("authorization", "").removeprefix("Bearer ")
                 key = key or headers.get("x-api-key", "")
                 error = {
