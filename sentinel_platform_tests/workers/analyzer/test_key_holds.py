@@ -76,11 +76,9 @@ def test_operators_find_a_keys_hold_by_its_fingerprint_and_release_only_it(
     assert redis_client.hgetall(holds.keys_key("svc")) == {}
 
 
-def test_a_hold_set_while_a_read_is_under_way_is_not_undone_by_it(
+def test_a_worker_without_redis_remembers_its_keys_hold_and_shares_it_once_bound(
     clients: Callable[[], RedisClient],
 ) -> None:
-    """No client: a worker's own hold stands in memory; bound later, the shared key
-    agrees."""
     alone = KeyHolds("svc", URL)
     reject(alone, REVOKED)
     assert alone.held(key_digest(REVOKED)) != "", "held in this worker without Redis"
