@@ -1,7 +1,8 @@
 """A key rotation without an outage: real worker processes (``python -m
 sentinel_platform.workers transactions`` with ``SENTINEL_ANALYZER_API=openai`` and a key
 file), a real Redis, and a real HTTP server speaking Chat Completions that serves only the
-valid key and answers any other with OpenAI's documented 401 ``invalid_api_key``.
+valid key and answers any other with the API's documented 401 (OpenAI's
+``invalid_api_key``, Anthropic's ``authentication_error``).
 
 What is promised: a worker still on the revoked key is held (one refused call, then its
 messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``) while a worker on the valid key keeps
@@ -15,16 +16,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.cli import run_sentinel
-from sentinel_platform_tests.harness.model_api_server import ModelApiServer
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer, request_key
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
+from sentinel_platform_tests.workers.test_model_apis_in_worker import api_settings
 from workers.analyzer.key_fingerprint import key_digest
 
 REVOKED = "sk-proj-Rev0kedRotation0123456789abcdOLD1"
@@ -40,14 +45,12 @@ def write_key(path: Path, key: str) -> None:
 
 
 def start(
-    fleet: Fleet, settings: Settings, server: ModelApiServer, name: str, key_file: Path
+    fleet: Fleet, settings: Settings, server: ModelApiServer, api: str, name: str, key_file: Path
 ) -> WorkerProcess:
     env = child_env(
         settings.redis_url_value,
         settings.home_dir,
-        analyzer_api="openai",
-        analyzer_model="gpt-4o-mini",
-        analyzer_url=server.url,
+        **api_settings(api, server),
         analyzer_api_key_file=key_file,
         analyzer_when_down="rules",
         worker_concurrency=1,
@@ -84,11 +87,13 @@ def verdicts(redis_client: RedisClient, settings: Settings, batch: str) -> list[
     return [f["driver_used"] for _, f in results if f["txn_id"].startswith(f"txn-{batch}-")]
 
 
-def sent_with(server: ModelApiServer, key: str) -> list[dict]:
-    return [r for r in server.seen() if r["headers"].get("authorization") == f"Bearer {key}"]
+def sent_with(server: ModelApiServer, key: str) -> list[dict[str, Any]]:
+    return [r for r in server.seen() if request_key(r["headers"]) == key]
 
 
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_a_revoked_key_holds_only_its_worker_until_its_key_file_holds_the_new_key(
+    api: str,
     model_api_server: ModelApiServer,
     fleet: Fleet,
     settings: Settings,
@@ -103,7 +108,7 @@ def test_a_revoked_key_holds_only_its_worker_until_its_key_file_holds_the_new_ke
     write_key(valid_file, VALID)
 
     # The worker left on the revoked key: one refused call, then held.
-    late = start(fleet, settings, model_api_server, "rotation-late", revoked_file)
+    late = start(fleet, settings, model_api_server, api, "rotation-late", revoked_file)
     wait_leases(redis_client, keys, [late], timeout_s=60)
     add(redis_client, settings, "before", 3)
     wait_until(lambda: len(verdicts(redis_client, settings, "before")) == 3, timeout_s=60)
@@ -111,7 +116,7 @@ def test_a_revoked_key_holds_only_its_worker_until_its_key_file_holds_the_new_ke
     assert [r["status"] for r in sent_with(model_api_server, REVOKED)] == [401]
 
     # A worker on the valid key keeps getting the model's verdicts meanwhile.
-    rolled = start(fleet, settings, model_api_server, "rotation-rolled", valid_file)
+    rolled = start(fleet, settings, model_api_server, api, "rotation-rolled", valid_file)
     wait_leases(redis_client, keys, [rolled], timeout_s=60)
     wait_until(
         lambda: one_at_a_time(redis_client, settings, "during", model_verdicts=3),

@@ -5,17 +5,19 @@ a rotation, workers already on the new key must keep calling. So a rejected key'
 the key's own (:func:`~sentinel_platform.streams.operators.analyzer_holds.key_hold_key`,
 named by the key's digest, its record naming the key's fingerprint), not the analyzer's:
 it holds every worker calling with that key and no other. It has no end of its own (the
-key stays revoked): it ends when the worker reads another key (its key file changed, see
-:class:`~workers.analyzer.key_source.KeySource`) or when an operator releases it
-(``sentinel analyzer release``).
+key stays revoked): a worker is held by it until the worker reads another key (its key
+file changed, see :class:`~workers.analyzer.key_source.KeySource`), every worker until an
+operator releases it (``sentinel analyzer release``).
 
 Like the analyzer's hold (:class:`~workers.analyzer.fleet_limits.FleetLimits`), a key's
 hold is remembered in the worker and its key in Redis re-read at most every
-``HOLD_REFRESH_S`` by one thread at a time (the others wait for that read, bounded by
+``KEY_HOLD_REFRESH_S`` by one thread at a time (the others wait for that read, bounded by
 ``HOLD_READ_WAIT_S``), so a release reaches every worker within that; a read that finds
-the key gone ends the remembered hold. Every command touches one key, so it runs on a
-Redis Cluster. A Redis error fails open, as the analyzer's hold does: the provider will
-say 401 again.
+the key gone ends the remembered hold. Slower than the analyzer's refresh: a worker that
+misses another's hold of its key makes one refused call of its own and holds the key at
+once: one call is lost at most, for one read a second instead of ten. Every command
+touches one key, so it runs on a Redis Cluster. A Redis error fails open, as the
+analyzer's hold does: the provider will say 401 again.
 """
 
 from __future__ import annotations
@@ -31,14 +33,12 @@ import redis
 from sentinel_platform.redaction import redact_url, scrub
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer.fleet_limits import (
-    EXHAUSTED,
-    HOLD_READ_WAIT_S,
-    HOLD_REFRESH_S,
-    HOLD_SCRIPT,
-)
+from workers.analyzer.fleet_limits import EXHAUSTED, HOLD_READ_WAIT_S, HOLD_SCRIPT
 
 log = logging.getLogger(__name__)
+
+#: How stale a worker's view of its key's hold may be (a release, another worker's hold).
+KEY_HOLD_REFRESH_S = 1.0
 
 
 @dataclass
@@ -64,7 +64,7 @@ class KeyHolds:
         analyzer_url: str = "",
         client: RedisClient | None = None,
         *,
-        refresh_s: float = HOLD_REFRESH_S,
+        refresh_s: float = KEY_HOLD_REFRESH_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.analyzer_id = analyzer_id
@@ -121,7 +121,7 @@ class KeyHolds:
             known = self._known.setdefault(digest, Remembered())
             known.reason = reason
             known.sets += 1
-        log.error(
+        log.warning(  # the ERROR line is the worker's analyzer_exhausted
             "analyzer_key_held",
             extra={"analyzer_id": self.analyzer_id, "key": fingerprint, "reason": reason},
         )
