@@ -55,8 +55,7 @@ from workers.analyzer.fleet_limits import (
     analyzer_key_id,
 )
 from workers.analyzer.health import Health
-from workers.analyzer.key_holds import KeyHolds
-from workers.analyzer.key_source import KeySource, api_render
+from workers.analyzer.key_source import KeySource
 from workers.analyzer.model_api import Analyzer, ModelApi
 from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
@@ -184,9 +183,7 @@ class HttpAnalyzer:
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
         self._headers = {**JSON_HEADERS, **credentials}  # the key's own come per call
-        holds = KeyHolds(self.limits.analyzer_id, url)
-        key = getattr(self.api, "key", "")
-        self.keys = KeySource(key, api_render(self.api, target), holds, key_file)
+        self.keys = KeySource.for_api(self.api, target, self.limits.analyzer_id, url, key_file)
         self._bound: dict[str, Any] = {}  # the worker's stream, group, consumer
         self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None

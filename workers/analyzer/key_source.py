@@ -108,6 +108,16 @@ class KeySource:
         self._seen = signature(path) if path is not None else None
         self._next_look = clock() + check_every_s
 
+    @classmethod
+    def for_api(
+        cls, api: ModelApi, url: str, analyzer_id: str, analyzer_url: str, path: Path | None
+    ) -> KeySource:
+        """The key ``api`` was built with (its ``key`` field; "" for none), its headers to
+        ``url`` rebuilt by ``api`` for each new key, re-read from ``path`` when given, its
+        holds those of the analyzer ``analyzer_id`` (``analyzer_url`` shown redacted)."""
+        key = str(getattr(api, "key", "") or "")
+        return cls(key, api_render(api, url), KeyHolds(analyzer_id, analyzer_url), path)
+
     @property
     def fingerprint(self) -> str:
         with self._lock:
