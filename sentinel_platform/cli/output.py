@@ -167,6 +167,10 @@ class AnalyzerHold(Document):
     reason: str = Field(description="why, in words")
     seconds_left: float | None = Field(description="until it ends; null: until released")
     set_at: float | None = Field(description="when it was set, Unix seconds")
+    key: str = Field(
+        "", description="a key's hold: the refused key's fingerprint (`sk-...abcd`); '': all keys"
+    )
+    key_digest: str = Field("", description="a key's hold: its name in Redis (`--key` takes it)")
 
 
 class Status(Document):

@@ -375,7 +375,8 @@ def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
     lines.append("")
     for hold in doc["analyzer_holds"]:
         shown = paint(f"analyzer hold: {holds.hold_text(holds.Hold(**hold))}", "elevated", out)
-        lines.append(f"{shown} (no worker calls it; `sentinel analyzer release` ends it)")
+        whom = "no worker calls with this key" if hold["key_digest"] else "no worker calls it"
+        lines.append(f"{shown} ({whom}; `sentinel analyzer release` ends it)")
     lines.extend(paint(f"warning: {text}", "elevated", out) for text in doc["warnings"])
     lines.append(_dlq_line(doc))
     lines.append(f"alerts (last {len(doc['alerts'])}):" if doc["alerts"] else "alerts: none")

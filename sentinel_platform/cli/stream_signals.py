@@ -236,10 +236,21 @@ def families(reading: Reading, settings: Settings) -> list[Metric]:
         "+Inf: until `sentinel analyzer release`; absent: no hold.",
         ("analyzer_id", "analyzer", "cause"),
     )
+    key_held = _gauge(
+        "sentinel_analyzer_key_hold_seconds",
+        "Seconds left of the hold on one key of an analyzer (the provider rejected it: no "
+        "worker calls with it; workers on another key do); +Inf: until released or the "
+        "workers read another key; absent: no hold.",
+        ("analyzer_id", "analyzer", "cause", "key"),
+    )
     for hold in reading.holds:
         left = math.inf if hold.seconds_left is None else hold.seconds_left
-        held.add_metric([hold.analyzer_id, hold.analyzer, hold.cause], left)
-    return [*stream_families(reading, settings), entries, capacity, added, eviction, held]
+        if hold.key_digest:
+            key_held.add_metric([hold.analyzer_id, hold.analyzer, hold.cause, hold.key], left)
+        else:
+            held.add_metric([hold.analyzer_id, hold.analyzer, hold.cause], left)
+    families = [entries, capacity, added, eviction, held, key_held]
+    return [*stream_families(reading, settings), *families]
 
 
 class StreamCollector(Collector):

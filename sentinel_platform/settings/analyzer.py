@@ -132,8 +132,8 @@ class AnalyzerSettings(BaseModel):
     )
     analyzer_api_key_file: Path | None = Field(
         None,
-        description="a file holding the model API's key (a mounted secret), read at start-up; "
-        "exclusive with SENTINEL_ANALYZER_API_KEY",
+        description="a file holding the model API's key (a mounted secret), read at start-up "
+        "and again when it changes (a key rotation); exclusive with SENTINEL_ANALYZER_API_KEY",
     )
     analyzer_max_output_tokens: int = Field(
         400,
@@ -234,7 +234,8 @@ class AnalyzerSettings(BaseModel):
     def analyzer_key_value(self) -> str:
         """The model API's key (``SENTINEL_ANALYZER_API_KEY``, else the file's content,
         stripped), or "" when neither is set. Read from the file on each call: a worker
-        reads it once, at start-up."""
+        reads it at start-up, then again whenever the file changes
+        (:class:`~workers.analyzer.key_source.KeySource`)."""
         if self.analyzer_api_key is not None:
             return self.analyzer_api_key.get_secret_value()
         if self.analyzer_api_key_file is None:

@@ -13,8 +13,10 @@ and ``billed_tokens`` adds up what every answer's ``usage`` billed. ``refuse_wit
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
 it. ``context_tokens`` refuses a request whose prompt and ``max_tokens`` exceed that
-context with the refusal its ``context_dialect`` documents (:func:`context_refusal`). The
-``model_api_server`` fixture serves one per test.
+context with the refusal its ``context_dialect`` documents (:func:`context_refusal`).
+``accepted_keys`` serves only requests carrying one of those keys and answers any other
+with the API's documented 401 (:func:`rejected_key`), as a provider does once a key is
+revoked. The ``model_api_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class ModelApiServer:
     #: The refusal's body instead of the key-echoing one (a server's own error text).
     refusal_body: dict[str, Any] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Serve only these keys (``Authorization: Bearer`` or ``x-api-key``); None: any.
+    accepted_keys: frozenset[str] | None = None
     #: Seconds each admitted Chat Completions call takes before its answer.
     latency_s: float = 0.0
     #: Chat Completions only: calls admitted before the quota is spent (None: never);
@@ -230,6 +234,36 @@ def context_refusal(dialect: str, context: int, prompt: int, completion: int) ->
     return {"object": "error", **error} if dialect == "vllm_legacy" else {"error": error}
 
 
+def masked(key: str) -> str:
+    """A key as OpenAI's 401 message shows it: its first 8 and last 4 characters."""
+    return f"{key[:8]}{'*' * max(0, len(key) - 12)}{key[-4:]}" if len(key) > 12 else "***"
+
+
+def rejected_key(path: str, key: str) -> dict[str, Any]:
+    """The documented 401 of an unknown or revoked key: OpenAI's ``invalid_api_key``
+    (error codes guide), Anthropic's ``authentication_error`` (errors reference)."""
+    if path.endswith("/messages"):
+        return {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        }
+    return {
+        "error": {
+            "message": f"Incorrect API key provided: {masked(key)}. You can find your API "
+            "key at https://platform.openai.com/account/api-keys.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+    }
+
+
+def request_key(headers: dict[str, str]) -> str:
+    """The key a request carries (lower-cased header names)."""
+    bearer = headers.get("authorization", "").removeprefix("Bearer ")
+    return bearer or headers.get("x-api-key", "")
+
+
 def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
     """The Chat Completions reference's response object, the verdict as its content."""
     return {
@@ -303,7 +337,10 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
             state.record(self.entry)
-            if state.refuse_with is not None:
+            key = request_key(headers)
+            if state.accepted_keys is not None and key not in state.accepted_keys:
+                self.answer(401, rejected_key(self.path, key), {})
+            elif state.refuse_with is not None:
                 key = headers.get("authorization", "").removeprefix("Bearer ")
                 key = key or headers.get("x-api-key", "")
                 error = {

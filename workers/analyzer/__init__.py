@@ -25,7 +25,11 @@ module:
 * :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
 * :mod:`workers.analyzer.fleet_limits`: the hold and the rate limit every worker of a
-  fleet shares through Redis.
+  fleet shares through Redis;
+* :mod:`workers.analyzer.key_source`: the key a worker calls with, re-read when its file
+  changes; :mod:`workers.analyzer.key_holds` the hold of a rejected key, which holds only
+  the workers on that key; :mod:`workers.analyzer.key_fingerprint` what may be shown of
+  a key (``sk-...abcd``).
 
 Callers import from the package (``from workers.analyzer import HttpAnalyzer``), so the
 modules can be rearranged without touching them.

@@ -16,8 +16,9 @@ rules but can be slow, down, busy or wrong. What the caller gets for each
 * **wrong** (4xx, a reply outside the contract): :class:`AnalyzerError`, the rules decide.
 * **exhausted** (a quota or spend limit spent, a key rejected:
   :func:`workers.analyzer.answers.refusal`): :class:`AnalyzerExhausted`. The whole fleet
-  stops calling at once (the fleet hold, until the answer's reset or a release), the
-  breaker does not count it, and the messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``.
+  stops calling at once (the fleet hold, until the answer's reset or a release; a
+  rejected key holds only the workers on that key: :mod:`workers.analyzer.key_source`),
+  the breaker does not count it, and the messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``.
 
 The HTTP client keeps its connections alive across messages and validates the reply
 strictly, because a half-understood answer is worse than none (``docs/analyzer.md``).
@@ -33,6 +34,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Literal
 
 import urllib3
@@ -54,6 +56,7 @@ from workers.analyzer.fleet_limits import (
     analyzer_key_id,
 )
 from workers.analyzer.health import Health
+from workers.analyzer.key_source import KeySource
 from workers.analyzer.model_api import Analyzer, ModelApi
 from workers.analyzer.prompts import Prompt
 from workers.analyzer.replies import (
@@ -158,6 +161,7 @@ class HttpAnalyzer:
         api: ModelApi | None = None,
         prompts: Mapping[str, Prompt] | None = None,
         budget: TokenBudget | None = None,
+        key_file: Path | None = None,
     ) -> None:
         problem = url_problem(url, ("http", "https"), needs_host=True)
         if problem:
@@ -181,7 +185,8 @@ class HttpAnalyzer:
         self.budget = budget or TokenBudget(self.limits.analyzer_id)
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
-        self._headers = {**JSON_HEADERS, **credentials, **self.api.auth_headers(target)}
+        self._headers = {**JSON_HEADERS, **credentials}  # the key's own come per call
+        self.keys = KeySource.for_api(self.api, target, self.limits.analyzer_id, url, key_file)
         self._bound: dict[str, Any] = {}  # the worker's stream, group, consumer
         self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None
@@ -213,6 +218,7 @@ class HttpAnalyzer:
         self.health.bind(self._bound)
         model = getattr(self.api, "model", None)
         described = {"api": self.api.kind, "model": model, "when_down": self.when_down}
+        described["key"] = self.keys.fingerprint
         log.info("analyzer_configured", extra={**self._log_fields, **described})
 
     def bind_metrics(self, metrics: Metrics) -> None:
@@ -232,6 +238,7 @@ class HttpAnalyzer:
         ``client`` (the worker's own). Called once at start-up."""
         self.limits.bind(client)
         self.budget.bind(client)
+        self.keys.holds.bind(client)
 
     def bind_stop(self, stop: threading.Event) -> None:
         """The worker's stop (SIGTERM/SIGINT): it ends a wait for a rate slot at once,
@@ -251,6 +258,7 @@ class HttpAnalyzer:
     def _post(self, kind: str, payload: dict[str, Any], headers: dict[str, str]) -> Assessment:
         try:
             self.limits.check_hold()
+            self.keys.check_hold()  # the key in use rejected (another key is not held)
         except FleetExhausted as held:  # a call of the fleet was told to stop
             raise self._held_exhausted(held) from None
         except FleetHeld as held:  # logged once, as the hold begins for this worker
@@ -404,9 +412,11 @@ class HttpAnalyzer:
             )
         try:
             self.limits.check_remembered()  # refused while this call waited for a connection
-            return self._send(body, prompt, headers)
+            key = self.keys.current()  # a changed key file re-read; raises if it is held
+            return self._send(body, prompt, {**key.headers, **headers})
         except AnalyzerExhausted as exc:  # held before the connection goes to the next call
-            self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
+            if not self.keys.refused(key, exc):  # a rejected key holds only that key
+                self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
             raise
         except AnalyzerBusy as busy:
             if busy.retry_after_s:

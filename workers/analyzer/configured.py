@@ -58,7 +58,8 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     once the worker calls :meth:`HttpAnalyzer.bind_redis`). ``declared`` are the prompts
     of the stream the worker serves, loaded now (a prompt file that cannot be read, or
     one that alone does not fit ``SENTINEL_ANALYZER_CONTEXT_TOKENS``, fails start-up);
-    the ``sentinel`` API sends none."""
+    the ``sentinel`` API sends none. A key from ``SENTINEL_ANALYZER_API_KEY_FILE`` is
+    re-read when the file changes (:class:`~workers.analyzer.key_source.KeySource`)."""
     if settings.analyzer_url is None:
         return None
     url = settings.analyzer_url.get_secret_value()
@@ -88,6 +89,7 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
             api=api,
             prompts=prompts,
             budget=budget,
+            key_file=None if api.kind == "sentinel" else settings.analyzer_api_key_file,
         )
     except ValueError as exc:
         raise SettingsError(f"SENTINEL_ANALYZER_URL: {exc}") from None

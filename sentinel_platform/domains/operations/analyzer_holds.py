@@ -38,10 +38,10 @@ def held_since(found: Sequence[holds.Hold], seen: dict[str, float], now: float) 
     drops out, so its return is a new episode."""
     since = {}
     for hold in found:
-        first = seen.get(hold.analyzer_id)
+        first = seen.get(hold.ident)
         if first is None:
             first = now if hold.set_at is None else min(now, hold.set_at)
-        since[hold.analyzer_id] = first
+        since[hold.ident] = first
     return since
 
 
@@ -51,25 +51,27 @@ def due(
     """The holds to warn about now, with how long each has lasted: held at least
     ``ALERT_AFTER_S`` and not yet alerted in this episode."""
     return [
-        (hold, now - since[hold.analyzer_id])
+        (hold, now - since[hold.ident])
         for hold in found
-        if hold.analyzer_id not in alerted and now - since[hold.analyzer_id] >= ALERT_AFTER_S
+        if hold.ident not in alerted and now - since[hold.ident] >= ALERT_AFTER_S
     ]
 
 
 def hold_alert(hold: holds.Hold, held_s: float, since: float) -> Alert:
     left = "until released" if hold.seconds_left is None else f"{hold.seconds_left:.0f} s left"
+    on_key = f" on the key {hold.key}" if hold.key_digest else ""
     return Alert(
         severity="warning",
         source=SENSOR_NAME,
-        condition=f"analyzer_hold:{hold.analyzer_id}:{math.floor(since)}",
-        summary=f"No worker has called the analyzer {hold.analyzer_id} "
+        condition=f"analyzer_hold:{hold.ident}:{math.floor(since)}",
+        summary=f"No worker{on_key} has called the analyzer {hold.analyzer_id} "
         f"({hold.analyzer or 'URL not recorded'}) for {held_s:.0f} s: the fleet is held "
         f"({hold.cause}, {left}: {hold.reason}). Its messages wait; `sentinel analyzer "
         f"release --analyzer {hold.analyzer_id}` ends the hold once the analyzer is usable",
         details={
             "analyzer_id": hold.analyzer_id,
             "analyzer": hold.analyzer,
+            "key": hold.key,
             "cause": hold.cause,
             "reason": hold.reason,
             "seconds_left": hold.seconds_left,
@@ -90,8 +92,8 @@ def analyzer_hold_sensor(tick: SensorTick) -> dg.SensorResult:
     since = held_since(found, dict(tick.cursor.get("since", {})), now)
     alerted = set(tick.cursor.get("alerted", [])) & set(since)
     for hold, held_s in due(found, since, alerted, now):
-        tick.alerts.send(hold_alert(hold, held_s, since[hold.analyzer_id]))
-        alerted.add(hold.analyzer_id)
+        tick.alerts.send(hold_alert(hold, held_s, since[hold.ident]))
+        alerted.add(hold.ident)
     reason = "; ".join(holds.hold_text(hold) for hold in found) or "no analyzer hold"
     return dg.SensorResult(
         skip_reason=dg.SkipReason(reason),

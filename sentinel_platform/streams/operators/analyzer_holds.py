@@ -16,6 +16,12 @@ format is written once:
   every worker with an analyzer adds its own at start-up, so an operator's command finds
   every analyzer's hold with one ``HGETALL`` and one read per analyzer, instead of
   SCANning every node of a cluster for ``*:hold``.
+* **A key's hold**, ``sentinel:analyzer:<id>:key:<digest>:hold``: the same record with
+  the refused key's fingerprint (``key``: ``sk-...abcd``), set when the analyzer rejected
+  that key. It holds only the workers calling with that key, so the rest of the fleet
+  keeps calling through a rotation. ``<digest>`` is a short SHA-256 of the key, never the
+  key. Its registry is the hash ``sentinel:analyzer:<id>:keys`` (digest -> fingerprint),
+  written with the hold, so operators find it the same way.
 
 Every command touches one key (a read is one script over the hold key), so all of it
 runs on a Redis Cluster. Nothing stored here carries a secret: ids are an explicit name
@@ -78,6 +84,16 @@ def rate_key(analyzer_id: str) -> str:
     return f"{KEY_PREFIX}{analyzer_id}:rate"
 
 
+def key_hold_key(analyzer_id: str, digest: str) -> str:
+    """The hold of one key (by its digest) on one analyzer."""
+    return f"{KEY_PREFIX}{analyzer_id}:key:{digest}:hold"
+
+
+def keys_key(analyzer_id: str) -> str:
+    """The registry of the keys held on one analyzer: digest -> fingerprint."""
+    return f"{KEY_PREFIX}{analyzer_id}:keys"
+
+
 @dataclass(frozen=True)
 class Hold:
     """One analyzer's hold as an operator sees it."""
@@ -92,14 +108,28 @@ class Hold:
     seconds_left: float | None
     #: when it was set (Unix seconds), None when unknown
     set_at: float | None
+    #: the refused key's fingerprint (``sk-...abcd``) for a key's hold; "": the analyzer's
+    key: str = ""
+    #: the refused key's digest (its hold's name in Redis); "": the analyzer's hold
+    key_digest: str = ""
+
+    @property
+    def ident(self) -> str:
+        """Names this hold among all: the analyzer's id, with the key's digest for a key's."""
+        return f"{self.analyzer_id}:key:{self.key_digest}" if self.key_digest else self.analyzer_id
 
 
 def encode_hold(
-    analyzer_id: str, analyzer: str, cause: str, reason: str, seconds: float | None
+    analyzer_id: str,
+    analyzer: str,
+    cause: str,
+    reason: str,
+    seconds: float | None,
+    key: str = "",
 ) -> str:
     """The stored record of a hold (the URL is redacted here again, whatever the caller
-    passed)."""
-    record = {
+    passed); ``key`` the refused key's fingerprint, for a key's hold."""
+    record: dict[str, Any] = {
         "cause": cause,
         "reason": reason,
         "analyzer_id": analyzer_id,
@@ -107,12 +137,17 @@ def encode_hold(
         "set_at": round(time.time(), 3),
         "held_s": seconds,
     }
+    if key:
+        record["key"] = key
     return json.dumps(record, separators=(",", ":"))
 
 
-def decode_hold(analyzer_id: str, raw: str | None, left_ms: int) -> Hold | None:
+def decode_hold(
+    analyzer_id: str, raw: str | None, left_ms: int, key_digest: str = ""
+) -> Hold | None:
     """The hold from its ``PTTL`` and stored value; None when there is none (``-2``).
-    A value that is not a record (an older worker's plain reason) is its reason."""
+    A value that is not a record (an older worker's plain reason) is its reason.
+    ``key_digest`` names the key of a key's hold."""
     if left_ms == -2 or raw is None:
         return None
     try:
@@ -129,6 +164,8 @@ def decode_hold(analyzer_id: str, raw: str | None, left_ms: int) -> Hold | None:
         reason=str(record.get("reason") or ""),
         seconds_left=None if left_ms == -1 else max(0.0, left_ms / 1000),
         set_at=float(set_at) if isinstance(set_at, (int, float)) else None,
+        key=str(record.get("key") or "") if key_digest else "",
+        key_digest=key_digest,
     )
 
 
@@ -136,6 +173,32 @@ def read_hold(client: RedisClient, analyzer_id: str) -> Hold | None:
     """The analyzer's hold now, or None. Raises ``redis.RedisError``."""
     left, raw = READ_SCRIPT.run(client, [hold_key(analyzer_id)], [])
     return decode_hold(analyzer_id, optional_text(raw), int(left))
+
+
+def read_key_hold(client: RedisClient, analyzer_id: str, digest: str) -> Hold | None:
+    """The hold of the key ``digest`` on the analyzer now, or None. Raises
+    ``redis.RedisError``."""
+    left, raw = READ_SCRIPT.run(client, [key_hold_key(analyzer_id, digest)], [])
+    return decode_hold(analyzer_id, optional_text(raw), int(left), digest)
+
+
+def register_key(client: RedisClient, analyzer_id: str, digest: str, fingerprint: str) -> None:
+    """Record a key held on the analyzer (digest -> fingerprint), so operators find it."""
+    client.hset(keys_key(analyzer_id), digest, fingerprint)
+
+
+def held_keys(client: RedisClient, analyzer_id: str) -> dict[str, str]:
+    """The keys recorded as held on the analyzer: digest -> fingerprint."""
+    return text_dict(client.hgetall(keys_key(analyzer_id)))
+
+
+def holds_of(client: RedisClient, analyzer_id: str) -> list[Hold]:
+    """The analyzer's own hold, if any, then its keys' holds, by digest."""
+    found = [read_hold(client, analyzer_id)]
+    for digest, fingerprint in sorted(held_keys(client, analyzer_id).items()):
+        hold = read_key_hold(client, analyzer_id, digest)
+        found.append(hold if hold is None or hold.key else replace(hold, key=fingerprint))
+    return [hold for hold in found if hold is not None]
 
 
 def register(client: RedisClient, analyzer_id: str, analyzer: str) -> None:
@@ -162,23 +225,45 @@ def read_holds(client: RedisClient, also: Iterable[str] = ()) -> list[Hold]:
     known = registered(client)
     holds = []
     for analyzer_id in sorted(set(known) | set(also)):
-        hold = read_hold(client, analyzer_id)
-        if hold is None:
-            continue
-        if not hold.analyzer and known.get(analyzer_id):
-            hold = replace(hold, analyzer=known[analyzer_id])
-        holds.append(hold)
+        for hold in holds_of(client, analyzer_id):
+            if not hold.analyzer and known.get(analyzer_id):
+                hold = replace(hold, analyzer=known[analyzer_id])
+            holds.append(hold)
     return holds
 
 
 def release(client: RedisClient, analyzer_ids: Iterable[str]) -> list[str]:
-    """End the holds of these analyzers for the whole fleet; the ids that had one. A
-    worker sees the release at its next read of the hold (within its refresh)."""
-    return [analyzer_id for analyzer_id in analyzer_ids if client.delete(hold_key(analyzer_id))]
+    """End every hold of these analyzers (their own and their keys') for the whole
+    fleet; the ids that had one. A worker sees the release at its next read of the hold
+    (within its refresh)."""
+    ended = release_holds(client, [h for i in analyzer_ids for h in holds_of(client, i)])
+    return list(dict.fromkeys(hold.analyzer_id for hold in ended))
+
+
+def release_holds(client: RedisClient, found: Iterable[Hold]) -> list[Hold]:
+    """End these holds (a key's also leaves its analyzer's registry of held keys); the
+    ones that were still there. One command per key, so it runs on a Redis Cluster."""
+    ended = []
+    for hold in found:
+        if not hold.key_digest:
+            if client.delete(hold_key(hold.analyzer_id)):
+                ended.append(hold)
+            continue
+        if client.delete(key_hold_key(hold.analyzer_id, hold.key_digest)):
+            ended.append(hold)
+        client.hdel(keys_key(hold.analyzer_id), hold.key_digest)
+    return ended
+
+
+def matches_key(hold: Hold, key: str) -> bool:
+    """Whether an operator's ``--key`` (a fingerprint as status shows it, or a digest)
+    names this key's hold."""
+    return bool(hold.key_digest) and key in (hold.key, hold.key_digest)
 
 
 def hold_text(hold: Hold) -> str:
-    """``gpt-eu (https://api.example.com/v1): retry_after, 3594 s left: HTTP 429 ...``."""
+    """``gpt-eu (https://api.example.com/v1): retry_after, 3594 s left: HTTP 429 ...``;
+    a key's hold names the key: ``gpt-eu (...) key sk-...abcd: exhausted, ...``."""
     left = (
         "until released"
         if hold.seconds_left is None
@@ -186,4 +271,5 @@ def hold_text(hold: Hold) -> str:
     )
     where = f" ({hold.analyzer})" if hold.analyzer else ""
     reason = f": {hold.reason}" if hold.reason else ""
-    return f"{hold.analyzer_id}{where}: {hold.cause}, {left}{reason}"
+    key = f" key {hold.key or hold.key_digest}" if hold.key_digest else ""
+    return f"{hold.analyzer_id}{where}{key}: {hold.cause}, {left}{reason}"

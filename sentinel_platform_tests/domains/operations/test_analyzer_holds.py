@@ -15,6 +15,7 @@ from sentinel_platform.domains.operations.analyzer_holds import (
     analyzer_hold_sensor,
     due,
     held_since,
+    hold_alert,
 )
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.operators import analyzer_holds as holds
@@ -58,6 +59,29 @@ def test_a_hold_is_warned_about_once_past_a_minute(
 ) -> None:
     found = [hold("a")]
     assert [(h.analyzer_id, s) for h, s in due(found, {"a": since}, alerted, NOW)] == expected
+
+
+def test_a_keys_hold_is_its_own_episode_beside_its_analyzers_hold() -> None:
+    """A rejected key's hold and its analyzer's own are two episodes: each is warned about
+    once, the key's naming its fingerprint."""
+    own = hold("a", NOW - 600)
+    key = holds.Hold(
+        "a",
+        "https://x.example.com",
+        "exhausted",
+        "rejected_key",
+        None,
+        NOW - 600,
+        key="sk-...OLD1",
+        key_digest="0123abcd",
+    )
+    since = held_since([own, key], {}, NOW)
+    assert since == {"a": NOW - 600, "a:key:0123abcd": NOW - 600}
+    warned = due([own, key], since, {"a"}, NOW)
+    assert [(h.key, s) for h, s in warned] == [("sk-...OLD1", 600.0)]
+    alert = hold_alert(key, 600.0, NOW - 600)
+    assert "on the key sk-...OLD1" in alert.summary and alert.details["key"] == "sk-...OLD1"
+    assert alert.condition != hold_alert(own, 600.0, NOW - 600).condition
 
 
 def test_the_sensor_warns_once_for_a_hold_past_a_minute_and_not_for_a_short_one(
