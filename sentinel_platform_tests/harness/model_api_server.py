@@ -10,7 +10,9 @@ test sees the shape the worker sent. ``quota_after`` spends the quota after that
 calls: every later call gets OpenAI's 429 ``insufficient_quota``. ``refuse_with`` makes
 every answer that status with an error body that echoes the key the request carried, in
 the body and in a header, as a careless proxy might: nothing the worker shows may repeat
-it. The ``model_api_server`` fixture serves one per test.
+it. ``script`` answers each call by its number as a test scripts it (status, headers, raw
+body: a gateway's, a rate limiter's), or serves it as above where it returns None. The
+``model_api_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +31,16 @@ from typing import Any
 VERDICT = {"is_threat": True, "risk_level": "medium", "narrative": "Structuring pattern."}
 OPENAI_MODEL = "gpt-4o-mini-2024-07-18"
 ANTHROPIC_MODEL = "claude-3-5-haiku-20241022"
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """One scripted answer: its status, headers and body, byte for byte."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -63,8 +75,18 @@ class ModelApiServer:
     rate_limited: int = 0
     #: Every charge: (monotonic time, tokens, admitted).
     charges: list[tuple[float, int, bool]] = field(default_factory=list)
+    #: The answer to the call of this number (0 the first), or None: served as usual.
+    script: Callable[[int], Scripted | None] | None = None
     _level: float | None = None
     _filled_at: float = 0.0
+
+    def scripted(self) -> Scripted | None:
+        """The scripted answer of the call just recorded (None: serve it)."""
+        if self.script is None:
+            return None
+        with self.lock:
+            number = len(self.requests) - 1
+        return self.script(number)
 
     def charge(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
         """Admit a call against the budget: (admitted, its prompt tokens, the headers)."""
@@ -210,7 +232,10 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
             headers = {k.lower(): v for k, v in self.headers.items()}
             self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
             state.record(self.entry)
-            if state.refuse_with is not None:
+            scripted = state.scripted()
+            if scripted is not None:
+                self.answer_bytes(scripted)
+            elif state.refuse_with is not None:
                 key = headers.get("authorization", "").removeprefix("Bearer ")
                 key = key or headers.get("x-api-key", "")
                 error = {
@@ -242,16 +267,18 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 self.answer(404, {"error": "not found"}, {})
 
         def answer(self, status: int, reply: dict[str, Any], headers: dict[str, str]) -> None:
-            payload = json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in headers.items():
+            self.answer_bytes(Scripted(status, headers, json.dumps(reply).encode()))
+
+        def answer_bytes(self, answer: Scripted) -> None:
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.content_type)
+            self.send_header("Content-Length", str(len(answer.body)))
+            for name, value in answer.headers.items():
                 self.send_header(name, value)
             self.end_headers()
             with state.lock:
-                self.entry.update(status=status, answered_at=time.time())
-            self.wfile.write(payload)
+                self.entry.update(status=answer.status, answered_at=time.time())
+            self.wfile.write(answer.body)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
