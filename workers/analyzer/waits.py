@@ -5,24 +5,19 @@ provider's documented cause first, by :func:`workers.analyzer.answers.refusal`):
 function, :func:`read_answer`, of the API's kind, the status and the headers, checked row
 by row against the official ``openai`` and ``anthropic`` packages' own retry decisions.
 
-========================================  ============================  ======================
-answer                                    meaning                       wait
-========================================  ============================  ======================
-408, 409 (a gateway's request timeout,    busy                          the headers', else
-a lock timeout), any API                                                none given
-429 (not an exhaustion), any API          busy                          the headers', else
-                                                                        none given
-503 with a wait (``Retry-After``)         busy                          the headers'
-503 without, 529 (``openai``,             busy, bounded: past           none given
-``anthropic``)                            :data:`~workers.analyzer.busy_spell.BUSY_BOUND_S`
-                                          of nothing else, down
-503 without a wait, 529 (``sentinel``)    down (its own contract)
-500, 502, 504, 520-524 and other 5xx      down                          (none read)
-``x-should-retry: true`` on a 4xx         busy                          the headers', else
-                                                                        none given
-``x-should-retry: false``                 wrong: not to be retried
-other 4xx, 1xx, 3xx                       wrong
-========================================  ============================  ======================
+* 408, 409 (a gateway's request timeout, a lock timeout), any API: busy, with the
+  headers' wait, or none given and bounded;
+* 429 (not an exhaustion), any API: busy, with the headers' wait or none given (never
+  bounded: a rate limiter is alive);
+* 503 and 529 under ``openai`` and ``anthropic``: busy, with the headers' wait or none
+  given; with none, bounded (:class:`BusyOrDead`: down past
+  :data:`~workers.analyzer.busy_spell.BUSY_BOUND_S` of nothing else);
+* 503 under ``sentinel``: busy with a valid ``Retry-After`` (0 or a past date: none given,
+  bounded), else down, as its contract says; its 529 is down;
+* 500, 502, 504, Cloudflare's 520-524 and every other 5xx: down;
+* ``x-should-retry: false`` (the SDKs' own header) on any answer the table reads: wrong;
+  ``x-should-retry: true`` on a 4xx: busy, bounded when no wait is given;
+* every other answer (4xx, 1xx, 3xx): wrong.
 
 **The wait** (:func:`header_wait_s`) is read from ``retry-after-ms`` (OpenAI's and Azure's
 milliseconds), then ``Retry-After`` (seconds or an HTTP date), then a Google
