@@ -12,8 +12,8 @@ injected clock and random source so each is table-tested:
 * **The bound** (:data:`BUSY_BOUND_S`). A service that has answered nothing but busy for
   longer than that is down (:class:`~workers.analyzer.replies.AnalyzerDown`): the breaker
   counts it and ``SENTINEL_ANALYZER_WHEN_DOWN=rules`` gets each message a rules verdict
-  within seconds. Without it a proxy in front of a dead model (Envoy's 503 "no healthy
-  upstream") was busy for ever.
+  within seconds, even where a proxy in front of a dead model answers only busy (Envoy's
+  503 "no healthy upstream").
 
 Which busy answers count towards the bound: those that give no wait and come from no rate
 limiter (:class:`~workers.analyzer.waits.BusyOrDead`: 408, 409, 503, 529, ``x-should-retry:
@@ -37,10 +37,10 @@ from workers.analyzer.replies import AnalyzerBusy, AnalyzerDown
 from workers.analyzer.waits import BusyOrDead
 
 #: Nothing but busy answers (that count, see the module) for longer than this is down.
-#: Long enough for five backoffs (0.5 + 1 + 2 + 4 + 8 s less jitter: at least 11.6 s,
-#: so the sixth such answer decides): a full queue of a self-hosted server (Ollama, vLLM)
-#: clears well within it. Short enough that, with ``WHEN_DOWN=rules``, a dead model behind
-#: a proxy costs each message at most this plus one backoff (8 s) before its rules verdict.
+#: Long enough for five backoffs (so the sixth such answer decides), in which a full queue
+#: of a self-hosted server (Ollama, vLLM) clears; short enough that, with
+#: ``WHEN_DOWN=rules``, a dead model behind a proxy costs each message at most this plus
+#: one capped backoff before its rules verdict.
 BUSY_BOUND_S = 10.0
 #: The SDKs' backoff: the first wait, its cap, and the jitter taken off (0 to 25 %).
 BACKOFF_START_S = 0.5

@@ -23,7 +23,7 @@ by row against the official ``openai`` and ``anthropic`` packages' own retry dec
 milliseconds), then ``Retry-After`` (seconds or an HTTP date), then a Google
 ``RetryInfo.retryDelay`` in the body. A wait of 0, or a date already past, is **no wait
 given**, as the SDKs read it: they use a header's wait only when it is above 0 and fall
-back to their own backoff otherwise; taken as "call again now" it made a storm of calls.
+back to their own backoff otherwise; read as "call again now" it would be a storm.
 Where one header gives 0 and a later one a real wait (Azure's ``retry-after-ms: 0`` beside
 ``Retry-After: 10``), the real wait is kept, deliberately unlike the SDKs (which stop at the
 first header they can parse): the server said when it will serve, and calling again after
