@@ -16,7 +16,9 @@ it. ``context_tokens`` refuses a request whose prompt and ``max_tokens`` exceed 
 context with the refusal its ``context_dialect`` documents (:func:`context_refusal`).
 ``accepted_keys`` serves only requests carrying one of those keys and answers any other
 with the API's documented 401 (:func:`rejected_key`), as a provider does once a key is
-revoked. The ``model_api_server`` fixture serves one per test.
+revoked. ``script`` answers each call by its number as a test scripts it (status, headers, raw
+body: a gateway's, a rate limiter's), or serves it as above where it returns None. The
+``model_api_server`` fixture serves one per test.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +37,16 @@ from typing import Any
 VERDICT = {"is_threat": True, "risk_level": "medium", "narrative": "Structuring pattern."}
 OPENAI_MODEL = "gpt-4o-mini-2024-07-18"
 ANTHROPIC_MODEL = "claude-3-5-haiku-20241022"
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """One scripted answer: its status, headers and body, byte for byte."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -87,6 +99,8 @@ class ModelApiServer:
     #: The most one answer billed.
     largest_bill: int = 0
     _answered: int = 0
+    #: The answer to the call of this number (0 the first), or None: served as usual.
+    script: Callable[[int], Scripted | None] | None = None
     _level: float | None = None
     _filled_at: float = 0.0
 
@@ -110,6 +124,14 @@ class ModelApiServer:
             self.billed_tokens += usage["total_tokens"]
             self.largest_bill = max(self.largest_bill, usage["total_tokens"])
         return reply
+
+    def scripted(self) -> Scripted | None:
+        """The scripted answer of the call just recorded (None: serve it)."""
+        if self.script is None:
+            return None
+        with self.lock:
+            number = len(self.requests) - 1
+        return self.script(number)
 
     def charge(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
         """Admit a call against the budget: (admitted, its prompt tokens, the headers)."""
@@ -338,7 +360,10 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
             self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
             state.record(self.entry)
             key = request_key(headers)
-            if state.accepted_keys is not None and key not in state.accepted_keys:
+            scripted = state.scripted()
+            if scripted is not None:
+                self.answer_bytes(scripted)
+            elif state.accepted_keys is not None and key not in state.accepted_keys:
                 self.answer(401, rejected_key(self.path, key), {})
             elif state.refuse_with is not None:
                 key = headers.get("authorization", "").removeprefix("Bearer ")
@@ -373,16 +398,18 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 self.answer(404, {"error": "not found"}, {})
 
         def answer(self, status: int, reply: dict[str, Any], headers: dict[str, str]) -> None:
-            payload = json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in headers.items():
+            self.answer_bytes(Scripted(status, headers, json.dumps(reply).encode()))
+
+        def answer_bytes(self, answer: Scripted) -> None:
+            self.send_response(answer.status)
+            self.send_header("Content-Type", answer.content_type)
+            self.send_header("Content-Length", str(len(answer.body)))
+            for name, value in answer.headers.items():
                 self.send_header(name, value)
             self.end_headers()
             with state.lock:
-                self.entry.update(status=status, answered_at=time.time())
-            self.wfile.write(payload)
+                self.entry.update(status=answer.status, answered_at=time.time())
+            self.wfile.write(answer.body)
 
         def log_message(self, format: str, *args: object) -> None:
             pass

@@ -21,6 +21,9 @@ module:
 * :mod:`workers.analyzer.context_window`: a message too long for the model's context,
   refused as that message's alone (read from each server's refusal, or known before
   sending);
+* :mod:`workers.analyzer.waits`: the decision table of statuses and headers, and their
+  waits, as the official SDKs read them; :mod:`workers.analyzer.busy_spell` the backoff
+  where no wait is given and the bound past which nothing but busy is down;
 * :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
 * :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;

@@ -5,9 +5,8 @@ headers and the (capped) body, so every documented answer of every provider is o
 a table test. The meanings are those of :mod:`workers.analyzer.replies`:
 
 * **busy** (:class:`~workers.analyzer.replies.AnalyzerBusy`): the API is up and at
-  capacity; the message waits. The wait it asks for is read from ``retry-after-ms``
-  first (OpenAI's and Azure's milliseconds), then ``Retry-After``, then a Google
-  ``RetryInfo.retryDelay`` (``"42s"``) in the body.
+  capacity; the message waits. Which answers are busy, and the wait they give, is the
+  table of :mod:`workers.analyzer.waits` (a wait of 0 or a past date is none given).
 * **exhausted** (:class:`~workers.analyzer.replies.AnalyzerExhausted`): retrying cannot
   help until something changes outside the fleet (a quota or spend limit spent, a credit
   balance empty, a per-day quota used up, a key rejected). Matched on what the provider
@@ -18,10 +17,12 @@ a table test. The meanings are those of :mod:`workers.analyzer.replies`:
 
 A rejected key (401, 403) is exhausted under every API, ``sentinel`` included: it is a
 misconfiguration, not an outage, and asking again with the same key only repeats it.
-Otherwise ``sentinel`` keeps its meanings exactly (:func:`status_error`: a 503 without
-``Retry-After`` is down). Under ``openai`` and ``anthropic`` a 503 and a 529 are busy
-whatever their headers: self-hosted servers (Ollama, vLLM) answer 503 when their queue is
-full and Anthropic 529 when it is overloaded, and neither is an outage.
+Otherwise ``sentinel`` answers are read by their status and headers only
+(:func:`~workers.analyzer.waits.read_answer`: a 503 without ``Retry-After`` is down).
+Under ``openai`` and ``anthropic`` a 503 and a 529 are busy whatever their headers:
+self-hosted servers (Ollama, vLLM) answer 503 when their queue is full and Anthropic 529
+when it is overloaded; one that answers nothing else for too long is down
+(:mod:`workers.analyzer.busy_spell`).
 
 A message never carries the raw body: only the provider's error type and code and the
 first :data:`MESSAGE_MAX_CHARS` of its message, key-shaped tokens masked and the text
@@ -36,30 +37,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from sentinel_platform.redaction import MASK, scrub
 from sentinel_platform.streams.consumer.processor import Busy
-from workers.analyzer.replies import (
-    MAX_RETRY_AFTER_S,
-    AnalyzerBusy,
-    AnalyzerDown,
-    AnalyzerError,
-    AnalyzerExhausted,
-    retry_after_seconds,
-    status_error,
-)
+from workers.analyzer.replies import AnalyzerError, AnalyzerExhausted
+from workers.analyzer.waits import ApiKind, answer_error, header_wait_s, read_answer
 
-ApiKind = Literal["sentinel", "openai", "anthropic"]
 #: The provider's own message is cut to this in ours: enough to say why, never a dump.
 MESSAGE_MAX_CHARS = 200
 #: Per-day Gemini quotas reset at midnight in this zone (Gemini's rate-limits page).
 QUOTA_DAY_ZONE = "America/Los_Angeles"
 #: The causes of an exhaustion, short words safe as a metric label.
 CAUSES = ("rejected_key", "insufficient_quota", "spend_limit", "credit_balance", "daily_quota")
-#: Statuses that mean busy under ``openai`` and ``anthropic`` (429 unless exhausted).
-BUSY_STATUSES = frozenset((429, 503, 529))
 #: Tokens shaped like an API key (OpenAI ``sk-``, Anthropic ``sk-ant-``, Google ``AIza``).
 _KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_*.-]{4,}|AIza[0-9A-Za-z_-]{8,})")
 #: Anthropic's 400 for a spend limit or an empty balance says so in its message only.
@@ -101,19 +92,17 @@ def refusal(
     if status in (401, 403) or "API_KEY_INVALID" in error.reasons:
         why = f"analyzer rejected the credentials (HTTP {status}{_kind(error)}): check the key"
         return AnalyzerExhausted(why, None, "rejected_key")
-    if api == "sentinel":
-        return status_error(status, lower.get("retry-after"), now)
+    if api == "sentinel":  # its own contract: the status and headers only
+        return answer_error(
+            read_answer(api, status, lower, now), f"analyzer answered HTTP {status}"
+        )
     exhausted = exhaustion(status, error, now)
     if exhausted is not None:
         return exhausted
     said = describe_error(status, error)
-    if status in BUSY_STATUSES:
-        seconds = busy_wait_s(lower, error, now)
-        wait = "" if seconds is None else f", wait {seconds:g}s"
-        return AnalyzerBusy(seconds, f"{said}{wait}")
-    if 500 <= status < 600 and not _VALIDATION.search(error.message):
-        return AnalyzerDown(said)
-    return AnalyzerError(f"{said} (the request was refused: not retried)")
+    if 500 <= status < 600 and _VALIDATION.search(error.message):
+        return AnalyzerError(f"{said} (the request was refused: not retried)")
+    return answer_error(read_answer(api, status, lower, now, error.retry_delay_s), said)
 
 
 def exhaustion(status: int, error: ErrorBody, now: datetime) -> AnalyzerExhausted | None:
@@ -140,19 +129,11 @@ def exhaustion(status: int, error: ErrorBody, now: datetime) -> AnalyzerExhauste
 
 
 def busy_wait_s(headers: Mapping[str, str], error: ErrorBody, now: datetime) -> float | None:
-    """Seconds a busy answer asks to wait, at most ``MAX_RETRY_AFTER_S``:
-    ``retry-after-ms`` (milliseconds, fractions allowed) first, then ``Retry-After``
-    (seconds or an HTTP date), then the body's ``RetryInfo.retryDelay``. None when none
-    of them is there and valid: the caller picks a backoff. ``headers`` are lower-cased."""
-    millis = _number(headers.get("retry-after-ms"))
-    if millis is not None:
-        return min(millis / 1000, MAX_RETRY_AFTER_S)
-    seconds = retry_after_seconds(headers.get("retry-after"), now)
-    if seconds is not None:
-        return seconds
-    if error.retry_delay_s is not None:
-        return min(error.retry_delay_s, MAX_RETRY_AFTER_S)
-    return None
+    """Seconds a busy answer asks to wait (:func:`~workers.analyzer.waits.header_wait_s`):
+    ``retry-after-ms``, ``Retry-After``, then the body's ``RetryInfo.retryDelay``, the
+    first above 0. None when none gives one: the caller backs off. ``headers`` are
+    lower-cased."""
+    return header_wait_s(headers, now, error.retry_delay_s)
 
 
 def error_body(body: bytes) -> ErrorBody:
@@ -225,14 +206,6 @@ def _kind(error: ErrorBody) -> str:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _number(value: str | None) -> float | None:
-    try:
-        number = float((value or "").strip())
-    except ValueError:
-        return None
-    return number if number >= 0 and number == number and number != float("inf") else None
 
 
 def _google_quota_ids(details: list[Any]) -> list[str]:

@@ -7,7 +7,9 @@ rules but can be slow, down, busy or wrong. What the caller gets for each
 * **busy** (429, 503 with ``Retry-After``, the fleet's hold or rate limit, no local
   connection in time): :class:`~sentinel_platform.streams.consumer.processor.Busy`. The
   message waits for the analyzer; it never gets a rules verdict for the analyzer being
-  busy, and the circuit breaker does not count it.
+  busy, and the circuit breaker does not count it. An answer with no wait holds the
+  fleet for a backoff, and one that answers nothing but busy past a bound is down
+  (:mod:`workers.analyzer.busy_spell`).
 * **down** (refused, timed out, 5xx without ``Retry-After``): :class:`AnalyzerDown`, so
   the rules decide (``SENTINEL_ANALYZER_WHEN_DOWN=rules``), or :class:`Busy`
   (``wait``). A circuit breaker (:mod:`workers.analyzer.breaker`) stops asking an
@@ -47,6 +49,7 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
 from workers.analyzer.billed import UnusableAnswer
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
+from workers.analyzer.busy_spell import BusySpell
 from workers.analyzer.fleet_limits import (
     EXHAUSTED,
     FleetBusy,
@@ -183,6 +186,7 @@ class HttpAnalyzer:
         self.api: ModelApi = api or SentinelApi()
         self.prompts: Mapping[str, Prompt] = dict(prompts or {})
         self.budget = budget or TokenBudget(self.limits.analyzer_id)
+        self.busy_spell = BusySpell()  # the backoff of busy answers, and their bound
         target, credentials = split_credentials(url)
         self._target = self.api.endpoint(target)
         self._headers = {**JSON_HEADERS, **credentials}  # the key's own come per call
@@ -410,20 +414,26 @@ class HttpAnalyzer:
             raise NoFreeConnection(
                 None, f"no free analyzer connection within {self.timeout_s:g}s (local pool)"
             )
+        sent_at = self.busy_spell.clock()
         try:
             self.limits.check_remembered()  # refused while this call waited for a connection
             key = self.keys.current()  # a changed key file re-read; raises if it is held
-            return self._send(body, prompt, {**key.headers, **headers})
-        except AnalyzerExhausted as exc:  # held before the connection goes to the next call
-            if not self.keys.refused(key, exc):  # a rejected key holds only that key
-                self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
-            raise
-        except AnalyzerBusy as busy:
-            if busy.retry_after_s:
+            assessment = self._send(body, prompt, {**key.headers, **headers})
+        except AnalyzerBusy as answered:  # no wait given: a backoff; down past the bound
+            busy = self.busy_spell.busy(answered, sent_at)
+            if isinstance(busy, AnalyzerBusy) and busy.retry_after_s:
                 self.limits.hold(busy.retry_after_s, busy.reason)
+            raise busy from None
+        except AnalyzerError as exc:
+            self.busy_spell.ended()
+            # Held before the connection is freed; a rejected key holds only that key.
+            if isinstance(exc, AnalyzerExhausted) and not self.keys.refused(key, exc):
+                self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
             raise
         finally:
             self._connections.release()
+        self.busy_spell.ended()
+        return assessment
 
     def _send(self, body: bytes, prompt: Prompt | None, headers: dict[str, str]) -> Assessment:
         deadline = time.monotonic() + self.timeout_s

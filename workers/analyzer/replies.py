@@ -4,9 +4,10 @@ Pure functions of an HTTP answer (and the clock, for a ``Retry-After`` date), ke
 from the client in :mod:`workers.analyzer.client` so each is table-tested. Three kinds of answer
 other than a valid assessment matter to the caller:
 
-* **busy**: HTTP 429, or 503 with ``Retry-After``: the analyzer is up but at capacity.
-  That is backpressure, :class:`~sentinel_platform.streams.consumer.processor.Busy`,
-  never a failure: it must not open the circuit breaker nor cost a message its AI verdict.
+* **busy**: HTTP 429, or 503 with ``Retry-After`` (the whole table is
+  :mod:`workers.analyzer.waits`): the analyzer is up but at capacity. That is
+  backpressure, :class:`~sentinel_platform.streams.consumer.processor.Busy`, never a
+  failure: it must not open the circuit breaker nor cost a message its AI verdict.
 * **down** (:class:`AnalyzerDown`): no answer (refused, reset, timed out) or a 5xx
   without ``Retry-After``: the analyzer cannot answer now; the breaker counts it and
   ``SENTINEL_ANALYZER_WHEN_DOWN`` chooses between the rules and waiting.
@@ -198,21 +199,6 @@ def retry_after_seconds(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:  # RFC 9110 dates are GMT
         when = when.replace(tzinfo=timezone.utc)
     return min(max(0.0, (when - now).total_seconds()), MAX_RETRY_AFTER_S)
-
-
-def status_error(status: int, retry_after: str | None, now: datetime) -> AnalyzerError | Busy:
-    """What a non-2xx answer means: :class:`AnalyzerBusy` for 429 (with the
-    ``Retry-After`` or None: the caller picks a backoff) and for 503 with a valid
-    ``Retry-After``; :class:`AnalyzerDown` for any other 5xx; a plain
-    :class:`AnalyzerError` for the rest (a 4xx is a mistake, not an outage)."""
-    message = f"analyzer answered HTTP {status}"
-    seconds = retry_after_seconds(retry_after, now)
-    if status == 429 or (status == 503 and seconds is not None):
-        said = "" if seconds is None else f" with Retry-After {seconds:g}s"
-        return AnalyzerBusy(seconds, f"{message}{said}")
-    if 500 <= status < 600:
-        return AnalyzerDown(message)
-    return AnalyzerError(message)
 
 
 def unreachable(exc: BaseException) -> AnalyzerError:

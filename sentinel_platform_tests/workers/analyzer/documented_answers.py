@@ -307,7 +307,34 @@ SELF_HOSTED_ROWS = [
     Row("a proxy's 502, no body", "openai", 502, b"<html>Bad Gateway</html>", "down"),
 ]
 
-# sentinel: today's meanings unchanged, but a rejected key is exhausted under every API.
+# Gateways and the SDKs' own rules (the retry decisions of the openai and anthropic
+# packages, _base_client.py: 408, 409, 429 and 5xx retried, x-should-retry obeyed, a wait
+# used only above 0). Azure's 429s are reported with retry-after-ms: 0; Envoy answers 503
+# "no healthy upstream" (text/plain) when no upstream host is healthy; Cloudflare's 520-524
+# say the origin did not answer.
+GATEWAY_ROWS = [
+    Row("nginx 408 request timeout", "openai", 408, b"<html>408 Request Time-out</html>", "busy"),
+    Row("409 lock timeout", "openai", 409, b"", "busy"),
+    Row("azure 429 retry-after-ms 0", "openai", 429, b"", "busy", headers={"retry-after-ms": "0"}),
+    Row(
+        "azure 429 retry-after-ms 0 beside Retry-After 10",
+        *("openai", 429, b"", "busy", 10.0),
+        headers={"retry-after-ms": "0", "Retry-After": "10"},
+    ),
+    Row(
+        "429 Retry-After a past date",
+        *("openai", 429, b"", "busy"),
+        headers={"Retry-After": "Fri, 27 Nov 2026 04:59:00 GMT"},
+    ),
+    Row("envoy 503 no healthy upstream", "openai", 503, b"no healthy upstream", "busy"),
+    Row("a gateway's 504", "openai", 504, b"upstream request timeout", "down"),
+    *[Row(f"cloudflare {s}", "openai", s, b"<html>origin</html>", "down") for s in range(520, 525)],
+    Row("x-should-retry false", "openai", 503, b"", "wrong", headers={"x-should-retry": "false"}),
+    Row("x-should-retry true", "openai", 400, b"", "busy", headers={"x-should-retry": "true"}),
+]
+
+# sentinel: today's meanings unchanged, but a rejected key is exhausted under every API,
+# 408 and 409 are busy, and a wait of 0 or in the past is no wait given.
 SENTINEL_ROWS = [
     Row("sentinel 503 without Retry-After", "sentinel", 503, b"", "down"),
     Row(
@@ -318,6 +345,18 @@ SENTINEL_ROWS = [
     Row("sentinel 401", "sentinel", 401, b"", "exhausted", None, "rejected_key"),
     Row("sentinel 403", "sentinel", 403, b"", "exhausted", None, "rejected_key"),
     Row("sentinel 400", "sentinel", 400, b"", "wrong"),
+    Row("sentinel 408", "sentinel", 408, b"", "busy"),
+    Row(
+        "sentinel 503 with Retry-After 0",
+        *("sentinel", 503, b"", "busy", None, "", {"Retry-After": "0"}),
+    ),
 ]
 
-ROWS = [*OPENAI_ROWS, *ANTHROPIC_ROWS, *GEMINI_ROWS, *SELF_HOSTED_ROWS, *SENTINEL_ROWS]
+ROWS = [
+    *OPENAI_ROWS,
+    *ANTHROPIC_ROWS,
+    *GEMINI_ROWS,
+    *SELF_HOSTED_ROWS,
+    *GATEWAY_ROWS,
+    *SENTINEL_ROWS,
+]

@@ -1,8 +1,6 @@
-"""What an analyzer's answer means, as a table: busy, down or wrong.
+"""What an analyzer's answer carries: its ``Retry-After``, and a busy answer's delay.
 
-Busy (:class:`~sentinel_platform.streams.consumer.processor.Busy`) makes the message wait
-and never touches the circuit breaker; down (:class:`AnalyzerDown`) feeds the breaker and
-``SENTINEL_ANALYZER_WHEN_DOWN``; wrong (a plain :class:`AnalyzerError`) gets the rules.
+Which status is busy, down or wrong is the table of ``test_waits.py``.
 """
 
 from __future__ import annotations
@@ -12,50 +10,9 @@ from datetime import datetime, timezone
 import pytest
 
 from sentinel_platform.streams.consumer.processor import Busy
-from workers.analyzer.replies import (
-    MAX_RETRY_AFTER_S,
-    AnalyzerBusy,
-    AnalyzerDown,
-    AnalyzerError,
-    retry_after_seconds,
-    status_error,
-)
+from workers.analyzer.replies import MAX_RETRY_AFTER_S, retry_after_seconds
 
 NOW = datetime(2026, 11, 24, 12, 0, 0, tzinfo=timezone.utc)
-
-
-@pytest.mark.parametrize(
-    ("status", "retry_after", "kind", "seconds"),
-    [
-        (429, "2", "busy", 2.0),
-        (429, None, "busy", None),  # no delay given: the consumer loop picks a backoff
-        (429, "soon", "busy", None),  # an invalid header is no header
-        (429, "Tue, 24 Nov 2026 12:00:30 GMT", "busy", 30.0),
-        (503, "7", "busy", 7.0),
-        (503, "Tue, 24 Nov 2026 11:00:00 GMT", "busy", 0.0),  # a past date: come back now
-        (503, None, "down", None),  # no Retry-After: an outage, not backpressure
-        (503, "1.5", "down", None),  # not a valid delay-seconds
-        (500, "5", "down", None),  # only 503 and 429 carry a usable Retry-After
-        (502, None, "down", None),
-        (504, None, "down", None),
-        (400, None, "wrong", None),
-        (401, None, "wrong", None),
-        (404, "5", "wrong", None),
-        (301, None, "wrong", None),
-    ],
-)
-def test_each_status_is_busy_down_or_wrong(
-    status: int, retry_after: str | None, kind: str, seconds: float | None
-) -> None:
-    error = status_error(status, retry_after, NOW)
-    assert f"HTTP {status}" in str(error)
-    if kind == "busy":
-        assert isinstance(error, AnalyzerBusy) and isinstance(error, Busy)
-        assert error.retry_after_s == seconds
-    elif kind == "down":
-        assert isinstance(error, AnalyzerDown)
-    else:
-        assert isinstance(error, AnalyzerError) and not isinstance(error, AnalyzerDown)
 
 
 @pytest.mark.parametrize(
