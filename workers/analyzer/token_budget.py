@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 LEARNED_TTL_MS = 300_000
 #: How often a worker re-reads what the fleet has learnt.
 LEARNED_REFRESH_S = 1.0
+#: ... and how often while it has learnt nothing: the fleet's first answers reach every
+#: worker within this long, so few calls go out unpaced against a budget already spent.
+UNLEARNED_REFRESH_S = 0.1
 #: The daily counter outlives its day by a day (a late settle still finds it).
 DAY_TTL_MS = 2 * 86_400_000
 #: Characters per token when estimating a prompt before it is sent (OpenAI's rule of
@@ -345,11 +348,13 @@ class TokenBudget:
             log.warning("analyzer_pace_not_shared", extra={"error": type(exc).__name__})
 
     def _pace(self) -> Pace:
-        """What the fleet learnt, re-read from Redis at most every ``LEARNED_REFRESH_S``."""
+        """What the fleet learnt, re-read from Redis at most every ``LEARNED_REFRESH_S``
+        (``UNLEARNED_REFRESH_S`` while nothing is known)."""
         with self._lock:
             if self._client is None or self._clock() < self._next_read:
                 return self._learned
-            self._next_read = self._clock() + LEARNED_REFRESH_S
+            known = self._learned != Pace()
+            self._next_read = self._clock() + (LEARNED_REFRESH_S if known else UNLEARNED_REFRESH_S)
         try:
             rates = self._client.hmget(self._keys[2], list(PACED))
         except redis.RedisError:
