@@ -40,7 +40,9 @@ PACED = ("requests", "tokens", "input_tokens", "output_tokens")
 #: for); then for each budget: its counter's field, the mark of the announcing call's
 #: reservation (-1: none), us per unit, the announced debt (us). The TAT is set to the
 #: debt plus the units reserved since the announcing call (the server had not seen
-#: them). Returns each budget's new TAT, us from now.
+#: them); for a call that reserved nothing (sent before anything was learnt) what was
+#: reserved since is unknown, so its announcement only ever lengthens the state.
+#: Returns each budget's new TAT, us from now.
 CORRECT_SCRIPT = LuaScript(
     "analyzer_tokens_correct",
     """
@@ -54,6 +56,12 @@ for i = 1, #KEYS - 1 do
     since = math.max(0, (tonumber(redis.call('HGET', counter, ARGV[b])) or 0) - mark)
   end
   local at = math.min(tonumber(ARGV[b + 3]) + since * tonumber(ARGV[b + 2]), furthest)
+  if mark < 0 then
+    local left = redis.call('PTTL', KEYS[i])
+    if left >= 0 then
+      at = math.max(at, left * 1000 + (tonumber(redis.call('GET', KEYS[i])) or 0))
+    end
+  end
   local ms = math.floor(at / 1000)
   if ms < 1 then
     redis.call('DEL', KEYS[i])
