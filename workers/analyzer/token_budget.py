@@ -2,9 +2,10 @@
 
 Hosted model APIs limit tokens per minute, and count a request's ``max_tokens`` against
 the budget before it runs. :class:`TokenBudget` keeps, for one analyzer and every worker
-of its fleet, two weighted GCRA limiters (the theoretical arrival time of the next call,
-kept as a key's expiry time in the server's clock, as the calls-per-second limiter does,
-so no ``TIME``) and a daily counter, all touched by one script per call. Their keys share
+of its fleet, weighted GCRA limiters (the configured tokens, and each announced budget:
+the theoretical arrival time of the next call, kept as a key's expiry time in the
+server's clock, as the calls-per-second limiter does, so no ``TIME``) and a daily
+counter, all touched by one script per call. Their keys share
 one ``{id}`` hash tag, so the scripts run on a Redis Cluster.
 
 * **Reserve** before a call: its prompt's estimated tokens plus its ``max_tokens``
@@ -13,8 +14,9 @@ one ``{id}`` hash tag, so the scripts run on a Redis Cluster.
   (:class:`~workers.analyzer.fleet_limits.FleetBusy`), a nearer one is waited for as a
   turn (``waited_for_turn``), which the worker's stop ends.
 * **Settle** after the answer (:func:`settled`): the tokens the API really charged
-  replace the estimate, the unused part is returned, and the daily counter grows by the
-  tokens used.
+  replace the estimate in the configured limiter, the unused part is returned, and the
+  daily counter grows by the tokens used (an announced budget is set by the answer's own
+  announcement instead).
 * **Learn** from announced limits (``x-ratelimit-*``, ``anthropic-ratelimit-*``) with no
   setting: each announced budget is a token bucket refilling at its limit per minute
   (:mod:`workers.analyzer.announced_bucket`), its own GCRA with a burst tolerance of one
