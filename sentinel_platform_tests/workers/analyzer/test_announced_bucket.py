@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from workers.analyzer.announced_bucket import (
-    Correction,
     Pace,
     Weights,
     corrections,
@@ -108,8 +107,7 @@ def test_a_call_weighs_its_input_and_its_max_tokens_on_the_budgets_announced_apa
     assert [c.kind for c in found] == ["requests", "input_tokens", "output_tokens"]
     by_kind = {c.kind: c for c in found}
     # input: 39,000 owed at 666.7 a second, 58.5 s; this call's 300 tokens cost 0.45 s
-    assert by_kind["input_tokens"] == Correction(
-        "input_tokens", pytest.approx(1_500.0), pytest.approx(58.5e6), pytest.approx(0.45)
-    )
+    got = by_kind["input_tokens"]
+    assert (got.per_unit_us, got.debt_us, got.cost_s) == pytest.approx((1_500.0, 58.5e6, 0.45))
     assert by_kind["input_tokens"].turn_s(58.5) == 0.0  # 1,000 left covers 300
     assert by_kind["output_tokens"].debt_us == 0.0  # the whole output budget is left
