@@ -1,33 +1,39 @@
-"""Token budget: three real workers against an OpenAI-like server's tokens-per-minute limit.
+"""Token budget: three real workers against OpenAI-like and Anthropic-like announced limits.
 
-Every run is real: three ``python -m workers.watch_transactions`` processes on defaults
-(``SENTINEL_ANALYZER_API=openai``, ``SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS`` =
-``MAX_TOKENS`` = 400 sent as ``max_tokens``) against the harness's Chat Completions
-server (:class:`~sentinel_platform_tests.harness.model_api_server.ModelApiServer`) and a
-redis-server started by the bench (or ``REDIS_URL``). The server charges each call, at
-admission, its prompt's tokens (its messages' characters / 4) plus its ``max_tokens``, as
-OpenAI does, from a bucket of one minute's budget refilled continuously, and answers
-OpenAI's 429 (``rate_limit_exceeded``, no ``Retry-After``) to a call the bucket cannot
-pay for. It announces 600 requests a minute beside the tokens (not enforced: at these
-sizes the token budget binds first).
+Every run is real: for each arm, three ``python -m workers.watch_transactions`` processes
+on defaults (``SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS`` = ``MAX_TOKENS`` = 400 sent as
+``max_tokens``) against the harness's model API server
+(:class:`~sentinel_platform_tests.harness.model_api_server.ModelApiServer`) and a
+redis-server of its own (the arms run side by side; one after another on ``REDIS_URL``'s
+server). The server keeps a token bucket of
+one minute's budget refilled continuously and answers a call the bucket cannot pay for
+with the dialect's 429:
 
-Arms (goals printed with PASS/MISS):
+* ``openai``: Chat Completions, each call charged its prompt's tokens (its messages'
+  characters / 4) plus its ``max_tokens`` at admission, as OpenAI does; ``x-ratelimit-*``
+  on every answer (resets as durations), 429 ``rate_limit_exceeded`` with no
+  ``Retry-After``;
+* ``anthropic``: Messages, each call charged its input tokens, as Anthropic's input-token
+  limit does; ``anthropic-ratelimit-*`` on every answer (input tokens, resets as RFC 3339
+  times), 429 ``rate_limit_error`` with ``retry-after``;
+* ``configured`` (full runs only): Chat Completions with no headers,
+  ``SENTINEL_ANALYZER_TOKENS_PER_MINUTE`` = the budget.
 
-* ``announced``: 60,000 tokens/min announced with ``x-ratelimit-*`` on every answer, no
-  setting: tokens admitted per minute (as the server charges them) >= 0.9x the budget,
-  429s <= 1% of calls, 0 rules fallbacks.
-* ``configured``: no headers, ``SENTINEL_ANALYZER_TOKENS_PER_MINUTE`` = the budget:
-  >= 0.85x, 429s <= 2%, 0 fallbacks.
-
-The rate is measured over a window after the first minute (the bucket starts full, so
-the first minute would flatter any client); ``--quick`` scales the budget down by 4 and
-shortens the window.
+Each starts with the bucket **empty** (the minute's budget spent elsewhere, as on a shared
+key) and **full**. Over a window from the first call the server admits at most what the
+bucket held at the start plus the refill, so the figure is tokens admitted / (that
+start + budget per second x window) (Anthropic: input tokens against its input-token
+budget). Goals (PASS/MISS): >= 0.9x, 429s <= 1% of calls, 0 rules fallbacks. The 429s
+of the first wave (the calls sent before any answer announced anything) are printed
+apart. ``--quick`` shortens the window to 40 s (about a minute in all).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench.cells import spawn, transactions
@@ -49,53 +55,75 @@ from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_lea
 NAME = "token_budget"
 MAX_TOKENS = 400
 WORKERS = 3
-WARM_S = 60.0
+TOKENS_PER_MINUTE = 60_000
+#: The fewest tokens a call is charged (its prompt alone): enough messages never run dry.
+MIN_CALL_TOKENS = 300
+#: Calls in this long after the first are the first wave (sent before any answer).
+FIRST_WAVE_S = 0.5
+MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 
 
-def run_arm(
-    url: str, home: Path, stub: ModelApiServer, *, announced: bool, tpm: int, window_s: float
+@contextlib.contextmanager
+def arm(
+    name: str, api: str, stub: ModelApiServer, *, empty: bool, announced: bool, window_s: float
+) -> Iterator[Callable[[], dict[str, Any]]]:
+    """Start one arm (its redis-server, stub budget and three workers); yields a function
+    that, once the window is over, returns the arm's figures as the server counted them."""
+    with redis_server() as server, scratch_dir(f"bench-tokens-{name}-") as home:
+        client = raw_client(server.url)
+        client.flushdb()
+        stub.tokens_per_minute, stub.bucket_s, stub.announce = TOKENS_PER_MINUTE, 60.0, announced
+        stub.starts_empty, stub.requests_per_minute = empty, 600
+        keys = transaction_keys(load_settings(redis_url=server.url, home=home))
+        values: dict[str, Any] = {
+            "analyzer_api": api,
+            "analyzer_model": MODELS[api],
+            "analyzer_url": stub.url,
+            "analyzer_max_output_tokens": MAX_TOKENS,
+            "analyzer_id": f"bench-{name}",
+        }
+        if not announced:
+            values["analyzer_tokens_per_minute"] = TOKENS_PER_MINUTE
+        start_tokens = 0 if empty else TOKENS_PER_MINUTE
+        allowed = start_tokens + TOKENS_PER_MINUTE / 60 * (window_s + 30)
+        for fields in transactions(int(allowed / MIN_CALL_TOKENS) + 50):
+            client.xadd(keys.stream, fields)  # type: ignore[arg-type]
+        with Fleet(home) as fleet:
+            env = child_env(server.url, home, **values)
+            procs = [spawn(fleet, f"{name}-{i}", env, []) for i in range(WORKERS)]
+            wait_leases(client, keys, procs)
+
+            def measure() -> dict[str, Any]:
+                return figures(stub, client, keys.results, start_tokens, window_s)
+
+            yield measure
+            for proc in procs:
+                proc.stop(timeout_s=10)
+
+
+def figures(
+    stub: ModelApiServer, client: Any, results: str, start_tokens: int, window_s: float
 ) -> dict[str, Any]:
-    """One arm: the figures of its window, as the server counted them."""
-    client = raw_client(url)
-    client.flushdb()
-    stub.tokens_per_minute, stub.bucket_s, stub.announce = tpm, 60.0, announced
-    stub.requests_per_minute = 600
-    stub._level, stub.charges, stub.rate_limited, stub.admitted_tokens = None, [], 0, 0
-    keys = transaction_keys(load_settings(redis_url=url, home=home))
-    values: dict[str, Any] = {
-        "analyzer_api": "openai",
-        "analyzer_model": "gpt-4o-mini",
-        "analyzer_url": stub.url,
-        "analyzer_max_output_tokens": MAX_TOKENS,
-        "analyzer_id": f"bench-{'announced' if announced else 'configured'}",
-    }
-    if not announced:
-        values["analyzer_tokens_per_minute"] = tpm
-    env = child_env(url, home, **values)
-    calls_needed = int(tpm / 600 * (WARM_S + window_s) * 1.5) + 50  # never runs dry
-    for fields in transactions(calls_needed):
-        client.xadd(keys.stream, fields)  # type: ignore[arg-type]
-    with Fleet(home) as fleet:
-        procs = [spawn(fleet, f"tokens-{i}", env, []) for i in range(WORKERS)]
-        wait_leases(client, keys, procs)
-        deadline = time.monotonic() + 30
-        while not stub.charges and time.monotonic() < deadline:
-            time.sleep(0.05)
-        start = (stub.charges[0][0] if stub.charges else time.monotonic()) + WARM_S
-        time.sleep(max(0.0, start + window_s - time.monotonic()))
-        charges = [c for c in list(stub.charges) if start <= c[0] < start + window_s]
-        verdicts = [f for _, f in client.xrange(keys.results)]
-        for proc in procs:
-            proc.stop(timeout_s=10)
-    admitted = sum(cost for _, cost, ok in charges if ok)
-    refused = sum(1 for _, _, ok in charges if not ok)
+    """The arm's window from its first call, as the server counted it."""
+    charges = list(stub.charges)
+    first = charges[0][0] if charges else time.monotonic()
+    window = [c for c in charges if first <= c[0] < first + window_s]
+    admitted = sum(cost for _, cost, ok in window if ok)
+    refused = sum(1 for _, _, ok in window if not ok)
+    allowed = start_tokens + TOKENS_PER_MINUTE / 60 * window_s
+    wave = sum(1 for t, _, ok in window if not ok and t < first + FIRST_WAVE_S)
+    verdicts = [f for _, f in client.xrange(results)]
     return {
         "tokens_per_min": round(admitted / window_s * 60),
-        "budget": tpm,
-        "ratio": round(admitted / window_s * 60 / tpm, 3),
-        "calls": len(charges),
+        "allowed_per_min": round(allowed / window_s * 60),
+        "ratio": round(admitted / allowed, 3),
+        "calls": len(window),
         "rate_limited": refused,
-        "rate_limited_share": round(refused / max(1, len(charges)), 4),
+        "rate_limited_share": round(refused / max(1, len(window)), 4),
+        "first_wave_429s": wave,
+        "rate_limited_share_after_first_wave": round(
+            (refused - wave) / max(1, len(window) - wave), 4
+        ),
         "fallbacks": sum(1 for f in verdicts if f.get("driver_used") == "fallback"),
         "verdicts": len(verdicts),
     }
@@ -104,27 +132,45 @@ def run_arm(
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(NAME, __doc__)
     args = parser.parse_args(argv)
-    tpm = 15_000 if args.quick else 60_000
-    window_s = 30.0 if args.quick else 120.0
-    figures: dict[str, Any] = {"max_tokens": MAX_TOKENS, "window_s": window_s}
+    window_s = 40.0 if args.quick else 120.0
+    arms = [
+        (f"{api}-{start}", api, start == "empty", True)
+        for api in ("openai", "anthropic")
+        for start in ("empty", "full")
+    ]
+    if not args.quick:
+        arms += [("configured-empty", "openai", True, False)]
+    results: dict[str, Any] = {
+        "max_tokens": MAX_TOKENS,
+        "window_s": window_s,
+        "tokens_per_minute": TOKENS_PER_MINUTE,
+    }
     goals: list[Goal] = []
-    with redis_server() as server, scratch_dir("bench-tokens-") as tmp, serving_model_api() as stub:
-        info = machine_info(raw_client(server.url))
-        for arm, announced, share, limit in (
-            ("announced", True, 0.9, 0.01),
-            ("configured", False, 0.85, 0.02),
-        ):
-            got = run_arm(server.url, tmp, stub, announced=announced, tpm=tpm, window_s=window_s)
-            figures[arm] = got
-            print(f"  {arm:<10} {got}", flush=True)
-            goals += [
-                Goal(f"{arm}: tokens/min admitted / budget", got["ratio"], share),
-                Goal(f"{arm}: 429s / calls", got["rate_limited_share"], limit, at_most=True),
-                Goal(f"{arm}: rules fallbacks", got["fallbacks"], 0, at_most=True, unit=""),
-            ]
-    figures["goals"] = print_goals(goals)
-    emit_json(NAME, {**figures, "machine": info})
-    return 0 if all(v == "PASS" for v in figures["goals"].values()) else 1
+    with redis_server() as info_server:
+        info = machine_info(raw_client(info_server.url))
+    # side by side, each on a redis-server of its own; on REDIS_URL's one after another
+    batches = [arms] if not os.environ.get("REDIS_URL") else [[one] for one in arms]
+    for batch in batches:
+        with contextlib.ExitStack() as stack:
+            measures = {}
+            for name, api, empty, announced in batch:
+                stub = stack.enter_context(serving_model_api())
+                measures[name] = stack.enter_context(
+                    arm(name, api, stub, empty=empty, announced=announced, window_s=window_s)
+                )
+            time.sleep(window_s + 5)  # every arm's window, from its first call
+            for name, measure in measures.items():
+                got = measure()
+                results[name] = got
+                print(f"  {name:<17} {got}", flush=True)
+                goals += [
+                    Goal(f"{name}: tokens admitted / allowed", got["ratio"], 0.9),
+                    Goal(f"{name}: 429s / calls", got["rate_limited_share"], 0.01, at_most=True),
+                    Goal(f"{name}: rules fallbacks", got["fallbacks"], 0, at_most=True, unit=""),
+                ]
+    results["goals"] = print_goals(goals)
+    emit_json(NAME, {**results, "machine": info})
+    return 0 if all(v == "PASS" for v in results["goals"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -69,13 +70,19 @@ class ModelApiServer:
     quota_after: int | None = None
     served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Chat Completions only: a token budget per minute (None: none), charged as OpenAI
-    #: does, each call its prompt's tokens plus its ``max_tokens`` at admission, from a
-    #: bucket holding ``bucket_s`` seconds of it (OpenAI documents that a per-minute
-    #: limit may be enforced over shorter periods); a call beyond it is a 429.
+    #: A token budget per minute (None: none), from a bucket holding ``bucket_s`` seconds
+    #: of it (OpenAI documents that a per-minute limit may be enforced over shorter
+    #: periods), refilled continuously; a call beyond it is a 429. Chat Completions
+    #: charges as OpenAI does, each call its prompt's tokens plus its ``max_tokens`` at
+    #: admission; Messages as Anthropic's input-tokens limit does, the prompt's tokens.
     tokens_per_minute: int | None = None
     bucket_s: float = 60.0
-    #: Announce the budget on every answer (``x-ratelimit-*``), as OpenAI does.
+    #: The bucket starts empty (its budget spent elsewhere) instead of full.
+    starts_empty: bool = False
+    #: Announce the budget on every answer, 429s included, in the dialect's headers:
+    #: OpenAI's ``x-ratelimit-*`` (resets as durations), Anthropic's
+    #: ``anthropic-ratelimit-*`` (input tokens and their most restrictive ``tokens``,
+    #: resets as RFC 3339 times).
     announce: bool = False
     #: The requests-per-minute limit announced beside it (not enforced).
     requests_per_minute: int = 10_000
@@ -134,17 +141,56 @@ class ModelApiServer:
         return self.script(number)
 
     def charge(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
-        """Admit a call against the budget: (admitted, its prompt tokens, the headers)."""
+        """Admit a Chat Completions call against the budget: (admitted, its prompt
+        tokens, the headers)."""
         text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt = math.ceil(len(text) / 4)
         if self.tokens_per_minute is None:
             return True, prompt, {}
+        admitted, level, full_in_s = self._take(prompt + int(body.get("max_tokens") or 0))
+        headers = {
+            "x-ratelimit-limit-requests": str(self.requests_per_minute),
+            "x-ratelimit-remaining-requests": str(self.requests_per_minute - 1),
+            "x-ratelimit-reset-requests": "6ms",
+            "x-ratelimit-limit-tokens": str(self.tokens_per_minute),
+            "x-ratelimit-remaining-tokens": str(int(level)),
+            "x-ratelimit-reset-tokens": f"{full_in_s:.3f}s",
+        }
+        return admitted, prompt, headers if self.announce else {}
+
+    def charge_input(self, body: dict[str, Any]) -> tuple[bool, int, dict[str, str]]:
+        """Admit a Messages call against an input-tokens budget: (admitted, its input
+        tokens, the headers, resets the whole second by which the bucket is full)."""
+        text = json.dumps(body.get("system", "")) + json.dumps(body.get("messages", []))
+        prompt = math.ceil(len(text) / 4)
+        if self.tokens_per_minute is None:
+            return True, prompt, {}
+        admitted, level, full_in_s = self._take(prompt)
+        full, soon = _rfc3339_after(full_in_s), _rfc3339_after(0.006)
+        headers = {
+            "anthropic-ratelimit-requests-limit": str(self.requests_per_minute),
+            "anthropic-ratelimit-requests-remaining": str(self.requests_per_minute - 1),
+            "anthropic-ratelimit-requests-reset": soon,
+        }
+        for kind in ("input-tokens", "tokens"):  # no output budget here: input binds
+            headers[f"anthropic-ratelimit-{kind}-limit"] = str(self.tokens_per_minute)
+            headers[f"anthropic-ratelimit-{kind}-remaining"] = str(int(level))
+            headers[f"anthropic-ratelimit-{kind}-reset"] = full
+        if not admitted:  # Anthropic's 429 says how long to wait
+            rate = self.tokens_per_minute / 60
+            headers["retry-after"] = str(max(1, math.ceil((prompt - level) / rate)))
+        return admitted, prompt, headers if self.announce or not admitted else {}
+
+    def _take(self, cost: int) -> tuple[bool, float, float]:
+        """Take ``cost`` from the bucket if it holds it: (admitted, what is left, seconds
+        until it is full again)."""
+        assert self.tokens_per_minute is not None
         rate, cap = self.tokens_per_minute / 60, self.tokens_per_minute * self.bucket_s / 60
-        cost = prompt + int(body.get("max_tokens") or 0)
         with self.lock:
             now = time.monotonic()
-            level = cap if self._level is None else self._level
-            level = min(cap, level + (now - self._filled_at) * rate)
+            if self._level is None:
+                self._level, self._filled_at = (0.0 if self.starts_empty else cap), now
+            level = min(cap, self._level + (now - self._filled_at) * rate)
             admitted = level >= cost
             if admitted:
                 level -= cost
@@ -153,15 +199,7 @@ class ModelApiServer:
                 self.rate_limited += 1
             self._level, self._filled_at = level, now
             self.charges.append((now, cost, admitted))
-        headers = {
-            "x-ratelimit-limit-requests": str(self.requests_per_minute),
-            "x-ratelimit-remaining-requests": str(self.requests_per_minute - 1),
-            "x-ratelimit-reset-requests": "6ms",
-            "x-ratelimit-limit-tokens": str(self.tokens_per_minute),
-            "x-ratelimit-remaining-tokens": str(int(level)),
-            "x-ratelimit-reset-tokens": f"{(cap - level) / rate:.3f}s",
-        }
-        return admitted, prompt, headers if self.announce else {}
+        return admitted, level, (cap - level) / rate
 
     def too_long(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """The refusal of a request past :attr:`context_tokens`, or None when it fits."""
@@ -202,6 +240,16 @@ RATE_LIMITED = {
         "param": None,
         "code": "rate_limit_exceeded",
     }
+}
+
+#: Anthropic's documented 429 (errors page: ``rate_limit_error``), sent with ``retry-after``.
+ANTHROPIC_RATE_LIMITED = {
+    "type": "error",
+    "error": {
+        "type": "rate_limit_error",
+        "message": "This request would exceed the rate limit for your organization of "
+        "20,000 input tokens per minute.",
+    },
 }
 
 #: OpenAI's documented 429 for a spent quota or credit balance (error codes guide).
@@ -349,6 +397,13 @@ def anthropic_reply(tool: str, verdict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _rfc3339_after(seconds: float) -> str:
+    """The whole second (UTC, RFC 3339) at or after ``seconds`` from now."""
+    at = datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    whole = at.replace(microsecond=0)
+    return (whole + timedelta(seconds=1 if whole < at else 0)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -392,8 +447,14 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 self.entry["billed"] = reply["usage"]["total_tokens"]
                 self.answer(200, reply, limits)
             elif self.path.endswith("/messages"):
-                tool = body["tool_choice"]["name"]
-                self.answer(200, anthropic_reply(tool, state.verdict), {})
+                admitted, prompt, limits = state.charge_input(body)
+                if not admitted:
+                    self.answer(429, ANTHROPIC_RATE_LIMITED, limits)
+                    return
+                reply = anthropic_reply(body["tool_choice"]["name"], state.verdict)
+                if state.tokens_per_minute is not None:  # the input it charged
+                    reply["usage"]["input_tokens"] = prompt
+                self.answer(200, reply, limits)
             else:
                 self.answer(404, {"error": "not found"}, {})
 

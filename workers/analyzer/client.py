@@ -45,6 +45,7 @@ from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import redact_url, url_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
+from sentinel_platform.streams.operators.analyzer_holds import ANNOUNCED_LIMIT
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer.answers import refusal
 from workers.analyzer.billed import UnusableAnswer
@@ -452,8 +453,9 @@ class HttpAnalyzer:
             # Refused, reset, timed out, TLS failures: all mean "no answer".
             raise unreachable(exc) from None
         kept = False
-        # Announced limits pace the fleet; a budget spent until its reset holds it.
-        self.limits.hold(self.budget.learn(response.headers), "announced budget spent")
+        # Announced limits pace the fleet; a budget with no room for a while holds it.
+        pause = self.budget.learn(response.headers)
+        self.limits.hold(pause, "announced budget refilling", cause=ANNOUNCED_LIMIT)
         try:
             if not 200 <= response.status < 300:
                 refused = read_refusal(response, deadline)

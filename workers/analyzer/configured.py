@@ -76,7 +76,10 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     key_id = analyzer_key_id(url, settings.analyzer_id)
     limits = FleetLimits(key_id, settings.analyzer_rate_limit, analyzer_url=url)
     budget = TokenBudget(
-        key_id, settings.analyzer_tokens_per_minute, settings.analyzer_daily_tokens
+        key_id,
+        settings.analyzer_tokens_per_minute,
+        settings.analyzer_daily_tokens,
+        max_output_tokens=getattr(api, "max_output_tokens", 0),
     )
     try:
         return HttpAnalyzer(

@@ -2,9 +2,10 @@
 
 Hosted model APIs limit tokens per minute, and count a request's ``max_tokens`` against
 the budget before it runs. :class:`TokenBudget` keeps, for one analyzer and every worker
-of its fleet, two weighted GCRA limiters (the theoretical arrival time of the next call,
-kept as a key's expiry time in the server's clock, as the calls-per-second limiter does,
-so no ``TIME``) and a daily counter, all touched by one script per call. Their keys share
+of its fleet, weighted GCRA limiters (the configured tokens, and each announced budget:
+the theoretical arrival time of the next call, kept as a key's expiry time in the
+server's clock, as the calls-per-second limiter does, so no ``TIME``) and a daily
+counter, all touched by one script per call. Their keys share
 one ``{id}`` hash tag, so the scripts run on a Redis Cluster.
 
 * **Reserve** before a call: its prompt's estimated tokens plus its ``max_tokens``
@@ -13,12 +14,16 @@ one ``{id}`` hash tag, so the scripts run on a Redis Cluster.
   (:class:`~workers.analyzer.fleet_limits.FleetBusy`), a nearer one is waited for as a
   turn (``waited_for_turn``), which the worker's stop ends.
 * **Settle** after the answer (:func:`settled`): the tokens the API really charged
-  replace the estimate, the unused part is returned, and the daily counter grows by the
-  tokens used.
+  replace the estimate in the configured limiter, the unused part is returned, and the
+  daily counter grows by the tokens used (an announced budget is set by the answer's own
+  announcement instead).
 * **Learn** from announced limits (``x-ratelimit-*``, ``anthropic-ratelimit-*``) with no
-  setting: a budget's steady rate is its limit per minute, and when ``remaining`` runs
-  low what is left is spread over the time to ``reset`` (:func:`paced_rate`). What one
-  worker learns is shared through Redis, so the whole fleet paces from it.
+  setting: each announced budget is a token bucket refilling at its limit per minute
+  (:mod:`workers.analyzer.announced_bucket`), its own GCRA with a burst tolerance of one
+  window beside the configured one, and every answer's announcement *sets* its shared
+  state (:data:`~workers.analyzer.announced_bucket.CORRECT_SCRIPT`). What one worker
+  learns is shared through Redis, so the whole fleet paces from it; a wait longer than
+  the on-thread bound is returned as a pause, which the client makes a fleet hold.
 * **The daily budget** (``SENTINEL_ANALYZER_DAILY_TOKENS``) spent makes the analyzer
   *exhausted* until midnight UTC (:func:`seconds_to_midnight`), or until released.
 
@@ -33,7 +38,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import redis
@@ -42,32 +46,44 @@ from sentinel_platform.streams.consumer.processor import waited_for_turn
 from sentinel_platform.streams.operators.analyzer_holds import KEY_PREFIX
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.scripts import LuaScript
-from workers.analyzer.announced_limits import AnnouncedLimits, Budget, announced_limits
+from workers.analyzer.announced_bucket import (
+    CORRECT_SCRIPT,
+    PACED,
+    WINDOW_S,
+    Pace,
+    Weights,
+    corrections,
+    pace_of,
+)
+from workers.analyzer.announced_limits import announced_limits
 from workers.analyzer.fleet_limits import RATE_WAIT_BOUND_S, FleetBusy
 from workers.analyzer.replies import AnalyzerExhausted, Usage
 
 log = logging.getLogger(__name__)
 
-#: The window announced limits are per (OpenAI's and Anthropic's TPM and RPM).
-WINDOW_S = 60.0
-#: Below this share of its limit, an announced budget's remainder is spread to its reset.
-LOW_FRACTION = 0.2
-#: A reset this close is taken as this long (a remainder is never spread over nothing).
-MIN_RESET_S = 0.05
 #: What was learnt from announced limits outlives its last announcement this long.
 LEARNED_TTL_MS = 300_000
 #: How often a worker re-reads what the fleet has learnt.
 LEARNED_REFRESH_S = 1.0
+#: ... and how often while it has learnt nothing: the fleet's first answers reach every
+#: worker within this long, so few calls go out unpaced against a budget already spent.
+UNLEARNED_REFRESH_S = 0.1
 #: The daily counter outlives its day by a day (a late settle still finds it).
 DAY_TTL_MS = 2 * 86_400_000
 #: Characters per token when estimating a prompt before it is sent (OpenAI's rule of
 #: thumb; the settle corrects it from ``usage``).
 CHARS_PER_TOKEN = 4
 
-#: KEYS[1] tokens' TAT, KEYS[2] requests' TAT (expiry = TAT, value = the sub-ms rest in
-#: us), KEYS[3] today's tokens used. ARGV: us per token (0: no limit), tokens, us per
-#: request (0: no limit), longest wait (us), daily budget (0: none). Returns
-#: {1, wait us} reserved, {0, wait us} too far, {-1, used} the daily budget is spent.
+#: KEYS[1] the configured tokens' TAT, KEYS[2] the announced requests' TAT (expiry =
+#: TAT, value = the sub-ms rest in us), KEYS[3] today's tokens used, KEYS[4..6] the
+#: announced tokens', input tokens' and output tokens' TATs, KEYS[7] the hash counting
+#: the units reserved of each announced budget. ARGV: us per token (0: no limit), tokens,
+#: us per request (0: not announced), longest wait (us), daily budget (0: none), the
+#: window (us), then us per unit and units of each of KEYS[4..6]. The configured budget
+#: paces strictly (a call waits for the TAT); an announced one is a bucket of one window
+#: (a call waits until it holds the call's units). Returns {1, wait us, the counters of
+#: requests, tokens, input, output after this call (-1: not paced)} reserved, {0, wait
+#: us} too far, {-1, used} the daily budget is spent.
 RESERVE_SCRIPT = LuaScript(
     "analyzer_tokens_reserve",
     """
@@ -86,15 +102,35 @@ local function push(key, at)
   if ms < 1 then redis.call('DEL', key) return end
   redis.call('SET', key, tostring(at - ms * 1000), 'PX', ms)
 end
-local per_token, per_request = tonumber(ARGV[1]), tonumber(ARGV[3])
-local t, r = 0, 0
-if per_token > 0 then t = ahead(KEYS[1]) end
-if per_request > 0 then r = ahead(KEYS[2]) end
-local wait = math.max(t, r)
+local window = tonumber(ARGV[6])
+local paced = {
+  {KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), false, ''},
+  {KEYS[2], tonumber(ARGV[3]), 1, true, 'requests'},
+  {KEYS[4], tonumber(ARGV[7]), tonumber(ARGV[8]), true, 'tokens'},
+  {KEYS[5], tonumber(ARGV[9]), tonumber(ARGV[10]), true, 'input_tokens'},
+  {KEYS[6], tonumber(ARGV[11]), tonumber(ARGV[12]), true, 'output_tokens'},
+}
+local wait, at = 0, {}
+for i, p in ipairs(paced) do
+  if p[2] > 0 then
+    at[i] = ahead(p[1])
+    local turn = at[i]
+    if p[4] then turn = math.max(0, at[i] + math.min(p[2] * p[3], window) - window) end
+    wait = math.max(wait, turn)
+  end
+end
 if wait > tonumber(ARGV[4]) then return {0, math.floor(wait)} end
-if per_token > 0 then push(KEYS[1], wait + tonumber(ARGV[2]) * per_token) end
-if per_request > 0 then push(KEYS[2], wait + per_request) end
-return {1, math.floor(wait)}
+local reply = {1, math.floor(wait)}
+for i, p in ipairs(paced) do
+  if p[2] > 0 then push(p[1], math.max(at[i], wait) + p[2] * p[3]) end
+  if i > 1 then
+    local mark = -1
+    if p[2] > 0 then mark = redis.call('HINCRBY', KEYS[7], p[5], p[3]) end
+    reply[#reply + 1] = mark
+  end
+end
+redis.call('PEXPIRE', KEYS[7], ARGV[13])
+return reply
 """,
 )
 
@@ -127,16 +163,6 @@ return tonumber(redis.call('GET', KEYS[2])) or 0
 )
 
 
-@dataclass(frozen=True)
-class Pace:
-    """The rates (per second) the fleet keeps to, None where nothing limits; ``pause_s``
-    a wait before any call (an announced budget with nothing left until its reset)."""
-
-    tokens_per_s: float | None = None
-    requests_per_s: float | None = None
-    pause_s: float = 0.0
-
-
 def reservation(body_chars: int, max_tokens: int) -> int:
     """Tokens a call reserves before it is sent: its prompt's estimate (characters over
     ``CHARS_PER_TOKEN``, rounded up) plus its ``max_tokens``, which the APIs count
@@ -153,37 +179,6 @@ def settled(api_kind: str, reserved: int, max_tokens: int, usage: Usage | None) 
         return 0
     output = max(0, max_tokens) if api_kind == "openai" else usage.output_tokens
     return reserved - (usage.input_tokens + output)
-
-
-def paced_rate(budget: Budget | None, window_s: float = WINDOW_S) -> tuple[float | None, float]:
-    """The steady rate (units a second) of an announced budget, and a pause: its limit
-    per window; when ``remaining`` is below ``LOW_FRACTION`` of the limit, what remains
-    spread over the time to ``reset`` (slower, never faster); nothing remaining, a pause
-    until the reset. (None, 0) when the budget announces no limit."""
-    if budget is None or not budget.limit:
-        return None, 0.0
-    steady = budget.limit / window_s
-    if budget.remaining is None or budget.reset_s is None:
-        return steady, 0.0
-    if budget.remaining >= LOW_FRACTION * budget.limit:
-        return steady, 0.0
-    if budget.remaining <= 0:
-        return steady, budget.reset_s
-    return min(steady, budget.remaining / max(budget.reset_s, MIN_RESET_S)), 0.0
-
-
-def pace_of(announced: AnnouncedLimits) -> Pace:
-    """The fleet's pace from one answer's announced limits (Anthropic's input-token budget
-    stands for tokens where it announces no combined one)."""
-    tokens, token_pause = paced_rate(announced.tokens or announced.input_tokens)
-    requests, request_pause = paced_rate(announced.requests)
-    return Pace(tokens, requests, max(token_pause, request_pause))
-
-
-def tightest(*rates: float | None) -> float | None:
-    """The lowest of the rates that are set (None: none is)."""
-    known = [rate for rate in rates if rate is not None and rate > 0]
-    return min(known) if known else None
 
 
 def seconds_to_midnight(now: datetime) -> float:
@@ -203,7 +198,9 @@ class TokenBudget:
 
     ``tokens_per_minute`` (``SENTINEL_ANALYZER_TOKENS_PER_MINUTE``) and ``daily_tokens``
     (``SENTINEL_ANALYZER_DAILY_TOKENS``) are the configured limits; announced limits are
-    learnt on top (:meth:`learn`), the tighter one winning. Thread-safe."""
+    learnt on top (:meth:`learn`), each a limiter of its own, and a call waits for the
+    latest of them. ``max_output_tokens`` (each call's ``max_tokens``) splits a
+    reservation into input and output, for budgets announced apart. Thread-safe."""
 
     def __init__(
         self,
@@ -211,12 +208,18 @@ class TokenBudget:
         tokens_per_minute: int | None = None,
         daily_tokens: int | None = None,
         *,
+        max_output_tokens: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.analyzer_id = analyzer_id
         self.tokens_per_minute = tokens_per_minute
         self.daily_tokens = daily_tokens
+        self.max_output_tokens = max_output_tokens
         self._keys = [budget_key(analyzer_id, n) for n in ("tokens", "requests", "learned")]
+        #: each paced budget's TAT key, and the hash counting the units reserved of each
+        self._paced_keys = {kind: budget_key(analyzer_id, f"announced:{kind}") for kind in PACED}
+        self._paced_keys["requests"] = self._keys[1]
+        self._reserved_key = budget_key(analyzer_id, "reserved")
         self._client: RedisClient | None = None
         self._clock = clock
         self._lock = threading.Lock()
@@ -224,6 +227,9 @@ class TokenBudget:
         self._next_read = 0.0
         self._closed = threading.Event()
         self._stop = self._closed
+        #: this thread's last reservation (its counters' marks, its weights), for the
+        #: announcement its answer brings (:meth:`learn`, on the same thread)
+        self._last = threading.local()
 
     def bind(self, client: RedisClient) -> None:
         """Share the budget through ``client`` from now on (once, at start-up)."""
@@ -242,15 +248,22 @@ class TokenBudget:
         when the turn is further than the wait bound, the wait is stopped or Redis cannot
         be asked; :class:`AnalyzerExhausted` when the daily budget is spent."""
         pace = self._pace()
-        per_token = _per_unit(tightest(pace.tokens_per_s, self._configured_rate()))
-        per_request = _per_unit(pace.requests_per_s)
-        if self._client is None or (not per_token and not per_request and not self.daily_tokens):
+        per_token = _per_unit(self._configured_rate())
+        per_request = _per_unit(pace.requests)
+        weights = Weights.of_call(tokens, self.max_output_tokens)
+        announced = [(f"{_per_unit(pace.rate(kind)):.3f}", weights.of(kind)) for kind in PACED[1:]]
+        self._last.reserved = ({}, weights)  # nothing reserved yet: the call's weights
+        if self._client is None or (
+            not per_token and not any(pace.rate(k) for k in PACED) and not self.daily_tokens
+        ):
             return
         bound_us = max(RATE_WAIT_BOUND_S, 1.5 * per_request / 1e6) * 1e6
         args = [f"{per_token:.3f}", tokens, f"{per_request:.3f}", f"{bound_us:.0f}"]
+        keys = [*self._day_keys(), *(self._paced_keys[k] for k in PACED[1:]), self._reserved_key]
+        paced = [f"{WINDOW_S * 1e6:.0f}", *(v for pair in announced for v in pair)]
         try:
-            code, value = RESERVE_SCRIPT.run(
-                self._client, self._day_keys(), [*args, self.daily_tokens or 0]
+            code, value, *marks = RESERVE_SCRIPT.run(
+                self._client, keys, [*args, self.daily_tokens or 0, *paced, LEARNED_TTL_MS]
             )
         except redis.RedisError as exc:
             log.warning("analyzer_token_budget_unknown", extra={"error": type(exc).__name__})
@@ -268,17 +281,20 @@ class TokenBudget:
         wait = int(value) / 1e6
         if not int(code):
             raise FleetBusy(wait, f"analyzer {self.analyzer_id}: token budget, turn in {wait:.2f}s")
+        self._last.reserved = (dict(zip(PACED, map(int, marks), strict=True)), weights)
         if wait > 0:
             waited_for_turn(wait)
             if self._stop.wait(wait):
                 raise FleetBusy(None, f"analyzer {self.analyzer_id}: stopping before a call")
 
     def settle(self, api_kind: str, reserved: int, max_tokens: int, usage: Usage | None) -> None:
-        """Return what the call did not use (:func:`settled`) and count its tokens today."""
+        """Return what the call did not use (:func:`settled`) and count its tokens today.
+        Only the configured budget is settled: an announced one is set by the answer's
+        own announcement, which already counts what the call was charged."""
         if self._client is None or usage is None:
             return
         back = settled(api_kind, reserved, max_tokens, usage)
-        per_token = _per_unit(tightest(self._pace().tokens_per_s, self._configured_rate()))
+        per_token = _per_unit(self._configured_rate())
         used = usage.input_tokens + usage.output_tokens
         keys = [self._keys[0], self._day_keys()[2]]
         try:
@@ -287,8 +303,13 @@ class TokenBudget:
             log.warning("analyzer_token_settle_failed", extra={"error": type(exc).__name__})
 
     def learn(self, headers: Mapping[str, str]) -> float:
-        """Pace the fleet from an answer's announced limits; returns a pause (seconds the
-        fleet should not call: the budget is spent until its reset), 0 for none."""
+        """Pace the fleet from an answer's announced limits, on the thread that made the
+        call: share their rates, and set each paced budget's state from what it says is
+        left (plus what the fleet reserved after this call). Returns a pause: how long a
+        call like this one now waits, when that is longer than the on-thread bound (the
+        fleet should be held meanwhile), else 0."""
+        reserved: tuple[dict[str, int], Weights] | None = getattr(self._last, "reserved", None)
+        self._last.reserved = None
         announced = announced_limits(headers, datetime.now(timezone.utc))
         if not announced.any:
             return 0.0
@@ -296,28 +317,51 @@ class TokenBudget:
         with self._lock:
             changed, self._learned = pace != self._learned, pace
             self._next_read = self._clock() + LEARNED_REFRESH_S
-        if self._client is not None and changed:  # one write per change, not per call
-            try:
-                pipe = self._client.pipeline(transaction=False)
-                pipe.hset(self._keys[2], "tokens_per_s", pace.tokens_per_s or 0)
-                pipe.hset(self._keys[2], "requests_per_s", pace.requests_per_s or 0)
-                pipe.pexpire(self._keys[2], LEARNED_TTL_MS)
-                pipe.execute()
-            except redis.RedisError as exc:
-                log.warning("analyzer_pace_not_shared", extra={"error": type(exc).__name__})
-        return pace.pause_s
+        if self._client is None:
+            return 0.0
+        if changed:  # one write per change, not per call
+            self._share(pace)
+        marks, weights = reserved or ({}, Weights(0, 0, 0, 0))
+        due = corrections(announced, weights)
+        if not due:
+            return 0.0
+        args: list[object] = [f"{(WINDOW_S + RATE_WAIT_BOUND_S) * 1e6:.0f}"]
+        for c in due:
+            args += [c.kind, marks.get(c.kind, -1), f"{c.per_unit_us:.3f}", f"{c.debt_us:.0f}"]
+        keys = [*(self._paced_keys[c.kind] for c in due), self._reserved_key]
+        try:
+            aheads = CORRECT_SCRIPT.run(self._client, keys, args)
+        except redis.RedisError as exc:
+            log.warning("analyzer_pace_not_corrected", extra={"error": type(exc).__name__})
+            return 0.0
+        pause = max(c.turn_s(int(ahead) / 1e6) for c, ahead in zip(due, aheads, strict=True))
+        return pause if pause > RATE_WAIT_BOUND_S else 0.0
+
+    def _share(self, pace: Pace) -> None:
+        """Write the learnt rates for the fleet (each worker re-reads them, :meth:`_pace`)."""
+        assert self._client is not None
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for kind in PACED:
+                pipe.hset(self._keys[2], kind, pace.rate(kind) or 0)
+            pipe.pexpire(self._keys[2], LEARNED_TTL_MS)
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("analyzer_pace_not_shared", extra={"error": type(exc).__name__})
 
     def _pace(self) -> Pace:
-        """What the fleet learnt, re-read from Redis at most every ``LEARNED_REFRESH_S``."""
+        """What the fleet learnt, re-read from Redis at most every ``LEARNED_REFRESH_S``
+        (``UNLEARNED_REFRESH_S`` while nothing is known)."""
         with self._lock:
             if self._client is None or self._clock() < self._next_read:
                 return self._learned
-            self._next_read = self._clock() + LEARNED_REFRESH_S
+            known = self._learned != Pace()
+            self._next_read = self._clock() + (LEARNED_REFRESH_S if known else UNLEARNED_REFRESH_S)
         try:
-            tokens, requests = self._client.hmget(self._keys[2], ["tokens_per_s", "requests_per_s"])
+            rates = self._client.hmget(self._keys[2], list(PACED))
         except redis.RedisError:
             return self._learned
-        pace = Pace(_rate(tokens), _rate(requests))
+        pace = Pace(*(_rate(rate) for rate in rates))
         with self._lock:
             self._learned = pace
         return pace

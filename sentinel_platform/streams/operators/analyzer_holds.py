@@ -51,6 +51,9 @@ KEY_PREFIX = "sentinel:analyzer:"
 REGISTRY_KEY = "sentinel:analyzers"
 #: The cause of a hold set for an analyzer's ``Retry-After``.
 RETRY_AFTER = "retry_after"
+#: The cause of a hold set because an announced rate limit (``x-ratelimit-*``,
+#: ``anthropic-ratelimit-*``) has no room for the next call for a while.
+ANNOUNCED_LIMIT = "announced_limit"
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 #: KEYS[1] the hold. One round trip: its milliseconds left (PTTL: -2 none, -1 no end) and
@@ -101,7 +104,8 @@ class Hold:
     analyzer_id: str
     #: the analyzer's URL, redacted ("" when no worker recorded it)
     analyzer: str
-    #: a short word: ``retry_after`` (the analyzer asked for quiet), ``exhausted``, ...
+    #: a short word: ``retry_after`` (the analyzer asked for quiet), ``announced_limit``,
+    #: ``exhausted``, ...
     cause: str
     reason: str
     #: seconds until it ends by itself; None: only a release ends it

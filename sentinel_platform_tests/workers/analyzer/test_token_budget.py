@@ -15,14 +15,10 @@ import pytest
 
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer.announced_limits import AnnouncedLimits, Budget
 from workers.analyzer.replies import AnalyzerExhausted, Usage
 from workers.analyzer.token_budget import (
-    Pace,
     TokenBudget,
     budget_key,
-    pace_of,
-    paced_rate,
     reservation,
     seconds_to_midnight,
     settled,
@@ -57,33 +53,6 @@ def test_a_settle_returns_what_the_api_did_not_charge(
     api: str, reserved: int, max_tokens: int, usage: Usage | None, back: int
 ) -> None:
     assert settled(api, reserved, max_tokens, usage) == back
-
-
-@pytest.mark.parametrize(
-    ("budget", "rate", "pause"),
-    [
-        (None, None, 0.0),
-        (Budget(None, 10, 1.0), None, 0.0),  # no limit announced: nothing to learn
-        (Budget(60_000, None, None), 1000.0, 0.0),  # the limit per minute
-        (Budget(60_000, 59_000, 0.5), 1000.0, 0.0),  # plenty left: the steady rate
-        (Budget(60_000, 12_000, 6.0), 1000.0, 0.0),  # exactly the low mark: still steady
-        (Budget(60_000, 6_000, 12.0), 500.0, 0.0),  # low: what is left spread to the reset
-        (Budget(60_000, 6_000, 1.0), 1000.0, 0.0),  # spread, but never faster than steady
-        (Budget(60_000, 0, 7.5), 1000.0, 7.5),  # nothing left: wait for the reset
-        (Budget(600, 30, 0.0), 600 / 60, 0.0),  # a reset of 0 never divides by zero
-    ],
-)
-def test_an_announced_budget_paces_at_its_limit_and_spreads_a_low_remainder_to_its_reset(
-    budget: Budget | None, rate: float | None, pause: float
-) -> None:
-    assert paced_rate(budget) == (rate, pause)
-
-
-def test_the_pace_of_an_answer_takes_both_budgets_and_the_longer_pause() -> None:
-    announced = AnnouncedLimits(Budget(600, 0, 2.0), Budget(60_000, 60_000, 0.0))
-    assert pace_of(announced) == Pace(1000.0, 10.0, 2.0)
-    anthropic = AnnouncedLimits(None, None, Budget(120_000, 120_000, 1.0))
-    assert pace_of(anthropic) == Pace(2000.0, None, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -129,6 +98,19 @@ def test_clients_share_one_token_budget_and_a_settle_returns_the_unused_tokens(
     assert all("{svc}" in key for key in redis_client.keys("sentinel:analyzer:*"))
 
 
+def openai_headers(limit: int, remaining: int, reset: str) -> dict[str, str]:
+    return {
+        "x-ratelimit-limit-tokens": str(limit),
+        "x-ratelimit-remaining-tokens": str(remaining),
+        "x-ratelimit-reset-tokens": reset,
+    }
+
+
+def ahead_ms(redis_client: RedisClient, kind: str = "tokens") -> int:
+    """How far ahead of now the fleet's state of an announced budget is (0: idle)."""
+    return max(0, int(redis_client.pttl(budget_key("svc", f"announced:{kind}"))))
+
+
 def test_a_worker_learns_an_announced_budget_for_the_whole_fleet(
     clients: Callable[[], RedisClient],
 ) -> None:
@@ -137,17 +119,80 @@ def test_a_worker_learns_an_announced_budget_for_the_whole_fleet(
     unpaced.reserve(1_000)
     unpaced.reserve(1_000)  # nothing configured, nothing learnt: no limit at all
     learner, other = budget(clients), budget(clients)
-    pause = learner.learn(
+    assert learner.learn(openai_headers(6_000, 100, "59s")) == 0.0  # 100 a second
+    other.reserve(100)  # the 100 left: at once
+    with pytest.raises(Busy) as later:  # 300 more: 3 s of refill, past the bound
+        other.reserve(300)
+    assert later.value.retry_after_s == pytest.approx(3.0, abs=0.1)
+
+
+def test_one_low_announcement_never_stalls_the_fleet_and_a_full_one_ends_its_wait(
+    clients: Callable[[], RedisClient], redis_client: RedisClient
+) -> None:
+    learner, other = budget(clients), budget(clients)
+    learner.learn(openai_headers(200_000, 100, "59.9s"))  # 100 of 200,000 left
+    assert ahead_ms(redis_client) <= 60_000  # never more than one window ahead
+    for _ in range(3):  # 500 tokens need 400 more than is left: 0.12 s of refill each
+        other.reserve(500)
+        assert ahead_ms(redis_client) <= 61_000
+    before = ahead_ms(redis_client)
+    # an answer to a call that reserved nothing (sent before anything was learnt): what
+    # the fleet reserved since is unknown, so it may lengthen the state, never shorten it
+    learner.learn(openai_headers(200_000, 200_000, "0s"))
+    assert ahead_ms(redis_client) >= before - 100
+    learner.reserve(500)
+    learner.learn(openai_headers(200_000, 200_000, "0s"))  # its answer: all there
+    assert ahead_ms(redis_client) == 0
+    for _ in range(20):  # 10,000 tokens of the 200,000 at once, no wait, no refusal
+        other.reserve(500)
+    assert 2_900 <= ahead_ms(redis_client) <= 3_100  # 10,000 at 3,333 a second
+
+
+def test_an_announcement_counts_the_calls_the_fleet_reserved_after_the_announcing_one(
+    clients: Callable[[], RedisClient], redis_client: RedisClient
+) -> None:
+    learner, other = budget(clients), budget(clients)
+    learner.learn(openai_headers(6_000, 0, "60s"))  # spent: 100 tokens a second
+    learner.reserve(50)  # this thread's call, its answer announcing below
+    other.reserve(50)  # another worker's, after it: the server has not seen it yet
+    before = ahead_ms(redis_client)
+    # the answer: the server charged 50, and refilled the rest: 5,950 of 6,000 left
+    learner.learn(openai_headers(6_000, 5_950, "0.5s"))
+    assert 900 <= ahead_ms(redis_client) <= 1_000  # its 50 and the other's 50, at 100/s
+    assert ahead_ms(redis_client) < before  # shortened: the announcement corrects
+
+
+def test_an_announced_pause_past_the_bound_is_returned_for_a_fleet_hold(
+    clients: Callable[[], RedisClient],
+) -> None:
+    learner = budget(clients)
+    learner.learn(openai_headers(6_000, 6_000, "0s"))
+    learner.reserve(500)
+    # a 429 of the same call size: 20 left, 500 needed, 4.8 s at 100 tokens a second
+    assert learner.learn(openai_headers(6_000, 20, "59.8s")) == pytest.approx(4.8, abs=0.1)
+    learner.reserve(5)  # a small call still fits the 20 left (the next answer corrects)
+    assert learner.learn(openai_headers(6_000, 6_000, "0s")) == 0.0  # whole: no pause
+
+
+def test_anthropic_input_and_output_budgets_are_paced_apart(
+    clients: Callable[[], RedisClient], redis_client: RedisClient
+) -> None:
+    learner = TokenBudget("svc", None, None, max_output_tokens=400)
+    learner.bind(clients())
+    learner.learn(
         {
-            "x-ratelimit-limit-tokens": "6000",
-            "x-ratelimit-remaining-tokens": "5900",
-            "x-ratelimit-reset-tokens": "1s",
+            "anthropic-ratelimit-input-tokens-limit": "6000",
+            "anthropic-ratelimit-input-tokens-remaining": "0",
+            "anthropic-ratelimit-input-tokens-reset": "2099-01-01T00:00:00Z",
+            "anthropic-ratelimit-output-tokens-limit": "60000",
+            "anthropic-ratelimit-output-tokens-remaining": "60000",
+            "anthropic-ratelimit-output-tokens-reset": "2099-01-01T00:00:00Z",
         }
     )
-    assert pause == 0.0
-    other.reserve(300)  # the fleet now paces at 100 tokens a second: 3 s taken
-    with pytest.raises(Busy):
-        other.reserve(300)
+    learner.reserve(450)  # 50 input (0.5 s at 100 a second), 400 output (0.4 s of room)
+    assert 59_500 <= ahead_ms(redis_client, "input_tokens") <= 60_600  # after its 0.5 s turn
+    assert 300 <= ahead_ms(redis_client, "output_tokens") <= 400
+    assert ahead_ms(redis_client, "tokens") == 0  # the combined budget is not announced
 
 
 def test_a_spent_daily_budget_is_exhausted_until_midnight_utc(
