@@ -4,9 +4,11 @@ The rules in :mod:`workers.processors` always work; an analyzer (in the original
 model) may know better but can be slow, down, busy or wrong. The package keeps one idea per
 module:
 
-* :mod:`workers.analyzer.client`: :class:`HttpAnalyzer`, the HTTP call with its connection
-  semaphore, whole-call deadline and reply cap (its reading in
-  :mod:`workers.analyzer.transport`);
+* :mod:`workers.analyzer.client`: :class:`HttpAnalyzer`, whether a call may go (holds,
+  breaker, budgets) and what its outcome means to the message;
+  :mod:`workers.analyzer.exchange` the call itself, with its connection semaphore,
+  whole-call deadline and what the answer asks of the fleet (its reading, with the
+  reply cap, in :mod:`workers.analyzer.transport`);
 * :mod:`workers.analyzer.configured`: :func:`analyzer_from_settings`, the analyzer the
   settings describe;
 * :mod:`workers.analyzer.model_api`: the protocol of an analyzer API, one module each:

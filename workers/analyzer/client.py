@@ -33,24 +33,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
-
-import urllib3
 
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import redact_url, url_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
-from sentinel_platform.streams.operators.analyzer_holds import ANNOUNCED_LIMIT
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer.answers import refusal
 from workers.analyzer.billed import UnusableAnswer
 from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.analyzer.busy_spell import BusySpell
+from workers.analyzer.exchange import Exchange
 from workers.analyzer.fleet_limits import (
     EXHAUSTED,
     FleetBusy,
@@ -79,13 +73,10 @@ from workers.analyzer.replies import (
     describe,
     parse_assessment,
     retry_after_seconds,
-    unreachable,
 )
 from workers.analyzer.sentinel_api import SentinelApi
 from workers.analyzer.token_budget import TokenBudget, reservation
 from workers.analyzer.transport import (
-    read_refusal,
-    read_reply,
     split_credentials,
 )
 
@@ -112,7 +103,6 @@ WhenDown = Literal["rules", "wait"]
 POOL_SIZE = 1
 DEFAULT_BREAKER_FAILURES = 5
 DEFAULT_BREAKER_COOLDOWN_S = 30.0
-JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 #: With ``SENTINEL_ANALYZER_WHEN_DOWN=wait``, a message held by an exhaustion is looked at
 #: again after at most this long, so a released hold is noticed without a restart.
 EXHAUSTED_RECHECK_S = 30.0
@@ -187,23 +177,14 @@ class HttpAnalyzer:
         self.api: ModelApi = api or SentinelApi()
         self.prompts: Mapping[str, Prompt] = dict(prompts or {})
         self.budget = budget or TokenBudget(self.limits.analyzer_id)
-        self.busy_spell = BusySpell()  # the backoff of busy answers, and their bound
-        target, credentials = split_credentials(url)
-        self._target = self.api.endpoint(target)
-        self._headers = {**JSON_HEADERS, **credentials}  # the key's own come per call
+        target = split_credentials(url)[0]
         self.keys = KeySource.for_api(self.api, target, self.limits.analyzer_id, url, key_file)
+        self.exchange = Exchange(
+            url, self.api, timeout_s, max_connections, self.limits, self.budget, self.keys
+        )
         self._bound: dict[str, Any] = {}  # the worker's stream, group, consumer
         self.health = Health(self._log_fields)
         self._metrics: Metrics | None = None
-        # One permit per pooled connection: the local wait, bounded and apart from the call.
-        self._connections = threading.BoundedSemaphore(max_connections)
-        self._pool = urllib3.PoolManager(
-            num_pools=1,
-            maxsize=max_connections,
-            block=True,
-            timeout=urllib3.Timeout(total=timeout_s, connect=timeout_s, read=timeout_s),
-            retries=False,
-        )
 
     def __repr__(self) -> str:
         return f"HttpAnalyzer({redact_url(self.url)!r}, timeout_s={self.timeout_s})"
@@ -213,7 +194,7 @@ class HttpAnalyzer:
         kept-alive connections."""
         self.limits.close()
         self.budget.close()
-        self._pool.clear()
+        self.exchange.close()
 
     def bind_log_fields(self, fields: Mapping[str, Any]) -> None:
         """Put the worker's ``fields`` (stream, group, consumer) on every line of this
@@ -284,11 +265,11 @@ class HttpAnalyzer:
             tokens = reservation(len(body), max_tokens)
             try:
                 self.budget.reserve(tokens)
-            except AnalyzerExhausted as exc:  # the daily budget: held as ``_call`` holds
+            except AnalyzerExhausted as exc:  # the daily budget: held as ``Exchange.call`` holds
                 self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
                 raise
             try:
-                assessment = self._call(body, prompt, headers)
+                assessment = self.exchange.call(body, prompt, headers)
             except UnusableAnswer as exc:  # billed without a verdict: counted all the same
                 self._settle(tokens, max_tokens, exc.usage, exc.model)
                 raise
@@ -354,12 +335,12 @@ class HttpAnalyzer:
         """Hold the whole fleet (until the answer's reset, else until released); not an
         outage for the breaker: the analyzer answered, and asking again cannot help."""
         self._count(exc.outcome)
-        self._changed(self.breaker.busy(ticket))  # the fleet's hold is set (``_call``)
+        self._changed(self.breaker.busy(ticket))  # the fleet's hold is set (``Exchange.call``)
         self.health.now("exhausted", str(exc), exc.cause)
 
     def _busy(self, ticket: Ticket, busy: AnalyzerBusy) -> None:
         self._count("busy")
-        self._changed(self.breaker.busy(ticket))  # any Retry-After hold is set (``_call``)
+        self._changed(self.breaker.busy(ticket))  # any Retry-After hold is set (``Exchange.call``)
         self.health.now("busy", busy.reason)
 
     def _failed(self, ticket: Ticket, exc: AnalyzerError) -> None:
@@ -406,67 +387,3 @@ class HttpAnalyzer:
             "analyzer_id": self.limits.analyzer_id,
             "timeout_s": self.timeout_s,
         }
-
-    def _call(self, body: bytes, prompt: Prompt | None, headers: dict[str, str]) -> Assessment:
-        """One request on one of the worker's own connections. The wait for a free one is
-        taken here, before the call's timeout starts, so it never eats into the time the
-        analyzer is given; a wait longer than ``timeout_s`` is :class:`NoFreeConnection`."""
-        if not self._connections.acquire(timeout=self.timeout_s):
-            raise NoFreeConnection(
-                None, f"no free analyzer connection within {self.timeout_s:g}s (local pool)"
-            )
-        sent_at = self.busy_spell.clock()
-        try:
-            self.limits.check_remembered()  # refused while this call waited for a connection
-            key = self.keys.current()  # a changed key file re-read; raises if it is held
-            assessment = self._send(body, prompt, {**key.headers, **headers})
-        except AnalyzerBusy as answered:  # no wait given: a backoff; down past the bound
-            busy = self.busy_spell.busy(answered, sent_at)
-            if isinstance(busy, AnalyzerBusy) and busy.retry_after_s:
-                self.limits.hold(busy.retry_after_s, busy.reason)
-            raise busy from None
-        except AnalyzerError as exc:
-            self.busy_spell.ended()
-            # Held before the connection is freed; a rejected key holds only that key.
-            if isinstance(exc, AnalyzerExhausted) and not self.keys.refused(key, exc):
-                self.limits.hold(exc.until_s, f"{exc.cause}: {exc}", cause=EXHAUSTED)
-            raise
-        finally:
-            self._connections.release()
-        self.busy_spell.ended()
-        return assessment
-
-    def _send(self, body: bytes, prompt: Prompt | None, headers: dict[str, str]) -> Assessment:
-        deadline = time.monotonic() + self.timeout_s
-        try:
-            response = self._pool.request(
-                "POST",
-                self._target,
-                body=body,
-                headers={**self._headers, **headers},
-                preload_content=False,
-                pool_timeout=self.timeout_s,
-            )
-        except urllib3.exceptions.EmptyPoolError:  # not expected: the semaphore is the pool
-            raise NoFreeConnection(None, "no free analyzer connection (local pool)") from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            # Refused, reset, timed out, TLS failures: all mean "no answer".
-            raise unreachable(exc) from None
-        kept = False
-        # Announced limits pace the fleet; a budget with no room for a while holds it.
-        pause = self.budget.learn(response.headers)
-        self.limits.hold(pause, "announced budget refilling", cause=ANNOUNCED_LIMIT)
-        try:
-            if not 200 <= response.status < 300:
-                refused = read_refusal(response, deadline)
-                now = datetime.now(timezone.utc)
-                raise self.api.misconfigured(response.status, refused) or refusal(
-                    self.api.kind, response.status, response.headers, refused, now
-                )
-            reply = read_reply(response, deadline)
-            kept = True
-        finally:
-            if not kept:
-                response.close()  # an unread or half-read body: do not reuse the connection
-            response.release_conn()
-        return self.api.read(reply, prompt)

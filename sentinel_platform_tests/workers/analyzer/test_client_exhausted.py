@@ -143,7 +143,7 @@ def test_a_call_waiting_for_a_connection_is_not_sent_once_the_fleet_is_exhausted
     calls that slipped out this way made several calls per worker after the exhaustion."""
     client = analyzer(analyzer_server, redis_client, metrics, "rules")
     connections = WatchedConnections(1)
-    client._connections = connections  # one connection, and a view of who waits for it
+    client.exchange.connections = connections  # one connection, and a view of who waits for it
     connections.acquire()  # the other call's, under way
     outcome: list[BaseException] = []
 
