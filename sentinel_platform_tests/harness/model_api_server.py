@@ -30,14 +30,21 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: The verdict every served request gets (valid for both streams' verdict models).
-VERDICT = {"is_threat": True, "risk_level": "medium", "narrative": "Structuring pattern."}
-OPENAI_MODEL = "gpt-4o-mini-2024-07-18"
-ANTHROPIC_MODEL = "claude-3-5-haiku-20241022"
+from sentinel_platform_tests.harness.model_api_bodies import (
+    ANTHROPIC_RATE_LIMITED,
+    INSUFFICIENT_QUOTA,
+    RATE_LIMITED,
+    VERDICT,
+    anthropic_reply,
+    context_refusal,
+    openai_reply,
+    rejected_key,
+    request_key,
+    rfc3339_after,
+)
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,7 @@ class ModelApiServer:
         if self.tokens_per_minute is None:
             return True, prompt, {}
         admitted, level, full_in_s = self._take(prompt)
-        full, soon = _rfc3339_after(full_in_s), _rfc3339_after(0.006)
+        full, soon = rfc3339_after(full_in_s), rfc3339_after(0.006)
         headers = {
             "anthropic-ratelimit-requests-limit": str(self.requests_per_minute),
             "anthropic-ratelimit-requests-remaining": str(self.requests_per_minute - 1),
@@ -229,179 +236,6 @@ class ModelApiServer:
     def seen(self) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.requests)
-
-
-#: OpenAI's documented 429 for a token limit reached (no ``Retry-After``).
-RATE_LIMITED = {
-    "error": {
-        "message": "Rate limit reached for gpt-4o-mini in organization org-x on tokens per "
-        "min (TPM): Limit 120000, Used 119800, Requested 400. Please try again in 200ms.",
-        "type": "tokens",
-        "param": None,
-        "code": "rate_limit_exceeded",
-    }
-}
-
-#: Anthropic's documented 429 (errors page: ``rate_limit_error``), sent with ``retry-after``.
-ANTHROPIC_RATE_LIMITED = {
-    "type": "error",
-    "error": {
-        "type": "rate_limit_error",
-        "message": "This request would exceed the rate limit for your organization of "
-        "20,000 input tokens per minute.",
-    },
-}
-
-#: OpenAI's documented 429 for a spent quota or credit balance (error codes guide).
-INSUFFICIENT_QUOTA = {
-    "error": {
-        "message": "You exceeded your current quota, please check your plan and billing "
-        "details. For more information on this error, read the docs: "
-        "https://platform.openai.com/docs/guides/error-codes/api-errors.",
-        "type": "insufficient_quota",
-        "param": None,
-        "code": "insufficient_quota",
-    }
-}
-
-
-def context_refusal(dialect: str, context: int, prompt: int, completion: int) -> dict[str, Any]:
-    """The documented 400 body for a request of ``prompt`` + ``completion`` tokens past a
-    ``context``-token model: vLLM's (its OpenAI server's ``_validate_input``, the
-    ``ErrorResponse`` in the ``{"error": {...}}`` form, or the
-    older top-level ``{"object": "error", ...}``), OpenAI's ``context_length_exceeded``
-    (its error-codes guide) and Anthropic's "prompt is too long" (its errors page)."""
-    if dialect == "anthropic":
-        message = f"prompt is too long: {prompt + completion} tokens > {context} maximum"
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
-    if dialect == "openai":
-        said = (
-            f"This model's maximum context length is {context} tokens. However, your "
-            f"messages resulted in {prompt + completion} tokens. Please reduce the length of "
-            "the messages."
-        )
-        return {
-            "error": {
-                "message": said,
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
-        }
-    if dialect == "vllm_max_tokens":
-        said = (
-            f"'max_tokens' or 'max_completion_tokens' is too large: {completion}. This "
-            f"model's maximum context length is {context} tokens and your request has "
-            f"{prompt} input tokens ({completion} > {context} - {prompt})."
-        )
-    else:
-        said = (
-            f"This model's maximum context length is {context} tokens. However, you "
-            f"requested {prompt + completion} tokens ({prompt} in the messages, {completion} "
-            "in the completion). Please reduce the length of the messages or completion."
-        )
-    error = {"message": said, "type": "BadRequestError", "param": None, "code": 400}
-    return {"object": "error", **error} if dialect == "vllm_legacy" else {"error": error}
-
-
-def masked(key: str) -> str:
-    """A key as OpenAI's 401 message shows it: its first 8 and last 4 characters."""
-    return f"{key[:8]}{'*' * max(0, len(key) - 12)}{key[-4:]}" if len(key) > 12 else "***"
-
-
-def rejected_key(path: str, key: str) -> dict[str, Any]:
-    """The documented 401 of an unknown or revoked key: OpenAI's ``invalid_api_key``
-    (error codes guide), Anthropic's ``authentication_error`` (errors reference)."""
-    if path.endswith("/messages"):
-        return {
-            "type": "error",
-            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-        }
-    return {
-        "error": {
-            "message": f"Incorrect API key provided: {masked(key)}. You can find your API "
-            "key at https://platform.openai.com/account/api-keys.",
-            "type": "invalid_request_error",
-            "param": None,
-            "code": "invalid_api_key",
-        }
-    }
-
-
-def request_key(headers: dict[str, str]) -> str:
-    """The key a request carries (lower-cased header names)."""
-    bearer = headers.get("authorization", "").removeprefix("Bearer ")
-    return bearer or headers.get("x-api-key", "")
-
-
-def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
-    """The Chat Completions reference's response object, the verdict as its content."""
-    return {
-        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
-        "object": "chat.completion",
-        "created": 1741570283,
-        "model": OPENAI_MODEL,
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": json.dumps(verdict),
-                    "refusal": None,
-                    "annotations": [],
-                },
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": 1117,
-            "completion_tokens": 46,
-            "total_tokens": 1163,
-            "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        },
-        "service_tier": "default",
-        "system_fingerprint": "fp_fc9f1d7035",
-    }
-
-
-def anthropic_reply(tool: str, verdict: dict[str, Any]) -> dict[str, Any]:
-    """The Messages reference's tool-use response, calling ``tool`` with the verdict."""
-    return {
-        "id": "msg_01Aq9w938a90dw8q",
-        "type": "message",
-        "role": "assistant",
-        "model": ANTHROPIC_MODEL,
-        "content": [
-            {
-                "type": "tool_use",
-                "id": "toolu_01A09q90qw90lq917835lq9",
-                "name": tool,
-                "input": verdict,
-            }
-        ],
-        "stop_reason": "tool_use",
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": 472,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
-            "output_tokens": 93,
-        },
-    }
-
-
-def _rfc3339_after(seconds: float) -> str:
-    """The whole second (UTC, RFC 3339) at or after ``seconds`` from now."""
-    at = datetime.now(timezone.utc) + timedelta(seconds=seconds)
-    whole = at.replace(microsecond=0)
-    return (whole + timedelta(seconds=1 if whole < at else 0)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from sentinel_platform_tests.harness.model_api_server import VERDICT, openai_reply
+from sentinel_platform_tests.harness.model_api_bodies import VERDICT, openai_reply
 
 #: Longest a request waits for the place before a 503: no thread is held for good.
 MAX_WAIT_S = 600.0

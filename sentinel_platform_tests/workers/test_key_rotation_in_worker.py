@@ -25,7 +25,8 @@ from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.cli import run_sentinel
-from sentinel_platform_tests.harness.model_api_server import ModelApiServer, request_key
+from sentinel_platform_tests.harness.model_api_bodies import request_key
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE

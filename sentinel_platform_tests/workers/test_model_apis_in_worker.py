@@ -24,12 +24,8 @@ from sentinel_platform.registry import spec_for
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
-from sentinel_platform_tests.harness.model_api_server import (
-    ANTHROPIC_MODEL,
-    OPENAI_MODEL,
-    VERDICT,
-    ModelApiServer,
-)
+from sentinel_platform_tests.harness.model_api_bodies import ANTHROPIC_MODEL, OPENAI_MODEL, VERDICT
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from sentinel_platform_tests.harness.processes import (
     FAST_TIMINGS,
     Fleet,

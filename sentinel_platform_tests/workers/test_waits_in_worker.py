@@ -22,11 +22,8 @@ from typing import Any
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
-from sentinel_platform_tests.harness.model_api_server import (
-    RATE_LIMITED,
-    ModelApiServer,
-    Scripted,
-)
+from sentinel_platform_tests.harness.model_api_bodies import RATE_LIMITED
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer, Scripted
 from sentinel_platform_tests.harness.processes import FAST_TIMINGS, Fleet, WorkerProcess, child_env
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import load_settings
-from sentinel_platform_tests.harness.model_api_server import (
+from sentinel_platform_tests.harness.model_api_bodies import (
     ANTHROPIC_MODEL,
     VERDICT,
     anthropic_reply,

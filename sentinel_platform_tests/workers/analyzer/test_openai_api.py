@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import load_settings
-from sentinel_platform_tests.harness.model_api_server import OPENAI_MODEL, VERDICT, openai_reply
+from sentinel_platform_tests.harness.model_api_bodies import OPENAI_MODEL, VERDICT, openai_reply
 from workers.analyzer import AnalyzerError, UnusableAnswer, Usage
 from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import Prompt, load_prompt

@@ -12,7 +12,8 @@ import pytest
 from sentinel_platform.schemas import SchemaError, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
-from sentinel_platform_tests.harness.model_api_server import OPENAI_MODEL, ModelApiServer
+from sentinel_platform_tests.harness.model_api_bodies import OPENAI_MODEL
+from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from workers.analyzer import Assessment, HttpAnalyzer, Usage
 from workers.analyzer.openai_api import OpenAiApi
 from workers.analyzer.prompts import load_prompt
