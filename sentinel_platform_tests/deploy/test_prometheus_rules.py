@@ -53,7 +53,7 @@ NO_WORKER = "== 0 and sentinel:stream_lag_messages:max > 0\n        for: "
 LIVE = "(stream, group) (sentinel_stream_live_workers)"
 FALLBACK = "sentinel:verdicts_fallback:ratio5m > "
 STUCK = "sentinel:stream_oldest_pending:leases > "
-HELD = "(sentinel_analyzer_hold_seconds) > 0\n        for: "
+HELD = '(sentinel_analyzer_hold_seconds{cause!="announced_limit"}) > 0\n        for: '
 MUTATIONS = [
     ("no-worker alert waits longer", f"{NO_WORKER}1m", f"{NO_WORKER}3m"),
     ("no-worker alert on any exporter", f"max by {LIVE}", f"min by {LIVE}"),
@@ -62,6 +62,7 @@ MUTATIONS = [
     ("eviction warn ignored", 'verdict=~"warn|refuse"', 'verdict=~"refuse"'),
     ("breaker window shortened", "circuit_state[5m]", "circuit_state[1m]"),
     ("hold alert waits longer", f"{HELD}1m", f"{HELD}3m"),
+    ("announced pacing alerted", '{cause!="announced_limit"}', ""),
     (
         "exhausted alert on the least-told worker",
         "max by (stream, group) (sentinel_worker_analyzer_exhausted)",

@@ -49,11 +49,16 @@ def due(
     found: Sequence[holds.Hold], since: dict[str, float], alerted: set[str], now: float
 ) -> list[tuple[holds.Hold, float]]:
     """The holds to warn about now, with how long each has lasted: held at least
-    ``ALERT_AFTER_S`` and not yet alerted in this episode."""
+    ``ALERT_AFTER_S`` and not yet alerted in this episode. Never the fleet's pacing to an
+    announced budget (``ANNOUNCED_LIMIT``): it ends by itself within one window, and
+    where the budget stays nearly spent one such hold follows another with calls made
+    between them, which ticks 30 s apart cannot tell from one long hold."""
     return [
         (hold, now - since[hold.ident])
         for hold in found
-        if hold.ident not in alerted and now - since[hold.ident] >= ALERT_AFTER_S
+        if hold.cause != holds.ANNOUNCED_LIMIT
+        and hold.ident not in alerted
+        and now - since[hold.ident] >= ALERT_AFTER_S
     ]
 
 

@@ -61,6 +61,15 @@ def test_a_hold_is_warned_about_once_past_a_minute(
     assert [(h.analyzer_id, s) for h, s in due(found, {"a": since}, alerted, NOW)] == expected
 
 
+def test_the_fleet_pacing_to_an_announced_budget_is_never_warned_about() -> None:
+    """An ``announced_limit`` hold is the fleet waiting for the provider's bucket to refill:
+    it ends by itself within one window, and under a budget that is always nearly spent
+    one follows another while calls go out between them, so a sensor tick that finds one
+    each time must not read that as a fleet that has called nobody for a minute."""
+    paced = holds.Hold("a", "https://x.example.com", holds.ANNOUNCED_LIMIT, "refill", 2.0, None)
+    assert due([paced], {"a": NOW - 600}, set(), NOW) == []
+
+
 def test_a_keys_hold_is_its_own_episode_beside_its_analyzers_hold() -> None:
     """A rejected key's hold and its analyzer's own are two episodes: each is warned about
     once, the key's naming its fingerprint."""
