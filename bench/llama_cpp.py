@@ -23,35 +23,31 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from bench.cells import transactions
+from bench.fleet import started, transactions
 from bench.timing import (
     Goal,
     base_parser,
     bench_settings,
     emit_json,
     machine_info,
-    park,
     print_goals,
     raw_client,
     redis_server,
-    release,
     scratch_dir,
 )
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
 from sentinel_platform_tests.harness.proc_stats import child_pid, cpu_seconds, spent
-from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env
+from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.pure_queue_server import PureQueue, serving_pure_queue
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.configured import model_api_from_settings
@@ -152,10 +148,7 @@ def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int)
 
 def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
     """One worker on defaults plus the recipe, timed from the release to the last verdict."""
-    keys = transaction_keys(settings)
-    client = raw_client(url)
     messages = list(transactions(calls))
-    park(client, keys, messages)
     assert settings.analyzer_url is not None
     env = child_env(
         url,
@@ -164,27 +157,23 @@ def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
         analyzer_model=settings.analyzer_model,
         **RECIPE,
     )
-    argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama-worker"]
     server = child_pid("llama_cpp.server")
-    with Fleet(home) as fleet:
-        child = fleet.spawn("llama-worker", argv, env)
-        worker = WorkerProcess(child.proc, child.name, None, child.log_path, env)
-        worker.wait_ready(client, timeout_s=120)
-        cpu_before, server_before = cpu_seconds(child.proc.pid), cpu_seconds(server)
-        release(client, keys, messages[-1])
-        started = time.monotonic()
+    with started(url, home, "llama-worker", [env], messages, parked=True, ready_s=120) as workers:
+        client, keys, (worker,) = workers.client, workers.keys, workers.procs
+        cpu_before, server_before = cpu_seconds(worker.pid), cpu_seconds(server)
+        workers.release(messages)
+        start = time.monotonic()
         wait_until(
             lambda: client.xlen(keys.results) >= calls,
             timeout_s=RUN_TIMEOUT_S,
             interval_s=0.1,
             what="every verdict",
         )
-        arm = Arm("worker on defaults", calls, calls / (time.monotonic() - started))
-        arm.worker_cpu_s = spent(child.proc.pid, cpu_before)
+        arm = Arm("worker on defaults", calls, calls / (time.monotonic() - start))
+        arm.worker_cpu_s = spent(worker.pid, cpu_before)
         arm.server_cpu_s = spent(server, server_before)
-        worker.stop()
-    results = [fields for _, fields in cast(Entries, client.xrange(keys.results))]
-    model = [r for r in results if r.get("driver_used") == "analyzer"]
+        workers.stop()
+        model = [r for r in workers.results() if r.get("driver_used") == "analyzer"]
     arm.model_verdicts = len(model)
     arm.usage = [(int(r["input_tokens"]), int(r["output_tokens"])) for r in model]
     return arm

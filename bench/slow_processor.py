@@ -33,22 +33,22 @@ others still run; the scenario then exits with status 1 after its figures.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import statistics
 import sys
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.cells import Cell, cell_json, print_cells, run_cell, transactions
+from bench.cells import Cells, cell_json, print_cells, transactions
 from bench.timing import (
     Goal,
     base_parser,
     checkout,
     emit_json,
     machine_info,
+    part,
     print_goals,
     print_table,
     ratio,
@@ -58,8 +58,6 @@ from bench.timing import (
     tree_env,
 )
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
-from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "slow_processor"
 LATENCIES_S = (0.1, 2.0)
@@ -78,37 +76,25 @@ GOAL_SLOW = 0.9  # L = 2 s, C = 128
 GOAL_DOWN = 0.8
 
 
-class Run:
+class Run(Cells):
     """The cells of one run by label, each :func:`run_cell` on N fresh transactions."""
 
     def __init__(
         self, url: str, home: Path, mode: str, count: int | None, other: str | None = None
     ) -> None:
-        self.url, self.home, self.mode, self.other = url, home, mode, other
+        super().__init__(url, home, BUDGET_S[mode])
+        self.mode, self.other = mode, other
         self.read = {"read_count": count} if count else {}
-        self.cells: dict[str, Cell] = {}
         self.ideal: dict[str, float] = {}  # C / L of a matrix cell
 
-    def cell(self, label: str, concurrency: int, total: int, **settings: Any) -> None:
-        stub = settings.pop("stub", None)
-        env = settings.pop("env_extra", None)
-        self.cells[label] = cell = run_cell(
-            label,
-            self.url,
-            self.home,
-            messages=list(transactions(total)),
-            budget_s=BUDGET_S[self.mode],
-            concurrency=str(concurrency),
-            stub=stub,
-            settings={**self.read, **settings},
-            env_extra=env,
-        )
-        print(
-            f"  {label:<14} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
-            f"  {cell.msgs_per_s:>9,.1f} msg/s  peak in flight {cell.stub.get('peak_in_flight')}"
-            f"  worker errors {cell.errors}",
-            flush=True,
-        )
+    def cell(
+        self, label: str, c: int, total: int, stub: Mapping[str, Any] | None = None, **settings: Any
+    ) -> None:
+        """``total`` transactions at C = ``c`` (``stub``: its :class:`AnalyzerStub`'s
+        arguments; ``env_extra``: added to the worker's environment)."""
+        env, messages = settings.pop("env_extra", None), list(transactions(total))
+        settings = {**self.read, **settings}
+        self.run(label, label, messages, str(c), stub, settings=settings, env_extra=env)
 
     def matrix(self) -> None:
         """Every cell of L x C."""
@@ -117,8 +103,8 @@ class Run:
                 label = f"L={latency:g}s C={c}"
                 self.ideal[label] = c / latency
                 total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
-                with AnalyzerStub(latency) as stub:
-                    self.cell(label, c, total, stub=stub, analyzer_timeout_s=max(5.0, 3 * latency))
+                timeout = max(5.0, 3 * latency)
+                self.cell(label, c, total, {"latency_s": latency}, analyzer_timeout_s=timeout)
 
     def against(self) -> None:
         """The goal cells of this tree and of :attr:`other`, alternating, three times."""
@@ -129,9 +115,8 @@ class Run:
                 label = f"L={latency:g}s C={c} {tree} #{n + 1}"
                 env = tree_env(self.home / tree) if tree != "ours" else None
                 self.ideal[label] = c / latency
-                with AnalyzerStub(latency) as stub:
-                    timeout = max(5.0, 3 * latency)
-                    self.cell(label, c, total, stub=stub, env_extra=env, analyzer_timeout_s=timeout)
+                stub, timeout = {"latency_s": latency}, max(5.0, 3 * latency)
+                self.cell(label, c, total, stub, env_extra=env, analyzer_timeout_s=timeout)
 
     def down(self) -> None:
         """Rules only, analyzer refusing, analyzer timing out: the same worker at C = 32."""
@@ -139,8 +124,8 @@ class Run:
         self.cell("rules only", c, total)
         refused = f"http://127.0.0.1:{free_port()}/assess"  # nobody listens there
         self.cell("refused", c, total, analyzer_url=refused, analyzer_timeout_s=DOWN_TIMEOUT_S)
-        with AnalyzerStub(4 * DOWN_TIMEOUT_S, hang=True) as stub:
-            self.cell("timing out", c, total, stub=stub, analyzer_timeout_s=DOWN_TIMEOUT_S)
+        hanging = {"latency_s": 4 * DOWN_TIMEOUT_S, "hang": True}
+        self.cell("timing out", c, total, hanging, analyzer_timeout_s=DOWN_TIMEOUT_S)
 
 
 def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -> None:
@@ -222,22 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         info = machine_info(raw_client(server.url))
         run = Run(server.url, tmp, "quick" if args.quick else "full", args.count, other)
-        for part, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
-            if part in parts:
-                with _part(part, errors):
+        for name, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
+            if name in parts:
+                with part(name, errors):
                     measure()
     report(run, info, parts, errors)
     return 1 if errors else 0
-
-
-@contextlib.contextmanager
-def _part(name: str, errors: list[str]) -> Iterator[None]:
-    """Run one part of the scenario; a failure is recorded in ``errors`` and reported."""
-    try:
-        yield
-    except (WaitTimeout, RuntimeError) as exc:
-        errors.append(f"{name}: {exc}")
-        print(f"  {name} failed: {exc}", flush=True)
 
 
 if __name__ == "__main__":
