@@ -47,19 +47,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench import timing
 from bench.cells import Cell, Cells, cell_json, noop_messages, print_cells, transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    emit_json,
-    machine_info,
-    part,
-    print_goals,
-    ratio,
-    raw_client,
-    redis_server,
-    scratch_dir,
-)
 from sentinel_platform_tests.harness.analyzer_stub import Mode
 from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR
 
@@ -131,7 +120,7 @@ def median_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> 
     empty)."""
     if not numerators or not denominators:
         return None
-    return ratio(statistics.median(numerators), statistics.median(denominators))
+    return timing.ratio(statistics.median(numerators), statistics.median(denominators))
 
 
 # --- scenarios --------------------------------------------------------------------------------
@@ -240,7 +229,7 @@ def goal_sides(default: str) -> list[tuple[str, str]]:
     return [("default", f"default C={default}"), ("auto", "auto")]
 
 
-def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> list[Goal]:
+def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> list[timing.Goal]:
     """The goals of scenario ``name``'s "on defaults" cell measured on ``shown`` (``best``:
     the best fixed concurrency's msg/s without limits); a missing cell is not measured."""
 
@@ -249,31 +238,31 @@ def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> 
 
     k8, k8q = f"K=8 429+Retry-After, {shown}", f"K=8 queueing, {shown}"
     shared, rate = f"3 workers, K=8 429, {shown}", f"R=100/s, 3 workers, {shown}"
-    ai = of(lambda c: ratio(c.ai_per_s, CAPACITY / LATENCY_S))  # x K/L
-    wait = ratio(of(lambda c: c.stub.get("queue_wait_mean_s")), LATENCY_S)
-    worst = ratio(of(lambda c: worst_window_error(c.windows, RATE)), rate_tolerance(RATE))
+    ai = of(lambda c: timing.ratio(c.ai_per_s, CAPACITY / LATENCY_S))  # x K/L
+    wait = timing.ratio(of(lambda c: c.stub.get("queue_wait_mean_s")), LATENCY_S)
+    worst = timing.ratio(of(lambda c: worst_window_error(c.windows, RATE)), rate_tolerance(RATE))
     table = {
         "unlimited": [
-            Goal(
+            timing.Goal(
                 f"no limit, L=100 ms, {shown}: >= {GOAL_UNLIMITED}x best of C=8/32/128",
-                of(lambda c: ratio(c.msgs_per_s, best)),
+                of(lambda c: timing.ratio(c.msgs_per_s, best)),
                 GOAL_UNLIMITED,
             )
         ],
         "reject": [
-            Goal(f"{k8}: AI verdicts/s >= {GOAL_REJECT}x K/L", ai, GOAL_REJECT),
-            Goal(f"{k8}: 0 rules fallbacks", of(lambda c: c.fallbacks), 0, True, ""),
-            Goal(f"{k8}: 0 dead letters", of(lambda c: c.dead_letters), 0, True, ""),
+            timing.Goal(f"{k8}: AI verdicts/s >= {GOAL_REJECT}x K/L", ai, GOAL_REJECT),
+            timing.Goal(f"{k8}: 0 rules fallbacks", of(lambda c: c.fallbacks), 0, True, ""),
+            timing.Goal(f"{k8}: 0 dead letters", of(lambda c: c.dead_letters), 0, True, ""),
         ],
         "queue": [
-            Goal(f"{k8q}: AI verdicts/s >= {GOAL_QUEUE}x K/L", ai, GOAL_QUEUE),
-            Goal(
+            timing.Goal(f"{k8q}: AI verdicts/s >= {GOAL_QUEUE}x K/L", ai, GOAL_QUEUE),
+            timing.Goal(
                 f"{k8q}: mean queue wait <= {GOAL_QUEUE_WAIT} L", wait, GOAL_QUEUE_WAIT, True, " L"
             ),
         ],
         "shared": [
-            Goal(f"{shared}: together >= {GOAL_SHARED}x K/L", ai, GOAL_SHARED),
-            Goal(
+            timing.Goal(f"{shared}: together >= {GOAL_SHARED}x K/L", ai, GOAL_SHARED),
+            timing.Goal(
                 f"{shared}: each within {GOAL_FAIRNESS:g}x",
                 of(lambda c: spread(c.worker_ai)),
                 GOAL_FAIRNESS,
@@ -281,10 +270,10 @@ def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> 
             ),
         ],
         "rate": [
-            Goal(f"{rate}: worst 1 s window off R / max(5%, 1 call) <= 1", worst, 1.0, True),
-            Goal(
+            timing.Goal(f"{rate}: worst 1 s window off R / max(5%, 1 call) <= 1", worst, 1.0, True),
+            timing.Goal(
                 f"{rate}: msg/s >= {GOAL_RATE_THROUGHPUT}x R",
-                of(lambda c: ratio(c.msgs_per_s, RATE)),
+                of(lambda c: timing.ratio(c.msgs_per_s, RATE)),
                 GOAL_RATE_THROUGHPUT,
             ),
         ],
@@ -292,7 +281,7 @@ def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> 
     return table[name]
 
 
-def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
+def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[timing.Goal]:
     """Every goal of every scenario that ran (a cell that is missing: not measured)."""
     fixed = [cells.get(f"unlimited C={c}") for c in FIXED_CONCURRENCIES]
     best = max((c.msgs_per_s for c in fixed if c), default=None)
@@ -309,19 +298,19 @@ def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
             cell = cells.get(f"copies {side}")
             calls = sum(cell.calls_per_key.values()) if cell else None
             text = f"copies, 3 workers, {side}: analyzer calls / {COPIES_KEYS} = 1"
-            out.append(Goal(text, ratio(calls, COPIES_KEYS), 1.0, True))
+            out.append(timing.Goal(text, timing.ratio(calls, COPIES_KEYS), 1.0, True))
     if "cpu" in ran:
         for kind in ("noop", "rules"):
             auto = [c.msgs_per_s for c in starting(cells, f"{kind} C=auto")]
             one = [c.msgs_per_s for c in starting(cells, f"{kind} C=1 ")]
             text = f"{kind} processor: auto >= {GOAL_CPU_BOUND}x C=1 (medians of {CPU_REPEATS})"
-            out.append(Goal(text, median_ratio(auto, one), GOAL_CPU_BOUND))
+            out.append(timing.Goal(text, median_ratio(auto, one), GOAL_CPU_BOUND))
     if "server" in ran:
         figures = [c.server_cpu_us for c in starting(cells, "server ")]
         value = statistics.median(f for f in figures if f is not None) if figures else None
         text = f"server CPU per message at C={SERVER_CPU_CONCURRENCY}, L=100 ms"
         text += f" <= {GOAL_SERVER_CPU_US:g} us (median of {len(figures)})"
-        out.append(Goal(text, value, GOAL_SERVER_CPU_US, True, " us"))
+        out.append(timing.Goal(text, value, GOAL_SERVER_CPU_US, True, " us"))
     return out
 
 
@@ -351,10 +340,10 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
         )
     print(f"\n  default SENTINEL_WORKER_CONCURRENCY of the workers: {ctx.default}")
     results = goals(cells, ran, ctx.default)
-    print_goals(results)
+    timing.print_goals(results)
     for error in errors:
         print(f"  failed: {error}")
-    emit_json(
+    timing.emit_json(
         NAME,
         {
             "default_concurrency": ctx.default,
@@ -380,7 +369,7 @@ def tree_state() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument(
         "--only",
         default=",".join(SCENARIOS),
@@ -392,14 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenarios: {sorted(unknown)}")
     errors: list[str] = []
-    with redis_server() as server, scratch_dir("bench-limits-") as tmp:
-        info = machine_info(raw_client(server.url))
+    with timing.redis_server() as server, timing.scratch_dir("bench-limits-") as tmp:
+        info = timing.machine_info(timing.raw_client(server.url))
         info["tree"] = tree_state()
         ctx = Context(server.url, tmp, "quick" if args.quick else "full")
         print(f"default SENTINEL_WORKER_CONCURRENCY: {ctx.default}; tree {info['tree']}")
         for name in (name for name in SCENARIOS if name in ran):
             print(f"== {name}", flush=True)
-            with part(name, errors):
+            with timing.part(name, errors):
                 SCENARIOS[name](ctx)
         info["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
         info["tree_end"] = tree_state()

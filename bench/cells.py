@@ -27,7 +27,7 @@ from bench.fleet import transactions as transactions  # (re-exported: the cells'
 from bench.timing import id_ms, print_table, server_ms
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
-from sentinel_platform_tests.harness.proc_stats import cpu_seconds
+from sentinel_platform_tests.harness.proc_stats import cpu_seconds, spent
 from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.streams import group_drained, unacked
 
@@ -207,7 +207,7 @@ def run_cell(
             time.sleep(poll_s)
         stopped_ms = server_ms(client)
         server_cpu_s = redis_cpu_s(client) - before
-        worker_after = [cpu_seconds(p.pid) for p in procs]
+        worker_s = [spent(p.pid, before) for p, before in zip(procs, worker_before, strict=True)]
         verdicts = running.metric("sentinel_worker_verdicts_total", 'driver="analyzer"')
         cell.worker_ai = [n or 0 for n in verdicts]
         cell.in_flight_limit = [n or 0 for n in running.metric("sentinel_worker_in_flight_limit")]
@@ -222,12 +222,8 @@ def run_cell(
         for proc in procs:
             cell.errors += sum(1 for e in proc.events() if e.get("level") in ("error", "critical"))
     _settle_figures(client, keys, cell, started_ms, stopped_ms)
-    if None not in worker_before and None not in worker_after and cell.done:
-        spent = sum(
-            cast(float, a) - cast(float, b)
-            for a, b in zip(worker_after, worker_before, strict=True)
-        )
-        cell.worker_cpu_us = round(spent / cell.done * 1e6, 1)
+    if None not in worker_s and cell.done:
+        cell.worker_cpu_us = round(sum(cast(list[float], worker_s)) / cell.done * 1e6, 1)
     cell.server_cpu_us = round(server_cpu_s / max(cell.done, 1) * 1e6, 1)
     return cell
 

@@ -124,7 +124,7 @@ def started(
     """An emptied database holding ``messages`` (``parked``: none readable until
     :meth:`Workers.release`), then a worker per environment of ``envs`` (``name-<i>``, with
     ``args`` and a metrics port of its own), yielded once every one holds its lease (waited
-for up to ``ready_s``)."""
+    for up to ``ready_s``)."""
     client = raw_client(url)
     keys = transaction_keys(load_settings(redis_url=url, home=home))
     if parked:

