@@ -207,7 +207,7 @@ def run_cell(
             time.sleep(poll_s)
         stopped_ms = server_ms(client)
         server_cpu_s = redis_cpu_s(client) - before
-        worker_s = [spent(p.pid, before) for p, before in zip(procs, worker_before, strict=True)]
+        worker_s = [spent(p.pid, cpu) for p, cpu in zip(procs, worker_before, strict=True)]
         verdicts = running.metric("sentinel_worker_verdicts_total", 'driver="analyzer"')
         cell.worker_ai = [n or 0 for n in verdicts]
         cell.in_flight_limit = [n or 0 for n in running.metric("sentinel_worker_in_flight_limit")]
