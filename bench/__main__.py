@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 #: The package's modules that are not scenarios: what the scenarios share.
-SHARED = {"__init__", "__main__", "cells", "timing"}
+SHARED = {"__init__", "__main__", "cells", "fleet", "timing"}
 
 
 def scenarios() -> dict[str, str]:

@@ -44,27 +44,13 @@ import os
 import statistics
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-
-from bench.cells import Cell, cell_json, noop_messages, print_cells, run_cell, transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    emit_json,
-    machine_info,
-    print_goals,
-    ratio,
-    raw_client,
-    redis_server,
-    scratch_dir,
-)
-from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub, Mode
+from bench import timing
+from bench.cells import Cell, Cells, cell_json, noop_messages, print_cells, transactions
+from sentinel_platform_tests.harness.analyzer_stub import Mode
 from sentinel_platform_tests.harness.processes import NOOP_PROCESSOR
-from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "analyzer_limits"
 LATENCY_S = 0.1
@@ -73,6 +59,8 @@ RATE = 100.0
 COPIES_KEYS, COPIES_EACH = 24, 3
 FIXED_CONCURRENCIES = (8, 32, 128)
 SERVER_CPU_CONCURRENCY = 32
+#: Every cell's analyzer: a stub of latency L (and capacity K where limited).
+STUB = {"latency_s": LATENCY_S}
 #: Ideal seconds of work of a cell at its expected best rate, and the cell's time budget.
 WINDOW_S = {"quick": 3.5, "full": 15.0}
 BUDGET_S = {"quick": 5.5, "full": 30.0}
@@ -122,34 +110,30 @@ def worst_window_error(windows: Sequence[int], rate: float) -> float | None:
     return max(abs(count - rate) for count in later) if later else None
 
 
+def starting(cells: Mapping[str, Cell], prefix: str) -> list[Cell]:
+    """The cells whose key starts with ``prefix``: a scenario's, a kind's, a side's."""
+    return [cell for key, cell in cells.items() if key.startswith(prefix)]
+
+
 def median_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float | None:
     """Median of ``numerators`` over the median of ``denominators`` (None if either is
     empty)."""
     if not numerators or not denominators:
         return None
-    return ratio(statistics.median(numerators), statistics.median(denominators))
-
-
-def _progress(cell: Cell) -> None:
-    print(
-        f"  {cell.label:<24} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
-        f"  {cell.msgs_per_s:>8,.1f} msg/s  ai {cell.ai:,} fallback {cell.fallbacks:,}"
-        f"  dlq {cell.dead_letters}  limit {cell.in_flight_limit}  errors {cell.errors}",
-        flush=True,
-    )
+    return timing.ratio(statistics.median(numerators), statistics.median(denominators))
 
 
 # --- scenarios --------------------------------------------------------------------------------
 
 
-@dataclass
-class Context:
-    url: str
-    home: Path
-    mode: str
-    #: The default of SENTINEL_WORKER_CONCURRENCY (``auto``): C = 1 is the previous one.
-    default: str = "auto"
-    cells: dict[str, Cell] = field(default_factory=dict)
+class Context(Cells):
+    """The run's cells, its mode (``quick`` or ``full``) and the workers' default."""
+
+    def __init__(self, url: str, home: Path, mode: str) -> None:
+        super().__init__(url, home, BUDGET_S[mode])
+        self.mode = mode
+        #: The default of SENTINEL_WORKER_CONCURRENCY (``auto``): C = 1 is the previous one.
+        self.default = "auto"
 
     def sides(self, scenario: str) -> list[tuple[str, str | None]]:
         """The concurrencies each "on defaults" cell of ``scenario`` is measured with
@@ -160,13 +144,6 @@ class Context:
             return [("auto", "auto")]
         return [("auto", "auto"), ("C=1", "1")]
 
-    def run(self, key: str, label: str, **kwargs: Any) -> Cell:
-        kwargs.setdefault("budget_s", BUDGET_S[self.mode])
-        cell = run_cell(label, self.url, self.home, **kwargs)
-        self.cells[key] = cell
-        _progress(cell)
-        return cell
-
     def count(self, rate: float) -> int:
         """Messages for a cell whose best rate is ``rate`` msg/s."""
         return max(40, math.ceil(rate * WINDOW_S[self.mode]))
@@ -174,48 +151,26 @@ class Context:
 
 def unlimited(ctx: Context) -> None:
     messages = list(transactions(ctx.count(128 / LATENCY_S)))
-    for side, concurrency in (
-        *ctx.sides("unlimited"),
-        *((f"C={c}", str(c)) for c in FIXED_CONCURRENCIES),
-    ):
-        with AnalyzerStub(LATENCY_S) as stub:
-            ctx.run(
-                f"unlimited {side}",
-                f"unlimited {side}",
-                messages=messages,
-                concurrency=concurrency,
-                stub=stub,
-            )
+    fixed = [(f"C={c}", str(c)) for c in FIXED_CONCURRENCIES]
+    for side, concurrency in (*ctx.sides("unlimited"), *fixed):
+        ctx.run(f"unlimited {side}", f"unlimited {side}", messages, concurrency, STUB)
 
 
 def limited(ctx: Context, mode: Mode, workers: int = 1) -> None:
     name = {"reject": "reject", "queue": "queue"}[mode] if workers == 1 else "shared"
     messages = list(transactions(ctx.count(CAPACITY / LATENCY_S)))
+    limits = {**STUB, "capacity": CAPACITY, "mode": mode, "retry_after": "1"}
     for side, concurrency in ctx.sides(name):
-        with AnalyzerStub(LATENCY_S, capacity=CAPACITY, mode=mode, retry_after="1") as stub:
-            ctx.run(
-                f"{name} {side}",
-                f"{name} K={CAPACITY} {side}",
-                messages=messages,
-                workers=workers,
-                concurrency=concurrency,
-                stub=stub,
-            )
+        label = f"{name} K={CAPACITY} {side}"
+        ctx.run(f"{name} {side}", label, messages, concurrency, stub=limits, workers=workers)
 
 
 def rate_limited(ctx: Context) -> None:
     messages = list(transactions(math.ceil(RATE * RATE_WINDOW_S[ctx.mode])))
+    limit = {"analyzer_rate_limit": RATE}
     for side, concurrency in ctx.sides("rate"):
-        with AnalyzerStub(LATENCY_S) as stub:
-            ctx.run(
-                f"rate {side}",
-                f"rate R={RATE:g} {side}",
-                messages=messages,
-                workers=3,
-                concurrency=concurrency,
-                stub=stub,
-                settings={"analyzer_rate_limit": RATE},
-            )
+        label = f"rate R={RATE:g} {side}"
+        ctx.run(f"rate {side}", label, messages, concurrency, STUB, workers=3, settings=limit)
 
 
 def cpu_bound(ctx: Context) -> None:
@@ -227,15 +182,8 @@ def cpu_bound(ctx: Context) -> None:
     for repeat in range(CPU_REPEATS):  # interleaved: drift hits both sides alike
         for kind, (messages, processor) in kinds.items():
             for side in ("auto", "1"):
-                ctx.run(
-                    f"{kind} C={side} #{repeat}",
-                    f"{kind} C={side} #{repeat + 1}",
-                    messages=messages,
-                    concurrency=side,
-                    processor=processor,
-                    budget_s=120.0,
-                    poll_s=0.005,
-                )
+                key, label = f"{kind} C={side} #{repeat}", f"{kind} C={side} #{repeat + 1}"
+                ctx.run(key, label, messages, side, processor=processor, budget_s=120, poll_s=0.005)
 
 
 def copies(ctx: Context) -> None:
@@ -244,16 +192,8 @@ def copies(ctx: Context) -> None:
     # certainly on three workers at once (with a larger limit one worker may read all
     # three, and its own in-flight keys already spare the second call).
     for side, concurrency in dict.fromkeys((*ctx.sides("copies"), ("C=1", "1"))):
-        with AnalyzerStub(LATENCY_S) as stub:
-            ctx.run(
-                f"copies {side}",
-                f"copies 3 workers {side}",
-                messages=messages,
-                workers=3,
-                concurrency=concurrency,
-                stub=stub,
-                budget_s=30.0,
-            )
+        label = f"copies 3 workers {side}"
+        ctx.run(f"copies {side}", label, messages, concurrency, STUB, workers=3, budget_s=30.0)
 
 
 def server_cpu(ctx: Context) -> None:
@@ -262,9 +202,8 @@ def server_cpu(ctx: Context) -> None:
     c = SERVER_CPU_CONCURRENCY
     messages = list(transactions(ctx.count(c / LATENCY_S)))
     for n in range(1 if ctx.mode == "quick" else CPU_REPEATS):
-        with AnalyzerStub(LATENCY_S) as stub:
-            ctx.run(f"server {n}", f"server cpu C={c} #{n + 1}", messages=messages,
-                    concurrency=str(c), stub=stub, poll_s=0.1)  # fmt: skip
+        label = f"server cpu C={c} #{n + 1}"
+        ctx.run(f"server {n}", label, messages, str(c), STUB, poll_s=0.1)
 
 
 SCENARIOS: dict[str, Callable[[Context], None]] = {
@@ -290,144 +229,88 @@ def goal_sides(default: str) -> list[tuple[str, str]]:
     return [("default", f"default C={default}"), ("auto", "auto")]
 
 
-def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[Goal]:
-    """Every goal of every scenario that ran (a cell that is missing: not measured)."""
-    out: list[Goal] = []
-    ideal = CAPACITY / LATENCY_S
-    get = cells.get
-    for side, shown in goal_sides(default):
-        # C = 1 beside an auto default is an extra cell: judged where it was measured
-        def wanted(name: str, side: str = side) -> bool:
-            return side != "C=1" or f"{name} C=1" in cells
+def side_goals(name: str, shown: str, cell: Cell | None, best: float | None) -> list[timing.Goal]:
+    """The goals of scenario ``name``'s "on defaults" cell measured on ``shown`` (``best``:
+    the best fixed concurrency's msg/s without limits); a missing cell is not measured."""
 
-        if "unlimited" in ran and wanted("unlimited"):
-            fixed = [get(f"unlimited C={c}") for c in FIXED_CONCURRENCIES]
-            best = max((c.msgs_per_s for c in fixed if c), default=None)
-            cell = get(f"unlimited {side}")
-            out.append(
-                Goal(
-                    f"no limit, L=100 ms, {shown}: >= {GOAL_UNLIMITED}x best of C=8/32/128",
-                    ratio(cell.msgs_per_s, best) if cell else None,
-                    GOAL_UNLIMITED,
-                )
+    def of(read: Callable[[Cell], float | None]) -> float | None:
+        return read(cell) if cell else None
+
+    k8, k8q = f"K=8 429+Retry-After, {shown}", f"K=8 queueing, {shown}"
+    shared, rate = f"3 workers, K=8 429, {shown}", f"R=100/s, 3 workers, {shown}"
+    ai = of(lambda c: timing.ratio(c.ai_per_s, CAPACITY / LATENCY_S))  # x K/L
+    wait = timing.ratio(of(lambda c: c.stub.get("queue_wait_mean_s")), LATENCY_S)
+    worst = timing.ratio(of(lambda c: worst_window_error(c.windows, RATE)), rate_tolerance(RATE))
+    table = {
+        "unlimited": [
+            timing.Goal(
+                f"no limit, L=100 ms, {shown}: >= {GOAL_UNLIMITED}x best of C=8/32/128",
+                of(lambda c: timing.ratio(c.msgs_per_s, best)),
+                GOAL_UNLIMITED,
             )
-        if "reject" in ran and wanted("reject"):
-            cell = get(f"reject {side}")
-            out.append(
-                Goal(
-                    f"K=8 429+Retry-After, {shown}: AI verdicts/s >= {GOAL_REJECT}x K/L",
-                    ratio(cell.ai_per_s, ideal) if cell else None,
-                    GOAL_REJECT,
-                )
-            )
-            out.append(
-                Goal(
-                    f"K=8 429+Retry-After, {shown}: 0 rules fallbacks",
-                    cell.fallbacks if cell else None,
-                    0,
-                    at_most=True,
-                    unit="",
-                )
-            )
-            out.append(
-                Goal(
-                    f"K=8 429+Retry-After, {shown}: 0 dead letters",
-                    cell.dead_letters if cell else None,
-                    0,
-                    at_most=True,
-                    unit="",
-                )
-            )
-        if "queue" in ran and wanted("queue"):
-            cell = get(f"queue {side}")
-            wait = cell.stub.get("queue_wait_mean_s") if cell else None
-            out.append(
-                Goal(
-                    f"K=8 queueing, {shown}: AI verdicts/s >= {GOAL_QUEUE}x K/L",
-                    ratio(cell.ai_per_s, ideal) if cell else None,
-                    GOAL_QUEUE,
-                )
-            )
-            out.append(
-                Goal(
-                    f"K=8 queueing, {shown}: mean queue wait <= {GOAL_QUEUE_WAIT} L",
-                    ratio(wait, LATENCY_S),
-                    GOAL_QUEUE_WAIT,
-                    at_most=True,
-                    unit=" L",
-                )
-            )
-        if "shared" in ran and wanted("shared"):
-            cell = get(f"shared {side}")
-            out.append(
-                Goal(
-                    f"3 workers, K=8 429, {shown}: together >= {GOAL_SHARED}x K/L",
-                    ratio(cell.ai_per_s, ideal) if cell else None,
-                    GOAL_SHARED,
-                )
-            )
-            out.append(
-                Goal(
-                    f"3 workers, K=8 429, {shown}: each within {GOAL_FAIRNESS:g}x",
-                    spread(cell.worker_ai) if cell else None,
-                    GOAL_FAIRNESS,
-                    at_most=True,
-                )
-            )
-        if "rate" in ran and wanted("rate"):
-            cell = get(f"rate {side}")
-            worst = worst_window_error(cell.windows, RATE) if cell else None
-            out.append(
-                Goal(
-                    f"R=100/s, 3 workers, {shown}: worst 1 s window off R / max(5%, 1 call) <= 1",
-                    ratio(worst, rate_tolerance(RATE)),
-                    1.0,
-                    at_most=True,
-                )
-            )
-            out.append(
-                Goal(
-                    f"R=100/s, 3 workers, {shown}: msg/s >= {GOAL_RATE_THROUGHPUT}x R",
-                    ratio(cell.msgs_per_s, RATE) if cell else None,
-                    GOAL_RATE_THROUGHPUT,
-                )
-            )
+        ],
+        "reject": [
+            timing.Goal(f"{k8}: AI verdicts/s >= {GOAL_REJECT}x K/L", ai, GOAL_REJECT),
+            timing.Goal(f"{k8}: 0 rules fallbacks", of(lambda c: c.fallbacks), 0, True, ""),
+            timing.Goal(f"{k8}: 0 dead letters", of(lambda c: c.dead_letters), 0, True, ""),
+        ],
+        "queue": [
+            timing.Goal(f"{k8q}: AI verdicts/s >= {GOAL_QUEUE}x K/L", ai, GOAL_QUEUE),
+            timing.Goal(
+                f"{k8q}: mean queue wait <= {GOAL_QUEUE_WAIT} L", wait, GOAL_QUEUE_WAIT, True, " L"
+            ),
+        ],
+        "shared": [
+            timing.Goal(f"{shared}: together >= {GOAL_SHARED}x K/L", ai, GOAL_SHARED),
+            timing.Goal(
+                f"{shared}: each within {GOAL_FAIRNESS:g}x",
+                of(lambda c: spread(c.worker_ai)),
+                GOAL_FAIRNESS,
+                True,
+            ),
+        ],
+        "rate": [
+            timing.Goal(f"{rate}: worst 1 s window off R / max(5%, 1 call) <= 1", worst, 1.0, True),
+            timing.Goal(
+                f"{rate}: msg/s >= {GOAL_RATE_THROUGHPUT}x R",
+                of(lambda c: timing.ratio(c.msgs_per_s, RATE)),
+                GOAL_RATE_THROUGHPUT,
+            ),
+        ],
+    }
+    return table[name]
+
+
+def goals(cells: Mapping[str, Cell], ran: set[str], default: str) -> list[timing.Goal]:
+    """Every goal of every scenario that ran (a cell that is missing: not measured)."""
+    fixed = [cells.get(f"unlimited C={c}") for c in FIXED_CONCURRENCIES]
+    best = max((c.msgs_per_s for c in fixed if c), default=None)
+    out = [
+        goal
+        for side, shown in goal_sides(default)
+        for name in ("unlimited", "reject", "queue", "shared", "rate")
+        # C = 1 beside an auto default is an extra cell: judged where it was measured
+        if name in ran and (side != "C=1" or f"{name} C=1" in cells)
+        for goal in side_goals(name, shown, cells.get(f"{name} {side}"), best)
+    ]
     if "copies" in ran:
-        sides = list(dict.fromkeys([*(side for side, _ in goal_sides(default)), "C=1"]))
-        for side in sides:
-            cell = get(f"copies {side}")
+        for side in dict.fromkeys([*(side for side, _ in goal_sides(default)), "C=1"]):
+            cell = cells.get(f"copies {side}")
             calls = sum(cell.calls_per_key.values()) if cell else None
-            out.append(
-                Goal(
-                    f"copies, 3 workers, {side}: analyzer calls / {COPIES_KEYS} = 1",
-                    ratio(calls, COPIES_KEYS),
-                    1.0,
-                    at_most=True,
-                )
-            )
+            text = f"copies, 3 workers, {side}: analyzer calls / {COPIES_KEYS} = 1"
+            out.append(timing.Goal(text, timing.ratio(calls, COPIES_KEYS), 1.0, True))
     if "cpu" in ran:
         for kind in ("noop", "rules"):
-            auto = [c.msgs_per_s for k, c in cells.items() if k.startswith(f"{kind} C=auto")]
-            one = [c.msgs_per_s for k, c in cells.items() if k.startswith(f"{kind} C=1 ")]
-            out.append(
-                Goal(
-                    f"{kind} processor: auto >= {GOAL_CPU_BOUND}x C=1 (medians of {CPU_REPEATS})",
-                    median_ratio(auto, one),
-                    GOAL_CPU_BOUND,
-                )
-            )
+            auto = [c.msgs_per_s for c in starting(cells, f"{kind} C=auto")]
+            one = [c.msgs_per_s for c in starting(cells, f"{kind} C=1 ")]
+            text = f"{kind} processor: auto >= {GOAL_CPU_BOUND}x C=1 (medians of {CPU_REPEATS})"
+            out.append(timing.Goal(text, median_ratio(auto, one), GOAL_CPU_BOUND))
     if "server" in ran:
-        figures = [c.server_cpu_us for k, c in cells.items() if k.startswith("server ")]
-        out.append(
-            Goal(
-                f"server CPU per message at C={SERVER_CPU_CONCURRENCY}, L=100 ms "
-                f"<= {GOAL_SERVER_CPU_US:g} us (median of {len(figures)})",
-                statistics.median(f for f in figures if f is not None) if figures else None,
-                GOAL_SERVER_CPU_US,
-                at_most=True,
-                unit=" us",
-            )
-        )
+        figures = [c.server_cpu_us for c in starting(cells, "server ")]
+        value = statistics.median(f for f in figures if f is not None) if figures else None
+        text = f"server CPU per message at C={SERVER_CPU_CONCURRENCY}, L=100 ms"
+        text += f" <= {GOAL_SERVER_CPU_US:g} us (median of {len(figures)})"
+        out.append(timing.Goal(text, value, GOAL_SERVER_CPU_US, True, " us"))
     return out
 
 
@@ -437,24 +320,19 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
         f"workers against a stub analyzer (L={LATENCY_S * 1000:g} ms; K={CAPACITY} where limited)",
         cells.values(),
     )
-    rate_cells = [c for k, c in cells.items() if k.startswith("rate ")]
-    for cell in rate_cells:
+    for cell in starting(cells, "rate "):
         print(f"  {cell.label}: calls per 1 s window: {cell.windows}")
-    for kind in ("noop", "rules"):
-        cpu = {
-            side: [
-                c.worker_cpu_us or 0.0
-                for k, c in cells.items()
-                if k.startswith(f"{kind} C={side} ")
-            ]
-            for side in ("auto", "1")
-        }
-        if cpu["auto"] and cpu["1"]:  # what contention cannot hide: CPU per message
+    for kind in ("noop", "rules"):  # what contention cannot hide: CPU per message
+        cpu = [
+            [c.worker_cpu_us or 0.0 for c in starting(cells, f"{kind} C={s} ")]
+            for s in ("auto", "1")
+        ]
+        if all(cpu):
+            auto, one = (statistics.median(side) for side in cpu)
             print(
-                f"  {kind}: worker CPU per message, medians: auto "
-                f"{statistics.median(cpu['auto']):.1f} us, C=1 {statistics.median(cpu['1']):.1f} us"
+                f"  {kind}: worker CPU per message, medians: auto {auto:.1f} us, C=1 {one:.1f} us"
             )
-    for cell in (c for k, c in cells.items() if k.startswith("copies ")):
+    for cell in starting(cells, "copies "):
         twice = sum(1 for n in cell.calls_per_key.values() if n > 1)
         print(
             f"  {cell.label}: {sum(cell.calls_per_key.values())} calls for "
@@ -462,10 +340,10 @@ def report(ctx: Context, ran: set[str], info: dict[str, Any], errors: list[str])
         )
     print(f"\n  default SENTINEL_WORKER_CONCURRENCY of the workers: {ctx.default}")
     results = goals(cells, ran, ctx.default)
-    print_goals(results)
+    timing.print_goals(results)
     for error in errors:
         print(f"  failed: {error}")
-    emit_json(
+    timing.emit_json(
         NAME,
         {
             "default_concurrency": ctx.default,
@@ -491,7 +369,7 @@ def tree_state() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument(
         "--only",
         default=",".join(SCENARIOS),
@@ -503,20 +381,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown scenarios: {sorted(unknown)}")
     errors: list[str] = []
-    with redis_server() as server, scratch_dir("bench-limits-") as tmp:
-        info = machine_info(raw_client(server.url))
+    with timing.redis_server() as server, timing.scratch_dir("bench-limits-") as tmp:
+        info = timing.machine_info(timing.raw_client(server.url))
         info["tree"] = tree_state()
         ctx = Context(server.url, tmp, "quick" if args.quick else "full")
         print(f"default SENTINEL_WORKER_CONCURRENCY: {ctx.default}; tree {info['tree']}")
-        for name, scenario in SCENARIOS.items():
-            if name not in ran:
-                continue
+        for name in (name for name in SCENARIOS if name in ran):
             print(f"== {name}", flush=True)
-            try:
-                scenario(ctx)
-            except (WaitTimeout, RuntimeError, OSError, redis.RedisError) as exc:
-                errors.append(f"{name}: {exc}")
-                print(f"  {name} failed: {exc}", flush=True)
+            with timing.part(name, errors):
+                SCENARIOS[name](ctx)
         info["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
         info["tree_end"] = tree_state()
         if info["tree_end"] != info["tree"]:  # a note, not a failure: the figures stand

@@ -2,21 +2,19 @@
 
 A cell parks N messages (transactions ``t<index>``), starts ``python -m
 workers.watch_transactions`` processes (the entry point users run; the default processor:
-the AML rules plus the analyzer of ``SENTINEL_ANALYZER_URL``), waits for their leases and
-releases everything at once (:mod:`bench.timing`). It ends when the group is drained or
-its time budget is up. msg/s is the verdicts over the time from the release to the last
-verdict's stream id (server clock); AI verdicts have ``driver_used=analyzer``, fallbacks
-``driver_used=fallback``. A duplicate is a second verdict for one transaction id.
+the AML rules plus the analyzer of ``SENTINEL_ANALYZER_URL``), waits for their leases
+(:func:`bench.fleet.started`) and releases everything at once (:mod:`bench.timing`). It
+ends when the group is drained or its time budget is up. msg/s is the verdicts over the
+time from the release to the last verdict's stream id (server clock); AI verdicts have
+``driver_used=analyzer``, fallbacks ``driver_used=fallback``. A duplicate is a second
+verdict for one transaction id.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,31 +22,16 @@ from typing import Any, cast
 
 import redis
 
-from bench.timing import id_ms, park, print_table, raw_client, release, server_ms
-from sentinel_platform.redis_server import free_port
-from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
+from bench.fleet import started
+from bench.fleet import transactions as transactions  # (re-exported: the cells' messages)
+from bench.timing import id_ms, print_table, server_ms
+from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
-from sentinel_platform_tests.harness.proc_stats import cpu_seconds
-from sentinel_platform_tests.harness.processes import (
-    PYTHON,
-    Fleet,
-    WorkerProcess,
-    child_env,
-    wait_leases,
-)
+from sentinel_platform_tests.harness.proc_stats import cpu_seconds, spent
+from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.streams import group_drained, unacked
 
 SAMPLE_S = 0.01  # the stub's call counter is sampled this often for the rate windows
-TRANSACTION = {
-    "merchant": "ACME Corp",
-    "category": "retail",
-    "currency": "EUR",
-    "amount": 123.45,
-    "message": "bench",
-    "source": "bench",
-    "timestamp": "2026-01-01T00:00:00Z",
-}
 
 
 def window_counts(samples: Sequence[tuple[float, int]], start: float) -> list[int]:
@@ -145,46 +128,15 @@ def cell_json(cell: Cell) -> dict[str, Any]:
     return {**figures, "ai_per_s": round(cell.ai_per_s, 1)}
 
 
-def transactions(count: int, copies: int = 1) -> Iterator[dict[str, str]]:
-    """``count`` transactions in the wire format, each id ``copies`` times in a row."""
-    for index in range(count * copies):
-        body = {**TRANSACTION, "id": f"t{index // copies}"}
-        yield {"data": json.dumps(body, separators=(",", ":"))}
-
-
 def noop_messages(count: int) -> Iterator[dict[str, str]]:
     """Messages of the harness's no-op processor (its natural key is ``key``)."""
     for index in range(count):
         yield {"key": f"m{index}", "data": "{}"}
 
 
-def spawn(fleet: Fleet, name: str, env: Mapping[str, str], args: Sequence[str]) -> WorkerProcess:
-    """``python -m workers.watch_transactions`` (the entry point users run)."""
-    log_path = fleet.log_dir / f"{name}.log"
-    argv = [PYTHON, "-m", "workers.watch_transactions", "--consumer", name, *args]
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-        )
-    return fleet.adopt(WorkerProcess(process, name, None, log_path, env))
-
-
 def redis_cpu_s(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
-def metric(port: int, name: str, match: str = "") -> int | None:
-    """The value of the worker's series ``name`` whose labels contain ``match``."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-            text = reply.read().decode()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith(name) and match in line and not line.startswith("#"):
-            return int(float(line.rsplit(" ", 1)[1]))
-    return None
 
 
 class Sampler:
@@ -229,9 +181,6 @@ def run_cell(
 ) -> Cell:
     """``workers`` workers on ``messages`` until drained or ``budget_s`` is up
     (``env_extra``: added to their environment, e.g. another tree's ``tree_env``)."""
-    client = raw_client(url)
-    keys = transaction_keys(load_settings(redis_url=url, home=home))
-    park(client, keys, messages)
     values: dict[str, Any] = {"lag_key_ttl_s": 10}
     if stub is not None:
         values.update(analyzer_url=stub.url, analyzer_timeout_s=5.0)
@@ -240,19 +189,17 @@ def run_cell(
         values["worker_concurrency"] = concurrency
     env = {**child_env(url, home, **values), **(env_extra or {})}
     cell = Cell(label, workers, concurrency or "default", len(messages))
-    ports = [free_port() for _ in range(workers)]
-    with Fleet(home) as fleet, contextlib.ExitStack() as stack:
-        args = ["--processor", processor] if processor else []
-        slug = label.replace(" ", "-").replace("=", "").replace("/", "-")
-        procs = [
-            spawn(fleet, f"{slug}-{i}", env, [*args, "--metrics-port", str(port)])
-            for i, port in enumerate(ports)
-        ]
-        wait_leases(client, keys, procs)
+    args = ["--processor", processor] if processor else []
+    slug = label.replace(" ", "-").replace("=", "").replace("/", "-")
+    with (
+        started(url, home, slug, [env] * workers, messages, parked=True, args=args) as running,
+        contextlib.ExitStack() as stack,
+    ):
+        client, keys, procs = running.client, running.keys, running.procs
         sampler = stack.enter_context(Sampler(stub)) if stub is not None else None
         before = redis_cpu_s(client)
         worker_before = [cpu_seconds(p.pid) for p in procs]
-        started_ms = release(client, keys, messages[-1])
+        started_ms = running.release(messages)
         deadline = time.monotonic() + budget_s
         while not group_drained(client, keys.stream, keys.group) and time.monotonic() < deadline:
             if not all(p.alive() for p in procs):
@@ -260,11 +207,10 @@ def run_cell(
             time.sleep(poll_s)
         stopped_ms = server_ms(client)
         server_cpu_s = redis_cpu_s(client) - before
-        worker_after = [cpu_seconds(p.pid) for p in procs]
-        cell.worker_ai = [
-            metric(p, "sentinel_worker_verdicts_total", 'driver="analyzer"') or 0 for p in ports
-        ]
-        cell.in_flight_limit = [metric(p, "sentinel_worker_in_flight_limit") or 0 for p in ports]
+        worker_s = [spent(p.pid, cpu) for p, cpu in zip(procs, worker_before, strict=True)]
+        verdicts = running.metric("sentinel_worker_verdicts_total", 'driver="analyzer"')
+        cell.worker_ai = [n or 0 for n in verdicts]
+        cell.in_flight_limit = [n or 0 for n in running.metric("sentinel_worker_in_flight_limit")]
         if stub is not None:
             cell.stub = stub.counters()
             cell.calls_per_key = dict(stub.calls_per_key())
@@ -272,18 +218,54 @@ def run_cell(
             stack.close()
             first = sampler.first_call()
             cell.windows = window_counts(sampler.samples, first) if first is not None else []
+        running.stop(timeout_s=5)
         for proc in procs:
-            proc.stop(timeout_s=5)
             cell.errors += sum(1 for e in proc.events() if e.get("level") in ("error", "critical"))
     _settle_figures(client, keys, cell, started_ms, stopped_ms)
-    if None not in worker_before and None not in worker_after and cell.done:
-        spent = sum(
-            cast(float, a) - cast(float, b)
-            for a, b in zip(worker_after, worker_before, strict=True)
-        )
-        cell.worker_cpu_us = round(spent / cell.done * 1e6, 1)
+    if None not in worker_s and cell.done:
+        cell.worker_cpu_us = round(sum(cast(list[float], worker_s)) / cell.done * 1e6, 1)
     cell.server_cpu_us = round(server_cpu_s / max(cell.done, 1) * 1e6, 1)
     return cell
+
+
+def progress(cell: Cell) -> None:
+    """A cell's line as it ends (its row of :func:`print_cells` comes with the report)."""
+    print(
+        f"  {cell.label:<24} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
+        f"  {cell.msgs_per_s:>8,.1f} msg/s  ai {cell.ai:,} fallback {cell.fallbacks:,}"
+        f"  dlq {cell.dead_letters}  limit {cell.in_flight_limit}"
+        f"  peak in flight {cell.stub.get('peak_in_flight')}  errors {cell.errors}",
+        flush=True,
+    )
+
+
+class Cells:
+    """A scenario's cells by key, each a :func:`run_cell` of ``budget_s`` unless it says
+    otherwise, printed as it ends."""
+
+    def __init__(self, url: str, home: Path, budget_s: float) -> None:
+        self.url, self.home, self.budget_s = url, home, budget_s
+        self.cells: dict[str, Cell] = {}
+
+    def run(
+        self,
+        key: str,
+        label: str,
+        messages: list[dict[str, str]],
+        concurrency: str | None,
+        stub: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Cell:
+        """One cell, kept under ``key``; ``stub``: the arguments of the cell's own
+        :class:`AnalyzerStub` (None: none); ``kwargs``: :func:`run_cell`'s."""
+        kwargs = {"budget_s": self.budget_s, **kwargs}
+        kwargs.update(messages=messages, concurrency=concurrency)
+        with contextlib.ExitStack() as stack:
+            if stub is not None:
+                kwargs["stub"] = stack.enter_context(AnalyzerStub(**stub))
+            self.cells[key] = cell = run_cell(label, self.url, self.home, **kwargs)
+        progress(cell)
+        return cell
 
 
 def _settle_figures(

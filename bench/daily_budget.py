@@ -22,28 +22,23 @@ for that answer to reach its worker and be settled), 0 calls sent later; the fle
 from __future__ import annotations
 
 import time
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench.cells import spawn, transactions
+from bench.fleet import drivers, series, started, transactions
 from bench.timing import (
     Goal,
     base_parser,
-    emit_json,
+    judged,
     machine_info,
-    print_goals,
     raw_client,
     redis_server,
     scratch_dir,
 )
-from sentinel_platform.redis_server import free_port
-from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.operators.analyzer_holds import read_holds
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
-from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processes import child_env
 from workers.analyzer.token_budget import budget_key
 
 NAME = "daily_budget"
@@ -58,15 +53,9 @@ SIZES = {"quick": 60_000, "full": 300_000}
 
 def scraped_tokens(port: int) -> int:
     """A worker's ``analyzer_tokens_total``, input plus output, every model."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
-        text = reply.read().decode()
+    found = series(port, "sentinel_worker_analyzer_tokens_total{")
     return int(
-        sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("sentinel_worker_analyzer_tokens_total{")
-            and ('kind="input"' in line or 'kind="output"' in line)
-        )
+        sum(v for labels, v in found if 'kind="input"' in labels or 'kind="output"' in labels)
     )
 
 
@@ -95,10 +84,7 @@ def in_flight(stub: ModelApiServer, budget: int) -> dict[str, Any]:
 
 
 def run(url: str, home: Path, stub: ModelApiServer, budget: int) -> dict[str, Any]:
-    client = raw_client(url)
-    client.flushdb()
     stub.cut_every, stub.latency_s = CUT_EVERY, LATENCY_S
-    keys = transaction_keys(load_settings(redis_url=url, home=home))
     env = child_env(
         url,
         home,
@@ -110,36 +96,24 @@ def run(url: str, home: Path, stub: ModelApiServer, budget: int) -> dict[str, An
         analyzer_daily_tokens=budget,
     )
     messages = 2 * budget // 300  # a verdict bills ~300 tokens: twice what the budget pays
-    for fields in transactions(messages):
-        client.xadd(keys.stream, fields)  # type: ignore[arg-type]
-    ports = [free_port() for _ in range(WORKERS)]
-    started = time.monotonic()
-    with Fleet(home) as fleet:
-        procs = [
-            spawn(
-                fleet,
-                f"daily-{i}",
-                env,
-                ["--metrics-port", str(port), "--concurrency", str(CONCURRENCY)],
-            )
-            for i, port in enumerate(ports)
-        ]
-        wait_leases(client, keys, procs)
+    started_at, args = time.monotonic(), ["--concurrency", str(CONCURRENCY)]
+    envs = [env] * WORKERS
+    with started(url, home, "daily", envs, list(transactions(messages)), args=args) as workers:
+        client, keys = workers.client, workers.keys
         deadline = time.monotonic() + 300
         while client.xlen(keys.results) < messages and time.monotonic() < deadline:
             time.sleep(0.1)
-        elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - started_at
         holds = [h for h in read_holds(client, [ANALYZER_ID]) if h.analyzer_id == ANALYZER_ID]
-        scraped = sum(scraped_tokens(port) for port in ports)
-        results = [dict(f or {}) for _, f in client.xrange(keys.results) or []]
-        for proc in procs:
-            proc.stop(timeout_s=10)
+        scraped = sum(scraped_tokens(port) for port in workers.ports)
+        results = workers.results()
+        workers.stop()
     day = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     counter = int(client.get(budget_key(ANALYZER_ID, f"day:{day}")) or 0)
     in_results = sum(
         int(f.get("input_tokens", 0)) + int(f.get("output_tokens", 0)) for f in results
     )
-    held = holds[0] if holds else None
+    held, count = holds[0] if holds else None, drivers(results)
     return {
         "budget": budget,
         "messages": messages,
@@ -151,8 +125,8 @@ def run(url: str, home: Path, stub: ModelApiServer, budget: int) -> dict[str, An
         "result_entries": in_results,
         "overshoot": stub.billed_tokens - budget,
         **in_flight(stub, budget),
-        "verdicts": sum(1 for f in results if f.get("driver_used") == "analyzer"),
-        "fallbacks": sum(1 for f in results if f.get("driver_used") == "fallback"),
+        "verdicts": count["analyzer"],
+        "fallbacks": count["fallback"],
         "hold": None if held is None else f"{held.cause}: {held.reason}",
         "elapsed_s": round(elapsed, 1),
     }
@@ -176,12 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         Goal("fleet held (daily_tokens)", 1 if held else 0, 1, unit=""),
     ]
     figures = {**got, "max_tokens": MAX_TOKENS, "cut_every": CUT_EVERY, "goals": {}}
-    figures["goals"] = print_goals(goals)
-    emit_json(NAME, {**figures, "machine": info})
-    return 0 if all(v == "PASS" for v in figures["goals"].values()) else 1
+    return judged(NAME, figures, goals, info)
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())

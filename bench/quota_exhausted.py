@@ -33,14 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import timing
-from bench.cells import metric, spawn, transactions
+from bench.fleet import drivers, started, transactions
 from bench.timing import Goal
-from sentinel_platform.redis_server import free_port
-from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.operators.analyzer_holds import read_holds
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
-from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processes import child_env
 from sentinel_platform_tests.harness.streams import group_drained, undecided
 
 NAME = "quota_exhausted"
@@ -93,14 +90,13 @@ def account(ids: Sequence[str], verdicts: Sequence[Mapping[str, str]], waiting: 
             when_down: str, dead_letters: int) -> dict[str, int]:  # fmt: skip
     """Messages lost (no verdict, not pending nor unread), decided twice, and against the
     policy (``wait``: a rules fallback; either: a dead letter)."""
-    decided = Counter(v["txn_id"] for v in verdicts)
-    fallbacks = sum(1 for v in verdicts if v.get("driver_used") == "fallback")
+    decided, by = Counter(v["txn_id"] for v in verdicts), drivers(verdicts)
     return {
         "lost": sum(1 for i in ids if i not in decided and i not in waiting),
         "twice": sum(1 for n in decided.values() if n > 1),
-        "off_policy": dead_letters + (fallbacks if when_down == "wait" else 0),
-        "ai": sum(1 for v in verdicts if v.get("driver_used") == "analyzer"),
-        "fallbacks": fallbacks,
+        "off_policy": dead_letters + (by["fallback"] if when_down == "wait" else 0),
+        "ai": by["analyzer"],
+        "fallbacks": by["fallback"],
         "waiting": len(waiting - set(decided)),
     }
 
@@ -138,25 +134,20 @@ def run_arm(url: str, home: Path, stub: ModelApiServer, when_down: str, mode: st
     """Workers on a parked stream released at once (all busy at the switch), watched to
     ``watch_s`` after the first refusal (``rules``: and until drained), stopped; Redis read."""
     switch, count, watch_s = SIZES[mode]
-    client = timing.raw_client(url)
     stub.requests, stub.served, stub.quota_after, stub.latency_s = [], 0, switch, latency_s
-    keys = transaction_keys(load_settings(redis_url=url, home=home))
     messages = list(transactions(count))
-    timing.park(client, keys, messages)
     values = {"analyzer_api": "openai", "analyzer_model": "gpt-4o-mini",
               "analyzer_url": stub.url, "analyzer_when_down": when_down}  # fmt: skip
-    ports, gauge_at, hold_at = [free_port() for _ in range(WORKERS)], None, None
-    with Fleet(home) as fleet:
-        procs = [spawn(fleet, f"quota-{when_down}-{i}",
-                       child_env(url, home, analyzer_api_key=f"sk-bench-worker-{i}", **values),
-                       ["--metrics-port", str(port)]) for i, port in enumerate(ports)]  # fmt: skip
-        wait_leases(client, keys, procs)
-        timing.release(client, keys, messages[-1])
+    envs = [child_env(url, home, analyzer_api_key=f"sk-bench-worker-{i}", **values)
+            for i in range(WORKERS)]  # fmt: skip
+    gauge_at, hold_at = None, None
+    with started(url, home, f"quota-{when_down}", envs, messages, parked=True) as workers:
+        client, keys, procs = workers.client, workers.keys, workers.procs
+        workers.release(messages)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             first, _ = calls_after(stub.seen())
-            if gauge_at is None and 1 in [metric(p, "sentinel_worker_analyzer_exhausted")
-                                          for p in ports]:  # fmt: skip
+            if gauge_at is None and 1 in workers.metric("sentinel_worker_analyzer_exhausted"):
                 gauge_at = time.time()
             if hold_at is None and any(h.seconds_left is None for h in read_holds(client)):
                 hold_at = time.time()
@@ -164,8 +155,7 @@ def run_arm(url: str, home: Path, stub: ModelApiServer, when_down: str, mode: st
             if over and (when_down == "wait" or group_drained(client, keys.stream, keys.group)):
                 break
             time.sleep(0.05)
-        for proc in procs:
-            proc.stop(timeout_s=15)
+        workers.stop(timeout_s=15)
     first, per_worker = calls_after(stub.seen())
     told = [p.events("analyzer_exhausted") for p in procs]
     known = {f"worker-{i}": min((log_time(e["ts"]) for e in t), default=None)
@@ -200,12 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             figures[arm] = got = run_arm(server.url, tmp, stub, arm, mode, args.latency)
             print(f"  {arm:<5} {got}", flush=True)
             goals += judge(arm, got)
-    figures["goals"] = timing.print_goals(goals)
-    timing.emit_json(NAME, {**figures, "machine": info})
-    return 0 if all(v == "PASS" for v in figures["goals"].values()) else 1
+    return timing.judged(NAME, figures, goals, info)
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())

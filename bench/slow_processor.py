@@ -33,33 +33,17 @@ others still run; the scenario then exits with status 1 after its figures.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import statistics
 import sys
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.cells import Cell, cell_json, print_cells, run_cell, transactions
-from bench.timing import (
-    Goal,
-    base_parser,
-    checkout,
-    emit_json,
-    machine_info,
-    print_goals,
-    print_table,
-    ratio,
-    raw_client,
-    redis_server,
-    scratch_dir,
-    tree_env,
-)
+from bench import timing
+from bench.cells import Cells, cell_json, print_cells, transactions
 from sentinel_platform.redis_server import free_port
-from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
-from sentinel_platform_tests.harness.waits import WaitTimeout
 
 NAME = "slow_processor"
 LATENCIES_S = (0.1, 2.0)
@@ -78,37 +62,25 @@ GOAL_SLOW = 0.9  # L = 2 s, C = 128
 GOAL_DOWN = 0.8
 
 
-class Run:
+class Run(Cells):
     """The cells of one run by label, each :func:`run_cell` on N fresh transactions."""
 
     def __init__(
         self, url: str, home: Path, mode: str, count: int | None, other: str | None = None
     ) -> None:
-        self.url, self.home, self.mode, self.other = url, home, mode, other
+        super().__init__(url, home, BUDGET_S[mode])
+        self.mode, self.other = mode, other
         self.read = {"read_count": count} if count else {}
-        self.cells: dict[str, Cell] = {}
         self.ideal: dict[str, float] = {}  # C / L of a matrix cell
 
-    def cell(self, label: str, concurrency: int, total: int, **settings: Any) -> None:
-        stub = settings.pop("stub", None)
-        env = settings.pop("env_extra", None)
-        self.cells[label] = cell = run_cell(
-            label,
-            self.url,
-            self.home,
-            messages=list(transactions(total)),
-            budget_s=BUDGET_S[self.mode],
-            concurrency=str(concurrency),
-            stub=stub,
-            settings={**self.read, **settings},
-            env_extra=env,
-        )
-        print(
-            f"  {label:<14} {cell.done:>6,}/{cell.messages:<6,} in {cell.seconds:6.2f} s"
-            f"  {cell.msgs_per_s:>9,.1f} msg/s  peak in flight {cell.stub.get('peak_in_flight')}"
-            f"  worker errors {cell.errors}",
-            flush=True,
-        )
+    def cell(
+        self, label: str, c: int, total: int, stub: Mapping[str, Any] | None = None, **settings: Any
+    ) -> None:
+        """``total`` transactions at C = ``c`` (``stub``: its :class:`AnalyzerStub`'s
+        arguments; ``env_extra``: added to the worker's environment)."""
+        env, messages = settings.pop("env_extra", None), list(transactions(total))
+        settings = {**self.read, **settings}
+        self.run(label, label, messages, str(c), stub, settings=settings, env_extra=env)
 
     def matrix(self) -> None:
         """Every cell of L x C."""
@@ -117,8 +89,8 @@ class Run:
                 label = f"L={latency:g}s C={c}"
                 self.ideal[label] = c / latency
                 total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
-                with AnalyzerStub(latency) as stub:
-                    self.cell(label, c, total, stub=stub, analyzer_timeout_s=max(5.0, 3 * latency))
+                timeout = max(5.0, 3 * latency)
+                self.cell(label, c, total, {"latency_s": latency}, analyzer_timeout_s=timeout)
 
     def against(self) -> None:
         """The goal cells of this tree and of :attr:`other`, alternating, three times."""
@@ -127,11 +99,10 @@ class Run:
             total = max(20, math.ceil(c / latency * WINDOW_S[self.mode]))
             for n, tree in itertools.product(range(3), ("ours", self.other)):
                 label = f"L={latency:g}s C={c} {tree} #{n + 1}"
-                env = tree_env(self.home / tree) if tree != "ours" else None
+                env = timing.tree_env(self.home / tree) if tree != "ours" else None
                 self.ideal[label] = c / latency
-                with AnalyzerStub(latency) as stub:
-                    timeout = max(5.0, 3 * latency)
-                    self.cell(label, c, total, stub=stub, env_extra=env, analyzer_timeout_s=timeout)
+                stub, timeout = {"latency_s": latency}, max(5.0, 3 * latency)
+                self.cell(label, c, total, stub, env_extra=env, analyzer_timeout_s=timeout)
 
     def down(self) -> None:
         """Rules only, analyzer refusing, analyzer timing out: the same worker at C = 32."""
@@ -139,8 +110,8 @@ class Run:
         self.cell("rules only", c, total)
         refused = f"http://127.0.0.1:{free_port()}/assess"  # nobody listens there
         self.cell("refused", c, total, analyzer_url=refused, analyzer_timeout_s=DOWN_TIMEOUT_S)
-        with AnalyzerStub(4 * DOWN_TIMEOUT_S, hang=True) as stub:
-            self.cell("timing out", c, total, stub=stub, analyzer_timeout_s=DOWN_TIMEOUT_S)
+        hanging = {"latency_s": 4 * DOWN_TIMEOUT_S, "hang": True}
+        self.cell("timing out", c, total, hanging, analyzer_timeout_s=DOWN_TIMEOUT_S)
 
 
 def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -> None:
@@ -153,31 +124,33 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
         label: {
             "answers/s": round(cell.stub.get("answered", 0) / cell.seconds, 1),
             "ideal C/L": run.ideal.get(label),
-            "x ideal": ratio(cell.msgs_per_s, run.ideal.get(label)),
-            "x rules only": None if label in run.ideal else ratio(cell.msgs_per_s, rules_rate),
+            "x ideal": timing.ratio(cell.msgs_per_s, run.ideal.get(label)),
+            "x rules only": timing.ratio(
+                cell.msgs_per_s, None if label in run.ideal else rules_rate
+            ),
         }
         for label, cell in run.cells.items()
     }
-    print_table(
+    timing.print_table(
         "against the ideal C / L and against the rules alone",
         ["cell", *next(iter(figures.values()), {})],
         [[label, *row.values()] for label, row in figures.items()],
     )
     # Every goal of a part that ran; a figure it could not measure (a failed part, a rules
     # reference that drained nothing) is a MISS, not a line left out of the summary.
-    goals: list[Goal] = []
+    goals: list[timing.Goal] = []
     if "matrix" in parts:
         for shown, label, goal in (
             ("100 ms", "L=0.1s C=32", GOAL_FAST),
             ("2 s", "L=2s C=128", GOAL_SLOW),
         ):
             value = figures.get(label, {}).get("x ideal")
-            goals.append(Goal(f"L={shown}, {label.split()[1]}: >= {goal}x C/L", value, goal))
+            goals.append(timing.Goal(f"L={shown}, {label.split()[1]}: >= {goal}x C/L", value, goal))
     if "down" in parts:
         for label, text in (("refused", "refusing"), ("timing out", "timing out")):
             value = figures.get(label, {}).get("x rules only")
             text = f"analyzer {text}, C={DOWN_CONCURRENCY}: >= {GOAL_DOWN}x rules only"
-            goals.append(Goal(text, value, GOAL_DOWN))
+            goals.append(timing.Goal(text, value, GOAL_DOWN))
     if "against" in parts and run.other is not None:
         for latency, c in GOAL_CELLS:
             medians = [
@@ -190,15 +163,15 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
             ]
             print(
                 f"  L={latency:g}s C={c}: x C/L median ours {medians[0]}, {run.other} "
-                f"{medians[1]}: ours / {run.other} = {ratio(*medians)}"
+                f"{medians[1]}: ours / {run.other} = {timing.ratio(*medians)}"
             )
     duplicates = sum(c.duplicates for c in run.cells.values())
-    goals.append(Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
-    verdicts = print_goals(goals)
+    goals.append(timing.Goal("0 duplicate effects", duplicates, 0, at_most=True, unit=""))
+    verdicts = timing.print_goals(goals)
     for error in errors:
         print(f"  failed: {error}")
     cells = {k: {**cell_json(c), **figures[k]} for k, c in run.cells.items()}
-    emit_json(
+    timing.emit_json(
         NAME,
         {"read_count": run.read.get("read_count"), "cells": cells, "goals": verdicts}
         | {"duplicate_effects": duplicates, "errors": errors, "machine": info},
@@ -206,7 +179,7 @@ def report(run: Run, info: dict[str, Any], parts: set[str], errors: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = base_parser(NAME, __doc__)
+    parser = timing.base_parser(NAME, __doc__)
     parser.add_argument(
         "--count", type=int, default=None, help="the worker's batch size (default: its default)"
     )
@@ -216,28 +189,18 @@ def main(argv: list[str] | None = None) -> int:
     parts = {"against"} if args.against else set(args.only.split(","))
     errors: list[str] = []  # a part that fails leaves the others' figures
     with (
-        redis_server() as server,
-        scratch_dir("bench-slow-") as tmp,
-        checkout(tmp, args.against) as other,
+        timing.redis_server() as server,
+        timing.scratch_dir("bench-slow-") as tmp,
+        timing.checkout(tmp, args.against) as other,
     ):
-        info = machine_info(raw_client(server.url))
+        info = timing.machine_info(timing.raw_client(server.url))
         run = Run(server.url, tmp, "quick" if args.quick else "full", args.count, other)
-        for part, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
-            if part in parts:
-                with _part(part, errors):
+        for name, measure in (("matrix", run.matrix), ("down", run.down), ("against", run.against)):
+            if name in parts:
+                with timing.part(name, errors):
                     measure()
     report(run, info, parts, errors)
     return 1 if errors else 0
-
-
-@contextlib.contextmanager
-def _part(name: str, errors: list[str]) -> Iterator[None]:
-    """Run one part of the scenario; a failure is recorded in ``errors`` and reported."""
-    try:
-        yield
-    except (WaitTimeout, RuntimeError) as exc:
-        errors.append(f"{name}: {exc}")
-        print(f"  {name} failed: {exc}", flush=True)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from sentinel_platform.redis_server import RedisServer, find_redis_server, serve
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.streams import fill_stream
+from sentinel_platform_tests.harness.waits import WaitTimeout
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,14 @@ def print_goals(goals: Sequence[Goal]) -> dict[str, str]:
     return {goal.text: goal.verdict for goal in goals}
 
 
+def judged(name: str, figures: dict[str, Any], goals: Sequence[Goal], info: Any) -> int:
+    """The goals' lines, then the JSON line: ``figures`` with each goal's verdict (under
+    ``goals``) and ``info`` (under ``machine``); the exit status: 0 when every goal passed."""
+    figures["goals"] = print_goals(goals)
+    emit_json(name, {**figures, "machine": info})
+    return 0 if all(v == "PASS" for v in figures["goals"].values()) else 1
+
+
 # --- what was measured on, the JSON line ---------------------------------------------------
 
 
@@ -238,6 +247,17 @@ def exit_on_signals(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) ->
     for signum in signums:
         if signal.getsignal(signum) == signal.SIG_DFL:
             signal.signal(signum, leave)
+
+
+@contextlib.contextmanager
+def part(name: str, errors: list[str]) -> Iterator[None]:
+    """Run one part of a scenario: its failure (a wait that timed out, a worker that exited,
+    a server that went away) is recorded in ``errors`` and printed, and the others still run."""
+    try:
+        yield
+    except (WaitTimeout, RuntimeError, OSError, redis.RedisError) as exc:
+        errors.append(f"{name}: {exc}")
+        print(f"  {name} failed: {exc}", flush=True)
 
 
 def base_parser(name: str, doc: str | None) -> argparse.ArgumentParser:

@@ -36,21 +36,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from bench.cells import spawn, transactions
+from bench.fleet import drivers, started, transactions
 from bench.timing import (
     Goal,
     base_parser,
-    emit_json,
+    judged,
     machine_info,
-    print_goals,
     raw_client,
     redis_server,
     scratch_dir,
 )
-from sentinel_platform.settings import load_settings
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
-from sentinel_platform_tests.harness.processes import Fleet, child_env, wait_leases
+from sentinel_platform_tests.harness.processes import child_env
 
 NAME = "token_budget"
 MAX_TOKENS = 400
@@ -70,11 +67,8 @@ def arm(
     """Start one arm (its redis-server, stub budget and three workers); yields a function
     that, once the window is over, returns the arm's figures as the server counted them."""
     with redis_server() as server, scratch_dir(f"bench-tokens-{name}-") as home:
-        client = raw_client(server.url)
-        client.flushdb()
         stub.tokens_per_minute, stub.bucket_s, stub.announce = TOKENS_PER_MINUTE, 60.0, announced
         stub.starts_empty, stub.requests_per_minute = empty, 600
-        keys = transaction_keys(load_settings(redis_url=server.url, home=home))
         values: dict[str, Any] = {
             "analyzer_api": api,
             "analyzer_model": MODELS[api],
@@ -86,23 +80,15 @@ def arm(
             values["analyzer_tokens_per_minute"] = TOKENS_PER_MINUTE
         start_tokens = 0 if empty else TOKENS_PER_MINUTE
         allowed = start_tokens + TOKENS_PER_MINUTE / 60 * (window_s + 30)
-        for fields in transactions(int(allowed / MIN_CALL_TOKENS) + 50):
-            client.xadd(keys.stream, fields)  # type: ignore[arg-type]
-        with Fleet(home) as fleet:
-            env = child_env(server.url, home, **values)
-            procs = [spawn(fleet, f"{name}-{i}", env, []) for i in range(WORKERS)]
-            wait_leases(client, keys, procs)
-
-            def measure() -> dict[str, Any]:
-                return figures(stub, client, keys.results, start_tokens, window_s)
-
-            yield measure
-            for proc in procs:
-                proc.stop(timeout_s=10)
+        messages = list(transactions(int(allowed / MIN_CALL_TOKENS) + 50))
+        envs = [child_env(server.url, home, **values)] * WORKERS
+        with started(server.url, home, name, envs, messages) as workers:
+            yield lambda: figures(stub, workers.results(), start_tokens, window_s)
+            workers.stop()
 
 
 def figures(
-    stub: ModelApiServer, client: Any, results: str, start_tokens: int, window_s: float
+    stub: ModelApiServer, results: list[dict[str, str]], start_tokens: int, window_s: float
 ) -> dict[str, Any]:
     """The arm's window from its first call, as the server counted it."""
     charges = list(stub.charges)
@@ -112,7 +98,6 @@ def figures(
     refused = sum(1 for _, _, ok in window if not ok)
     allowed = start_tokens + TOKENS_PER_MINUTE / 60 * window_s
     wave = sum(1 for t, _, ok in window if not ok and t < first + FIRST_WAVE_S)
-    verdicts = [f for _, f in client.xrange(results)]
     return {
         "tokens_per_min": round(admitted / window_s * 60),
         "allowed_per_min": round(allowed / window_s * 60),
@@ -124,8 +109,8 @@ def figures(
         "rate_limited_share_after_first_wave": round(
             (refused - wave) / max(1, len(window) - wave), 4
         ),
-        "fallbacks": sum(1 for f in verdicts if f.get("driver_used") == "fallback"),
-        "verdicts": len(verdicts),
+        "fallbacks": drivers(results)["fallback"],
+        "verdicts": len(results),
     }
 
 
@@ -168,12 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                     Goal(f"{name}: 429s / calls", got["rate_limited_share"], 0.01, at_most=True),
                     Goal(f"{name}: rules fallbacks", got["fallbacks"], 0, at_most=True, unit=""),
                 ]
-    results["goals"] = print_goals(goals)
-    emit_json(NAME, {**results, "machine": info})
-    return 0 if all(v == "PASS" for v in results["goals"].values()) else 1
+    return judged(NAME, results, goals, info)
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())
