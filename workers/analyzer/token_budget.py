@@ -316,8 +316,8 @@ class TokenBudget:
 
     def learn(self, headers: Mapping[str, str]) -> float:
         """Pace the fleet from an answer's announced limits, on the thread that made the
-        call: share their rates, and set each paced budget's state from what it says is
-        left (plus what the fleet reserved after this call). Returns a pause: how long a
+        call: set each paced budget's state from what it says is left (plus what the fleet
+        reserved after this call), then share their rates. Returns a pause: how long a
         call like this one now waits, when that is longer than the on-thread bound (the
         fleet should be held meanwhile), else 0."""
         reserved: tuple[dict[str, int], Weights] | None = getattr(self._last, "reserved", None)
@@ -327,15 +327,14 @@ class TokenBudget:
             self.first_call.answered(announced=False)
             return 0.0
         pace = pace_of(announced)
+        # The state corrected before the rates are known: no call paces from rates alone.
+        pause = 0.0 if self._client is None else self._correct(announced, reserved)
         with self._lock:
             changed, self._learned = pace != self._learned, pace
             self._next_read = self._clock() + LEARNED_REFRESH_S
-        if self._client is None:
-            return 0.0
-        if changed:  # one write per change, not per call
+        if changed and self._client is not None:  # one write per change, not per call
             self._share(pace)
-        pause = self._correct(announced, reserved)
-        self.first_call.answered(announced=True)  # after: the gate's waiters see it all
+        self.first_call.answered(announced=True)  # last: the gate's waiters see it all
         return pause
 
     def _correct(
