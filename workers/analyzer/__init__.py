@@ -28,7 +28,8 @@ module:
   where no wait is given and the bound past which nothing but busy is down;
 * :mod:`workers.analyzer.announced_limits`: the budgets an answer's headers announce;
   :mod:`workers.analyzer.announced_bucket`: each read as a token bucket the fleet paces
-  from (:mod:`workers.analyzer.token_budget`: the fleet's token budget in Redis);
+  from (:mod:`workers.analyzer.token_budget`: the fleet's token budget in Redis;
+  :mod:`workers.analyzer.first_call`: one call at a time while the fleet knows nothing);
 * :mod:`workers.analyzer.health`: the analyzer's health, logged once per change;
 * :mod:`workers.analyzer.breaker`: the circuit breaker, a state machine with no I/O;
 * :mod:`workers.analyzer.fleet_limits`: the hold and the rate limit every worker of a

@@ -300,6 +300,8 @@ class HttpAnalyzer:
         except BaseException as exc:  # never leave a probe out forever
             self._changed(self.breaker.failed(admission.ticket, describe(exc)))
             raise
+        finally:  # no answer learnt (none came, or never sent): the next call probes
+            self.budget.first_call.release()
         self._count("ok")
         self._changed(self.breaker.succeeded(admission.ticket))
         self.health.now("healthy", "", epoch=epoch)  # unless exhausted since it was sent

@@ -80,6 +80,7 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
         settings.analyzer_tokens_per_minute,
         settings.analyzer_daily_tokens,
         max_output_tokens=getattr(api, "max_output_tokens", 0),
+        first_call_s=settings.analyzer_call_timeout_s,
     )
     try:
         return HttpAnalyzer(

@@ -24,6 +24,8 @@ one ``{id}`` hash tag, so the scripts run on a Redis Cluster.
   state (:data:`~workers.analyzer.announced_bucket.CORRECT_SCRIPT`). What one worker
   learns is shared through Redis, so the whole fleet paces from it; a wait longer than
   the on-thread bound is returned as a pause, which the client makes a fleet hold.
+  While the fleet knows nothing yet, one call at a time goes
+  (:class:`~workers.analyzer.first_call.FirstCallGate`, with ``first_call_s``).
 * **The daily budget** (``SENTINEL_ANALYZER_DAILY_TOKENS``) spent makes the analyzer
   *exhausted* until midnight UTC (:func:`seconds_to_midnight`), or until released.
 
@@ -55,7 +57,8 @@ from workers.analyzer.announced_bucket import (
     corrections,
     pace_of,
 )
-from workers.analyzer.announced_limits import announced_limits
+from workers.analyzer.announced_limits import AnnouncedLimits, announced_limits
+from workers.analyzer.first_call import FirstCallGate
 from workers.analyzer.fleet_limits import RATE_WAIT_BOUND_S, FleetBusy
 from workers.analyzer.replies import AnalyzerExhausted, Usage
 
@@ -209,6 +212,7 @@ class TokenBudget:
         daily_tokens: int | None = None,
         *,
         max_output_tokens: int = 0,
+        first_call_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.analyzer_id = analyzer_id
@@ -230,10 +234,16 @@ class TokenBudget:
         #: this thread's last reservation (its counters' marks, its weights), for the
         #: announcement its answer brings (:meth:`learn`, on the same thread)
         self._last = threading.local()
+        #: one call at a time while nothing is known (``first_call_s``: its longest hold)
+        keys = [self._keys[2], *(budget_key(analyzer_id, n) for n in ("silent", "gate"))]
+        self.first_call = FirstCallGate(keys, first_call_s or 1.0, LEARNED_TTL_MS, clock=clock)
+        self._gated = first_call_s is not None
 
     def bind(self, client: RedisClient) -> None:
         """Share the budget through ``client`` from now on (once, at start-up)."""
         self._client = client
+        if self._gated:
+            self.first_call.bind(client)
 
     def bind_stop(self, stop: threading.Event) -> None:
         """The worker's stop: it ends a wait for a turn, and the call is not made."""
@@ -248,6 +258,8 @@ class TokenBudget:
         when the turn is further than the wait bound, the wait is stopped or Redis cannot
         be asked; :class:`AnalyzerExhausted` when the daily budget is spent."""
         pace = self._pace()
+        if pace == Pace() and self.first_call.admit():  # the fleet knows: read what
+            pace = self._pace(fresh=True)
         per_token = _per_unit(self._configured_rate())
         per_request = _per_unit(pace.requests)
         weights = Weights.of_call(tokens, self.max_output_tokens)
@@ -304,23 +316,32 @@ class TokenBudget:
 
     def learn(self, headers: Mapping[str, str]) -> float:
         """Pace the fleet from an answer's announced limits, on the thread that made the
-        call: share their rates, and set each paced budget's state from what it says is
-        left (plus what the fleet reserved after this call). Returns a pause: how long a
+        call: set each paced budget's state from what it says is left (plus what the fleet
+        reserved after this call), then share their rates. Returns a pause: how long a
         call like this one now waits, when that is longer than the on-thread bound (the
         fleet should be held meanwhile), else 0."""
         reserved: tuple[dict[str, int], Weights] | None = getattr(self._last, "reserved", None)
         self._last.reserved = None
         announced = announced_limits(headers, datetime.now(timezone.utc))
         if not announced.any:
+            self.first_call.answered(announced=False)
             return 0.0
         pace = pace_of(announced)
+        # The state corrected before the rates are known: no call paces from rates alone.
+        pause = 0.0 if self._client is None else self._correct(announced, reserved)
         with self._lock:
             changed, self._learned = pace != self._learned, pace
             self._next_read = self._clock() + LEARNED_REFRESH_S
-        if self._client is None:
-            return 0.0
-        if changed:  # one write per change, not per call
+        if changed and self._client is not None:  # one write per change, not per call
             self._share(pace)
+        self.first_call.answered(announced=True)  # last: the gate's waiters see it all
+        return pause
+
+    def _correct(
+        self, announced: AnnouncedLimits, reserved: tuple[dict[str, int], Weights] | None
+    ) -> float:
+        """Set each paced budget's shared state from ``announced`` (:meth:`learn`)."""
+        assert self._client is not None
         marks, weights = reserved or ({}, Weights(0, 0, 0, 0))
         due = corrections(announced, weights)
         if not due:
@@ -349,11 +370,11 @@ class TokenBudget:
         except redis.RedisError as exc:
             log.warning("analyzer_pace_not_shared", extra={"error": type(exc).__name__})
 
-    def _pace(self) -> Pace:
+    def _pace(self, fresh: bool = False) -> Pace:
         """What the fleet learnt, re-read from Redis at most every ``LEARNED_REFRESH_S``
-        (``UNLEARNED_REFRESH_S`` while nothing is known)."""
+        (``UNLEARNED_REFRESH_S`` while nothing is known), or now when ``fresh``."""
         with self._lock:
-            if self._client is None or self._clock() < self._next_read:
+            if self._client is None or (not fresh and self._clock() < self._next_read):
                 return self._learned
             known = self._learned != Pace()
             self._next_read = self._clock() + (LEARNED_REFRESH_S if known else UNLEARNED_REFRESH_S)
