@@ -39,7 +39,7 @@ from bench.timing import (
 from sentinel_platform.streams.operators.analyzer_holds import read_holds
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
 from sentinel_platform_tests.harness.processes import child_env
-from workers.analyzer.token_budget import budget_key
+from workers.analyzer.limits.token_budget import budget_key
 
 NAME = "daily_budget"
 WORKERS, CONCURRENCY, MAX_TOKENS, CUT_EVERY = 3, 4, 400, 5

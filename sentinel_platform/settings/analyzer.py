@@ -235,7 +235,7 @@ class AnalyzerSettings(BaseModel):
         """The model API's key (``SENTINEL_ANALYZER_API_KEY``, else the file's content,
         stripped), or "" when neither is set. Read from the file on each call: a worker
         reads it at start-up, then again whenever the file changes
-        (:class:`~workers.analyzer.key_source.KeySource`)."""
+        (:class:`~workers.analyzer.keys.key_source.KeySource`)."""
         if self.analyzer_api_key is not None:
             return self.analyzer_api_key.get_secret_value()
         if self.analyzer_api_key_file is None:

@@ -12,9 +12,9 @@ from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform_tests.cli.test_exporter import scrape, start_exporter, value
 from sentinel_platform_tests.harness.cli import run_sentinel
-from workers.analyzer.fleet_limits import FleetLimits
-from workers.analyzer.key_fingerprint import fingerprint, key_digest
-from workers.analyzer.key_holds import KeyHolds
+from workers.analyzer.keys.key_fingerprint import fingerprint, key_digest
+from workers.analyzer.keys.key_holds import KeyHolds
+from workers.analyzer.limits.fleet_limits import FleetLimits
 
 __all__ = ["start_exporter"]  # the fixture, used here by name
 

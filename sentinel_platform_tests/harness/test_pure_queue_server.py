@@ -15,8 +15,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from sentinel_platform_tests.harness.pure_queue_server import serving_pure_queue
-from workers.analyzer.openai_api import usage_of
-from workers.analyzer.replies import Usage
+from workers.analyzer.answers.replies import Usage
+from workers.analyzer.apis.openai_api import usage_of
 
 SERVICE_S = 0.2
 CLIENTS = 4

@@ -33,7 +33,7 @@ from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from sentinel_platform_tests.workers.test_analyzer_exhausted_in_worker import events
 from sentinel_platform_tests.workers.test_analyzer_in_worker import scrape_samples
-from workers.analyzer.token_budget import budget_key, seconds_to_midnight
+from workers.analyzer.limits.token_budget import budget_key, seconds_to_midnight
 
 DAILY_TOKENS = 3000
 MAX_OUTPUT_TOKENS = 100

@@ -31,7 +31,7 @@ from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, chil
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from sentinel_platform_tests.workers.test_model_apis_in_worker import api_settings
-from workers.analyzer.key_fingerprint import key_digest
+from workers.analyzer.keys.key_fingerprint import key_digest
 
 REVOKED = "sk-proj-Rev0kedRotation0123456789abcdOLD1"
 VALID = "sk-proj-Val1dRotation0123456789abcdefNEW2"

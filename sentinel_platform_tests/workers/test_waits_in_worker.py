@@ -27,7 +27,7 @@ from sentinel_platform_tests.harness.model_api_server import ModelApiServer, Scr
 from sentinel_platform_tests.harness.processes import FAST_TIMINGS, Fleet, WorkerProcess, child_env
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
-from workers.analyzer.busy_spell import BACKOFF_CAP_S, BUSY_BOUND_S
+from workers.analyzer.answers.busy_spell import BACKOFF_CAP_S, BUSY_BOUND_S
 
 MESSAGES = 6
 #: A 429 with no wait, as Azure OpenAI's are reported with (retry-after-ms: 0).

@@ -15,7 +15,7 @@ into "do not ask it for a while":
 A busy analyzer (HTTP 429, a 503 with ``Retry-After``) is *up*: its answer is neither a
 failure nor a success of the closed breaker (:meth:`CircuitBreaker.busy`), and a probe
 that meets one closes the breaker, since the analyzer answered. Holding off a busy
-analyzer is the fleet hold's job (:mod:`workers.analyzer.fleet_limits`), not the breaker's. A
+analyzer is the fleet hold's job (:mod:`workers.analyzer.limits.fleet_limits`), not the breaker's. A
 call that never went out (no local connection free in time) teaches nothing
 (:meth:`CircuitBreaker.released`); a probe released so goes back for the next caller.
 Results are matched to the state they were admitted in: a call admitted before

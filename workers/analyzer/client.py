@@ -2,14 +2,14 @@
 
 An analyzer (an HTTP service, in the original a hosted model) may know better than the
 rules but can be slow, down, busy or wrong. What the caller gets for each
-(:mod:`workers.analyzer.replies`):
+(:mod:`workers.analyzer.answers.replies`):
 
 * **busy** (429, 503 with ``Retry-After``, the fleet's hold or rate limit, no local
   connection in time): :class:`~sentinel_platform.streams.consumer.processor.Busy`. The
   message waits for the analyzer; it never gets a rules verdict for the analyzer being
   busy, and the circuit breaker does not count it. An answer with no wait holds the
   fleet for a backoff, and one that answers nothing but busy past a bound is down
-  (:mod:`workers.analyzer.busy_spell`).
+  (:mod:`workers.analyzer.answers.busy_spell`).
 * **down** (refused, timed out, 5xx without ``Retry-After``): :class:`AnalyzerDown`, so
   the rules decide (``SENTINEL_ANALYZER_WHEN_DOWN=rules``), or :class:`Busy`
   (``wait``). A circuit breaker (:mod:`workers.analyzer.breaker`) stops asking an
@@ -17,15 +17,15 @@ rules but can be slow, down, busy or wrong. What the caller gets for each
   the timeout.
 * **wrong** (4xx, a reply outside the contract): :class:`AnalyzerError`, the rules decide.
 * **exhausted** (a quota or spend limit spent, a key rejected:
-  :func:`workers.analyzer.answers.refusal`): :class:`AnalyzerExhausted`. The whole fleet
+  :func:`workers.analyzer.answers.refusals.refusal`): :class:`AnalyzerExhausted`. The whole fleet
   stops calling at once (the fleet hold, until the answer's reset or a release; a
-  rejected key holds only the workers on that key: :mod:`workers.analyzer.key_source`),
+  rejected key holds only the workers on that key: :mod:`workers.analyzer.keys.key_source`),
   the breaker does not count it, and the messages follow ``SENTINEL_ANALYZER_WHEN_DOWN``.
 
 The HTTP client keeps its connections alive across messages and validates the reply
 strictly, because a half-understood answer is worse than none (``docs/analyzer.md``).
 What is sent and how a reply reads are the API module's
-(:class:`~workers.analyzer.model_api.ModelApi`); everything above is the client's, the
+(:class:`~workers.analyzer.apis.model_api.ModelApi`); everything above is the client's, the
 same for every API.
 """
 
@@ -42,22 +42,8 @@ from sentinel_platform.settings import redact_url, url_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer.billed import UnusableAnswer
-from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
-from workers.analyzer.exchange import Exchange
-from workers.analyzer.fleet_limits import (
-    EXHAUSTED,
-    FleetBusy,
-    FleetExhausted,
-    FleetHeld,
-    FleetLimits,
-    analyzer_key_id,
-)
-from workers.analyzer.health import Health
-from workers.analyzer.key_source import KeySource
-from workers.analyzer.model_api import Analyzer, ModelApi
-from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import (
+from workers.analyzer.answers.billed import UnusableAnswer
+from workers.analyzer.answers.replies import (
     MAX_RETRY_AFTER_S,
     AnalyzerBusy,
     AnalyzerDown,
@@ -74,8 +60,22 @@ from workers.analyzer.replies import (
     parse_assessment,
     retry_after_seconds,
 )
-from workers.analyzer.sentinel_api import SentinelApi
-from workers.analyzer.token_budget import TokenBudget, reservation
+from workers.analyzer.apis.model_api import Analyzer, ModelApi
+from workers.analyzer.apis.sentinel_api import SentinelApi
+from workers.analyzer.breaker import STATE_VALUES, CircuitBreaker, Ticket, Transition
+from workers.analyzer.exchange import Exchange
+from workers.analyzer.health import Health
+from workers.analyzer.keys.key_source import KeySource
+from workers.analyzer.limits.fleet_limits import (
+    EXHAUSTED,
+    FleetBusy,
+    FleetExhausted,
+    FleetHeld,
+    FleetLimits,
+    analyzer_key_id,
+)
+from workers.analyzer.limits.token_budget import TokenBudget, reservation
+from workers.analyzer.prompts import Prompt
 from workers.analyzer.transport import (
     split_credentials,
 )
@@ -113,7 +113,7 @@ class HttpAnalyzer:
     own ``{"kind": "transaction"|"axiom", "payload": {...}}``; a model API also sends the
     message's stream's prompt from ``prompts``, by kind) and reads the reply with ``api``.
     A non-2xx answer's capped body and headers go to ``api.misconfigured``, then to
-    :func:`~workers.analyzer.answers.refusal`, for what it means.
+    :func:`~workers.analyzer.answers.refusals.refusal`, for what it means.
 
     One analyzer holds one connection pool for its whole life (a worker builds one) and
     is shared by all the worker's threads. The pool holds up to ``max_connections``

@@ -9,17 +9,17 @@ bound, and the prompts its stream declared (:class:`~workers.analyzer.prompts.St
 from __future__ import annotations
 
 from sentinel_platform.settings import Settings, SettingsError
-from workers.analyzer.anthropic_api import AnthropicApi
+from workers.analyzer.answers.replies import AnalyzerError
+from workers.analyzer.apis.anthropic_api import AnthropicApi
+from workers.analyzer.apis.context_window import ContextWindow
+from workers.analyzer.apis.model_api import ModelApi
+from workers.analyzer.apis.openai_api import OpenAiApi
+from workers.analyzer.apis.sentinel_api import SentinelApi
 from workers.analyzer.breaker import CircuitBreaker
 from workers.analyzer.client import HttpAnalyzer
-from workers.analyzer.context_window import ContextWindow
-from workers.analyzer.fleet_limits import FleetLimits, analyzer_key_id
-from workers.analyzer.model_api import ModelApi
-from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.limits.fleet_limits import FleetLimits, analyzer_key_id
+from workers.analyzer.limits.token_budget import TokenBudget
 from workers.analyzer.prompts import StreamPrompt, load_prompt
-from workers.analyzer.replies import AnalyzerError
-from workers.analyzer.sentinel_api import SentinelApi
-from workers.analyzer.token_budget import TokenBudget
 
 
 def model_api_from_settings(settings: Settings) -> ModelApi:
@@ -59,7 +59,7 @@ def analyzer_from_settings(settings: Settings, *declared: StreamPrompt) -> HttpA
     of the stream the worker serves, loaded now (a prompt file that cannot be read, or
     one that alone does not fit ``SENTINEL_ANALYZER_CONTEXT_TOKENS``, fails start-up);
     the ``sentinel`` API sends none. A key from ``SENTINEL_ANALYZER_API_KEY_FILE`` is
-    re-read when the file changes (:class:`~workers.analyzer.key_source.KeySource`)."""
+    re-read when the file changes (:class:`~workers.analyzer.keys.key_source.KeySource`)."""
     if settings.analyzer_url is None:
         return None
     url = settings.analyzer_url.get_secret_value()

@@ -4,13 +4,13 @@
 hold, the breaker, the rate and token budgets) and what its outcome means to the message;
 :class:`Exchange` makes the call. It owns the worker's pool of kept-alive connections
 and the semaphore in front of it, sends the body with the key in use
-(:class:`~workers.analyzer.key_source.KeySource`), reads the answer's announced limits
-into the fleet's pace (:meth:`~workers.analyzer.token_budget.TokenBudget.learn`), and
+(:class:`~workers.analyzer.keys.key_source.KeySource`), reads the answer's announced limits
+into the fleet's pace (:meth:`~workers.analyzer.limits.token_budget.TokenBudget.learn`), and
 turns a refusal into its meaning (the API's ``misconfigured``, then
-:func:`~workers.analyzer.answers.refusal`). What an answer asks of the fleet is set here,
+:func:`~workers.analyzer.answers.refusals.refusal`). What an answer asks of the fleet is set here,
 before the connection goes to the next call, so no call of this worker slips out after
 it: a busy answer's wait (or the backoff of one that gave none,
-:class:`~workers.analyzer.busy_spell.BusySpell`, which also turns a long spell of nothing
+:class:`~workers.analyzer.answers.busy_spell.BusySpell`, which also turns a long spell of nothing
 but busy into *down*), an exhaustion's hold, a rejected key's own hold.
 """
 
@@ -23,13 +23,9 @@ from datetime import datetime, timezone
 import urllib3
 
 from sentinel_platform.streams.operators.analyzer_holds import ANNOUNCED_LIMIT
-from workers.analyzer.answers import refusal
-from workers.analyzer.busy_spell import BusySpell
-from workers.analyzer.fleet_limits import EXHAUSTED, FleetLimits
-from workers.analyzer.key_source import KeySource
-from workers.analyzer.model_api import ModelApi
-from workers.analyzer.prompts import Prompt
-from workers.analyzer.replies import (
+from workers.analyzer.answers.busy_spell import BusySpell
+from workers.analyzer.answers.refusals import refusal
+from workers.analyzer.answers.replies import (
     AnalyzerBusy,
     AnalyzerError,
     AnalyzerExhausted,
@@ -37,7 +33,11 @@ from workers.analyzer.replies import (
     NoFreeConnection,
     unreachable,
 )
-from workers.analyzer.token_budget import TokenBudget
+from workers.analyzer.apis.model_api import ModelApi
+from workers.analyzer.keys.key_source import KeySource
+from workers.analyzer.limits.fleet_limits import EXHAUSTED, FleetLimits
+from workers.analyzer.limits.token_budget import TokenBudget
+from workers.analyzer.prompts import Prompt
 from workers.analyzer.transport import read_refusal, read_reply, split_credentials
 
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}

@@ -1,6 +1,6 @@
 """The analyzer's HTTP reading, below :class:`~workers.analyzer.client.HttpAnalyzer`: a
 reply read within its deadline and size cap, a refusal's body for
-:func:`~workers.analyzer.answers.refusal`, and the URL's user-info as Basic auth.
+:func:`~workers.analyzer.answers.refusals.refusal`, and the URL's user-info as Basic auth.
 
 Kept apart from the client so the client holds only the call's life (breaker, limits,
 outcomes) and each reading rule is one small function.
@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import urllib3
 from urllib3.util import make_headers
 
-from workers.analyzer.replies import AnalyzerDown, AnalyzerError, describe
+from workers.analyzer.answers.replies import AnalyzerDown, AnalyzerError, describe
 
 #: A reply larger than this is not an assessment; refuse it rather than buffer it.
 MAX_REPLY_BYTES = 64 * 1024
@@ -22,7 +22,7 @@ READ_CHUNK_BYTES = 16 * 1024
 
 
 def read_refusal(response: urllib3.BaseHTTPResponse, deadline: float) -> bytes:
-    """A refusal's body for :func:`~workers.analyzer.answers.refusal`, through the same cap
+    """A refusal's body for :func:`~workers.analyzer.answers.refusals.refusal`, through the same cap
     and deadline as a reply; what could not be read is left out (the status still counts)."""
     try:
         return read_reply(response, deadline)

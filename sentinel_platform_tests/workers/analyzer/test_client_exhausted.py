@@ -25,8 +25,8 @@ from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer import AnalyzerExhausted, HttpAnalyzer
 from workers.analyzer.breaker import CircuitBreaker
-from workers.analyzer.fleet_limits import EXHAUSTED, FleetExhausted, FleetLimits
-from workers.analyzer.token_budget import TokenBudget, budget_key, seconds_to_midnight
+from workers.analyzer.limits.fleet_limits import EXHAUSTED, FleetExhausted, FleetLimits
+from workers.analyzer.limits.token_budget import TokenBudget, budget_key, seconds_to_midnight
 from workers.processors import TransactionProcessor
 
 

@@ -15,7 +15,7 @@ from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.model_api_bodies import OPENAI_MODEL
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from workers.analyzer import Assessment, HttpAnalyzer, Usage
-from workers.analyzer.openai_api import OpenAiApi
+from workers.analyzer.apis.openai_api import OpenAiApi
 from workers.analyzer.prompts import load_prompt
 from workers.processors import TransactionProcessor, transactions
 from workers.processors.transactions import RULES, evaluate_rules

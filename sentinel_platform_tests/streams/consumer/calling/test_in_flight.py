@@ -20,7 +20,7 @@ from sentinel_platform.streams.consumer.calling.intake import read_ahead
 from sentinel_platform.streams.consumer.outcomes import Commit, Delivery, Failure, Outcome, Prepared
 from sentinel_platform.streams.consumer.processor import Busy, Effect, waited_for_turn
 from sentinel_platform_tests.harness.waits import wait_until
-from workers.analyzer.fleet_limits import FleetBusy, FleetHeld
+from workers.analyzer.limits.fleet_limits import FleetBusy, FleetHeld
 
 
 class RecordingLimit(FixedLimit):
