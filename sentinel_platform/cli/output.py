@@ -163,7 +163,11 @@ class AlertRecord(Document):
 class AnalyzerHold(Document):
     analyzer_id: str = Field(description="the analyzer's id (`SENTINEL_ANALYZER_ID` or a hash)")
     analyzer: str = Field(description="its URL, redacted")
-    cause: str = Field(description="`retry_after` (it asked for quiet), `exhausted`, ...")
+    cause: str = Field(
+        description="`retry_after` (it asked for quiet), `announced_limit` (an announced "
+        "budget refills for the next call), `exhausted` (with the reason's cause: "
+        "`daily_tokens`, `insufficient_quota`, `rejected_key`, ...)"
+    )
     reason: str = Field(description="why, in words")
     seconds_left: float | None = Field(description="until it ends; null: until released")
     set_at: float | None = Field(description="when it was set, Unix seconds")
