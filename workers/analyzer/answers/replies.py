@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
-from typing import get_args
+from typing import Any, get_args
 
 import urllib3
 
@@ -165,15 +165,21 @@ class Assessment:
         return fields
 
 
-def parse_assessment(body: bytes) -> Assessment:
-    """Validate a reply: a JSON object with a bool ``is_threat``, a known ``risk_level`` and
-    a string ``narrative``. Anything else raises ``AnalyzerError``."""
+def json_reply(body: bytes) -> dict[str, Any]:
+    """A reply's JSON object, or :class:`AnalyzerError` (every API's replies are one)."""
     try:
         reply = json.loads(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise AnalyzerError(f"reply is not JSON ({exc})") from None
     if not isinstance(reply, dict):
         raise AnalyzerError("reply is not a JSON object")
+    return reply
+
+
+def parse_assessment(body: bytes) -> Assessment:
+    """Validate a reply: a JSON object with a bool ``is_threat``, a known ``risk_level`` and
+    a string ``narrative``. Anything else raises ``AnalyzerError``."""
+    reply = json_reply(body)
     is_threat, risk, narrative = (reply.get(k) for k in ("is_threat", "risk_level", "narrative"))
     if not isinstance(is_threat, bool):
         raise AnalyzerError(f"is_threat must be true or false, got {is_threat!r:.40}")

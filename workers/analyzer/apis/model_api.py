@@ -29,6 +29,7 @@ from workers.analyzer.answers.replies import (
     AnalyzerExhausted,
     Assessment,
     Usage,
+    json_reply,
 )
 from workers.analyzer.prompts import Prompt
 
@@ -122,17 +123,6 @@ def json_body(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(value).encode()
-
-
-def json_reply(body: bytes) -> dict[str, Any]:
-    """A reply's JSON object, or :class:`AnalyzerError`."""
-    try:
-        reply = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise AnalyzerError(f"reply is not JSON ({exc})") from None
-    if not isinstance(reply, dict):
-        raise AnalyzerError("reply is not a JSON object")
-    return reply
 
 
 def require_prompt(prompt: Prompt | None, kind: str) -> Prompt:
