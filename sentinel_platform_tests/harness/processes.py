@@ -351,3 +351,30 @@ class Fleet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# --- a worker of a model API ----------------------------------------------------------------
+
+#: The model each API's workers name in their requests.
+MODEL_NAMES = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
+
+
+def model_api_worker(
+    fleet: Fleet, settings: Settings, name: str, *, api: str = "openai", **values: Any
+) -> WorkerProcess:
+    """``python -m workers.watch_transactions --consumer name`` speaking ``api`` (its model
+    from :data:`MODEL_NAMES`, 100 output tokens, 4 messages at once, the suite's fast
+    timings), with ``values`` (settings' field names: ``analyzer_url`` at least)."""
+    env = child_env(
+        settings.redis_url_value,
+        settings.home_dir,
+        analyzer_api=api,
+        analyzer_model=MODEL_NAMES[api],
+        analyzer_max_output_tokens=100,
+        worker_concurrency=4,
+        **values,
+    )
+    env.update(FAST_TIMINGS)
+    command = [sys.executable, "-m", "workers.watch_transactions", "--consumer", name]
+    child = fleet.spawn(name, command, env)
+    return WorkerProcess(child.proc, child.name, None, child.log_path, env, "transactions")

@@ -11,7 +11,6 @@ the fleet paces from what the answer announced; every verdict is still the model
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -20,7 +19,10 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
-from sentinel_platform_tests.harness.processes import FAST_TIMINGS, Fleet, WorkerProcess, child_env
+from sentinel_platform_tests.harness.processes import (
+    Fleet,
+    model_api_worker,
+)
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 
@@ -31,23 +33,6 @@ TOKENS_PER_MINUTE = 120_000
 #: The calls sent within this long of the fleet's first one are its first wave: before
 #: any answer could announce anything.
 FIRST_WAVE_S = 0.5
-MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
-
-
-def start(fleet: Fleet, settings: Settings, name: str, api: str, url: str) -> WorkerProcess:
-    env = child_env(
-        settings.redis_url_value,
-        settings.home_dir,
-        analyzer_api=api,
-        analyzer_model=MODELS[api],
-        analyzer_url=url,
-        analyzer_max_output_tokens=100,
-        worker_concurrency=4,
-    )
-    env.update(FAST_TIMINGS)
-    command = [sys.executable, "-m", "workers.watch_transactions", "--consumer", name]
-    child = fleet.spawn(name, command, env)
-    return WorkerProcess(child.proc, child.name, None, child.log_path, env, "transactions")
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
@@ -61,7 +46,10 @@ def test_a_fleet_starting_on_a_spent_budget_sends_one_call_before_it_knows_the_l
     server = model_api_server
     server.tokens_per_minute, server.bucket_s = TOKENS_PER_MINUTE, 2.0
     server.announce, server.starts_empty = True, True
-    workers = [start(fleet, settings, f"wave-{n}", api, server.url) for n in range(WORKERS)]
+    workers = [
+        model_api_worker(fleet, settings, f"wave-{n}", api=api, analyzer_url=server.url)
+        for n in range(WORKERS)
+    ]
     for worker in workers:
         worker.wait_ready(redis_client, timeout_s=60)
     keys = transaction_keys(settings)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -27,7 +26,10 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
-from sentinel_platform_tests.harness.processes import FAST_TIMINGS, Fleet, WorkerProcess, child_env
+from sentinel_platform_tests.harness.processes import (
+    Fleet,
+    model_api_worker,
+)
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 
@@ -35,32 +37,11 @@ MESSAGES = 40
 #: 2,000 tokens a second, from a bucket of two seconds' worth: with calls of ~300 tokens,
 #: a fleet that does not pace exceeds it within its first dozen calls.
 TOKENS_PER_MINUTE = 120_000
-MAX_OUTPUT_TOKENS = 100
 
 
-#: The model each dialect's workers name.
-MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 #: The longest the fleet may go without a verdict while the budget refills: a few calls'
 #: worth of refill, far below the minute a spread-to-the-reset pace stalled it for.
 LONGEST_GAP_S = 10.0
-
-
-def start(
-    fleet: Fleet, settings: Settings, name: str, *, api: str = "openai", **values: Any
-) -> WorkerProcess:
-    env = child_env(
-        settings.redis_url_value,
-        settings.home_dir,
-        analyzer_api=api,
-        analyzer_model=MODELS[api],
-        analyzer_max_output_tokens=MAX_OUTPUT_TOKENS,
-        worker_concurrency=4,
-        **values,
-    )
-    env.update(FAST_TIMINGS)
-    command = [sys.executable, "-m", "workers.watch_transactions", "--consumer", name]
-    child = fleet.spawn(name, command, env)
-    return WorkerProcess(child.proc, child.name, None, child.log_path, env, "transactions")
 
 
 @pytest.mark.parametrize("announced", [True, False], ids=["announced", "configured"])
@@ -77,7 +58,7 @@ def test_the_fleet_stays_under_a_token_budget_with_every_verdict_the_models(
         {} if announced else {"analyzer_tokens_per_minute": TOKENS_PER_MINUTE}
     )
     workers = [
-        start(fleet, settings, f"tokens-{n}", analyzer_url=server.url, **configured)
+        model_api_worker(fleet, settings, f"tokens-{n}", analyzer_url=server.url, **configured)
         for n in range(2)
     ]
     for worker in workers:
@@ -108,7 +89,8 @@ def test_a_fleet_starting_on_a_spent_budget_gets_verdicts_steadily_at_its_refill
     server = model_api_server
     server.tokens_per_minute, server.announce, server.starts_empty = TOKENS_PER_MINUTE, True, True
     workers = [
-        start(fleet, settings, f"spent-{n}", api=api, analyzer_url=server.url) for n in range(2)
+        model_api_worker(fleet, settings, f"spent-{n}", api=api, analyzer_url=server.url)
+        for n in range(2)
     ]
     for worker in workers:
         worker.wait_ready(redis_client, timeout_s=60)
