@@ -26,16 +26,15 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from workers.analyzer.answers.billed import billed
 from workers.analyzer.answers.refusals import ApiKind
 from workers.analyzer.answers.replies import AnalyzerError, Assessment, Usage
-from workers.analyzer.apis.context_window import ContextWindow, context_error
+from workers.analyzer.apis.context_window import ContextWindow
 from workers.analyzer.apis.model_api import (
+    billed_verdict,
     count,
     endpoint,
     json_body,
-    json_reply,
-    refused_request,
+    model_refusal,
     require_prompt,
     verdict_from,
 )
@@ -102,18 +101,11 @@ class AnthropicApi:
         return json_body(body)
 
     def misconfigured(self, status: int, body: bytes) -> AnalyzerError | None:
-        context = context_error(status, body, self.max_output_tokens, self.context)
-        return context or refused_request(status, body)
+        return model_refusal(status, body, self.max_output_tokens, self.context)
 
     def read(self, body: bytes, prompt: Prompt | None) -> Assessment:
-        """The verdict; an answer without one that reports ``usage`` (cut at
-        ``max_tokens``, no tool call) was billed all the same, and its error carries what
-        (:func:`~workers.analyzer.answers.billed.billed`)."""
-        reply = json_reply(body)
-        model = reply.get("model")
-        answered = model if isinstance(model, str) else self.model
-        with billed(usage_of(reply), answered):
-            return self._verdict(reply, require_prompt(prompt, "this"), answered)
+        """The verdict (:func:`~workers.analyzer.apis.model_api.billed_verdict`)."""
+        return billed_verdict(body, prompt, self.model, usage_of, self._verdict)
 
     def _verdict(self, reply: dict[str, Any], prompt: Prompt, model: str) -> Assessment:
         if reply.get("stop_reason") == "max_tokens":

@@ -16,12 +16,14 @@ validation of a verdict against its prompt's model (a reply that does not valida
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ValidationError
 
 from sentinel_platform.schemas import Axiom, Transaction
+from workers.analyzer.answers.billed import billed
 from workers.analyzer.answers.refusals import ApiKind
 from workers.analyzer.answers.replies import (
     NARRATIVE_MAX_CHARS,
@@ -31,6 +33,7 @@ from workers.analyzer.answers.replies import (
     Usage,
     json_reply,
 )
+from workers.analyzer.apis.context_window import ContextWindow, context_error
 from workers.analyzer.prompts import Prompt
 
 __all__ = [
@@ -186,3 +189,30 @@ def refused_request(status: int, body: bytes) -> AnalyzerExhausted | None:
                 "request_refused",
             )
     return None
+
+
+def model_refusal(
+    status: int, body: bytes, max_tokens: int, window: ContextWindow
+) -> AnalyzerError | None:
+    """A model API's ``misconfigured``: a context refusal (the message's own, or the
+    recipe's when ``max_tokens`` alone fills the context), else a refused recipe
+    (:func:`refused_request`), else None."""
+    return context_error(status, body, max_tokens, window) or refused_request(status, body)
+
+
+def billed_verdict(
+    body: bytes,
+    prompt: Prompt | None,
+    model: str,
+    usage_of: Callable[[dict[str, Any]], Usage | None],
+    verdict: Callable[[dict[str, Any], Prompt, str], Assessment],
+) -> Assessment:
+    """A model API's ``read``: ``verdict`` of the reply's JSON, naming the model the reply
+    names (else ``model``); an answer without a verdict that reports ``usage`` (cut at
+    ``max_tokens``, a refusal, content that does not validate) was billed all the same,
+    and its error carries what (:func:`~workers.analyzer.answers.billed.billed`)."""
+    reply = json_reply(body)
+    named = reply.get("model")
+    answered = named if isinstance(named, str) else model
+    with billed(usage_of(reply), answered):
+        return verdict(reply, require_prompt(prompt, "this"), answered)
