@@ -125,6 +125,8 @@ class ModelApiServer:
         usage = reply["usage"]
         if self.tokens_per_minute is not None or self.cut_every is not None:
             usage["prompt_tokens"] = prompt  # the prompt it charged
+            details = usage["prompt_tokens_details"]  # a cached part is part of the prompt
+            details["cached_tokens"] = min(details["cached_tokens"], prompt)
         with self.lock:
             self._answered += 1
             cut = self.cut_every is not None and self._answered % self.cut_every == 0
