@@ -31,6 +31,9 @@ class StreamKeys:
     marker_prefix: str
     consumers: str
     recent: str | None = None
+    #: the stream's re-screen queue: the provisional (rules fallback) verdicts' inputs,
+    #: waiting for the model (:mod:`sentinel_platform.streams.backlog.provisional`)
+    rescreen: str = ""
 
     def lease(self, consumer: str) -> str:
         return f"{self.lease_prefix}{consumer}"
@@ -66,6 +69,7 @@ def stream_keys(
             marker_prefix=f"{tag}:done:",
             consumers=f"{tag}:consumers",
             recent=f"{tag}:{recent.split(':')[-1]}" if recent else None,
+            rescreen=f"{tag}:rescreen",
         )
     return StreamKeys(
         stream=stream,
@@ -78,6 +82,7 @@ def stream_keys(
         marker_prefix=f"sentinel:done:{stream}:",
         consumers=f"sentinel:consumers:{stream}",
         recent=recent,
+        rescreen=f"sentinel:rescreen:{stream}",
     )
 
 
