@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.streams.backlog.verdict_mix import MAX_ENTRIES
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -136,3 +137,20 @@ def test_an_old_fallback_outside_the_window_does_not_count(
     assert result.code == EXIT_OK, result.err
     assert _tx(result.json(), tx_keys)["verdicts"]["verdicts"] == 0
     assert redis_client.xlen(tx_keys.results) == 6
+
+
+def test_the_demos_verdicts_are_left_out_of_the_status(
+    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    """README: the reports and ``sentinel status`` leave the demo's traffic out. Its
+    results carry the demo's mark (``DEMO_FIELD``), and they are rules verdicts: counted,
+    a fresh install said "200: rules 100%" before any user data."""
+    for _ in range(8):
+        redis_client.xadd(tx_keys.results, {**_verdict("fallback"), DEMO_FIELD: DEMO_VALUE})
+    _write(redis_client, tx_keys, {"analyzer": 3})
+    result = sentinel("status", "--json")
+    assert result.code == EXIT_OK, result.err
+    mix = _tx(result.json(), tx_keys)["verdicts"]
+    assert mix["by_driver"] == {"analyzer": 3, "fallback": 0, "rules": 0}
+    assert (mix["verdicts"], mix["mostly_fallback"]) == (3, False)
+    assert "verdicts (last 5 min) 3: AI 100%" in sentinel("status").out

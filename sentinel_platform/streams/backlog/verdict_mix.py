@@ -11,7 +11,9 @@ for a model API's verdict, ``input_tokens``, ``output_tokens`` and ``cached_inpu
 every commit for a figure read once per status call; the bounded read costs at most
 ``MAX_ENTRIES`` entries (a few hundred KiB) per stream and per call. When the cap cuts
 the window short, the figures cover the span the entries cover (``covered_s``), so a rate
-stays a rate.
+stays a rate. The demo's results (its mark, :func:`~sentinel_platform.schemas.is_demo`)
+are left out, as the reports leave them out: they are rules verdicts of synthetic
+traffic, and counted they made a fresh install's figures "rules 100%".
 
 :func:`mostly_fallback` is the pure decision the overall status follows (table-tested).
 """
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from sentinel_platform.schemas import is_demo
 from sentinel_platform.streams.backlog.entry_ages import server_now_s
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -86,11 +89,14 @@ def mostly_fallback(by_driver: Mapping[str, int]) -> bool:
 
 
 def summarise(rows: Iterable[Mapping[str, str]], window_s: int, covered_s: float) -> VerdictMix:
-    """The mix of ``rows`` (result entries' fields) over ``covered_s`` seconds."""
+    """The mix of ``rows`` (result entries' fields) over ``covered_s`` seconds, but the
+    demo's (:func:`~sentinel_platform.schemas.is_demo`)."""
     drivers: Counter[str] = Counter()
     tokens: Counter[str] = Counter()
     models: set[str] = set()
     for fields in rows:
+        if is_demo(fields):
+            continue
         drivers[fields.get("driver_used") or "unknown"] += 1
         for name in TOKEN_FIELDS:
             tokens[name] += _count(fields.get(name))

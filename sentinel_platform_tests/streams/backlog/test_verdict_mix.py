@@ -34,3 +34,17 @@ def test_summarise_counts_tokens_per_minute_and_ignores_unreadable_counts() -> N
     assert mix.by_driver == {"analyzer": 2, "fallback": 1, "rules": 0}
     assert (mix.input_tokens_per_min, mix.output_tokens_per_min) == (50.0, 10.0)
     assert (mix.ai_share, mix.models) == (0.667, ["m"])
+
+
+def test_summarise_leaves_the_demos_verdicts_out() -> None:
+    """The demo's results carry its mark (``demo=1``): a user's figures never count them."""
+    rows = [
+        {"driver_used": "rules", "demo": "1"},
+        {"driver_used": "fallback", "demo": "1", "input_tokens": "100", "model": "demo-m"},
+        {"driver_used": "analyzer", "input_tokens": "60", "model": "m"},
+        {"driver_used": "fallback", "demo": "0"},  # not the mark: the user's own
+    ]
+    mix = summarise(rows, 300, 60.0)
+    assert mix.verdicts == 2
+    assert mix.by_driver == {"analyzer": 1, "fallback": 1, "rules": 0}
+    assert (mix.input_tokens_per_min, mix.models) == (60.0, ["m"])
