@@ -98,6 +98,11 @@ class VerdictMix(Document):
     cached_input_tokens_per_min: float = Field(description="cached prompt tokens per minute")
     models: list[str] = Field(description="the models that answered")
     mostly_fallback: bool = Field(description="most verdicts were fallbacks (a warning)")
+    fallback_causes: dict[str, int] = Field(
+        {},
+        description="the fallbacks by `fallback_cause` (`down`, `breaker_open`, `held`, "
+        "`exhausted`, `over_budget`, `refused`, `unusable`; `unknown`: none recorded)",
+    )
 
 
 class StreamFigures(Document):
@@ -134,6 +139,12 @@ class StreamStatus(StreamFigures):
     )
     verdicts: VerdictMix | None = Field(
         None, description="who decided the last minutes' verdicts, and their tokens"
+    )
+    drain_advice: str | None = Field(
+        None,
+        description="when the analyzer's capacity limits the drain (a hold, waiting for a "
+        "down analyzer, its call rate, its pace): what limits it and what to do; null: "
+        "the analyzer is not shown to be the limit",
     )
     shards: list[ShardStatus] | None = Field(
         None,

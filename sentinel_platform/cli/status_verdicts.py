@@ -4,7 +4,8 @@ analyzer's state alone makes the overall status a warning.
 The lag zones say whether the fleet keeps up; they say nothing when every message is
 decided by the rules because the analyzer is down or exhausted. :func:`warnings` names
 each such condition (most of a stream's recent verdicts are fallbacks, see
-:func:`~sentinel_platform.streams.backlog.verdict_mix.mostly_fallback`; the fleet holds
+:func:`~sentinel_platform.streams.backlog.verdict_mix.mostly_fallback`, with their cause
+as :func:`~sentinel_platform.cli.status_causes.fallback_cause` tells it; the fleet holds
 an exhausted analyzer), and :func:`overall_zone` raises the overall state to at least
 ``elevated`` while any holds, so the exit code is the existing warning code (3) rather
 than 0. The stream's own zone is left alone: producers pause on it, and a down analyzer
@@ -16,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sentinel_platform.cli.status_causes import EXHAUSTED, fallback_cause
 from sentinel_platform.streams.backlog.verdict_mix import FALLBACK_SHARE_LIMIT
 
-#: The hold cause a worker writes for an exhausted analyzer (quota, spend limit, key).
-EXHAUSTED = "exhausted"
 #: The least overall state while a warning stands.
 WARNING_ZONE = "elevated"
 
@@ -33,7 +33,8 @@ def warnings(streams: Sequence[dict[str, Any]], holds: Sequence[dict[str, Any]])
             found.append(
                 f"{s['stream']}: {_percent(mix['fallback_share'])} of the last "
                 f"{mix['verdicts']} verdicts were rules fallbacks (over "
-                f"{_percent(FALLBACK_SHARE_LIMIT)}): the analyzer is failing"
+                f"{_percent(FALLBACK_SHARE_LIMIT)}): "
+                f"{fallback_cause(mix.get('fallback_causes') or {}, holds)}"
             )
     for hold in holds:
         if hold["cause"] == EXHAUSTED:

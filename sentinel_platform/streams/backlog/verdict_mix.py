@@ -7,13 +7,14 @@ one ``XREVRANGE`` of the results stream from now (the server's clock, which stam
 entry ids) back ``window_s`` seconds, at most ``MAX_ENTRIES`` entries. That is cheap and
 needs nothing new written by the workers: the results already carry ``driver_used`` and,
 for a model API's verdict, ``input_tokens``, ``output_tokens`` and ``cached_input_tokens``
-(extra fields of the entry). Counters kept by the workers in Redis would add a write to
-every commit for a figure read once per status call; the bounded read costs at most
+(extra fields of the entry), and for a fallback its ``fallback_cause``, so the status can
+name why the rules decided rather than guess. Counters kept by the workers in Redis would
+add a write to every commit for a figure read once per status call; the bounded read costs at most
 ``MAX_ENTRIES`` entries (a few hundred KiB) per stream and per call. When the cap cuts
 the window short, the figures cover the span the entries cover (``covered_s``), so a rate
 stays a rate. The demo's results (its mark, :func:`~sentinel_platform.schemas.is_demo`)
-are left out, as the reports leave them out: they are rules verdicts of synthetic
-traffic, and counted they made a fresh install's figures "rules 100%".
+are left out, as the reports leave them out: they are the rules' verdicts of synthetic
+traffic, and would hide the user's own mix.
 
 :func:`mostly_fallback` is the pure decision the overall status follows (table-tested).
 """
@@ -28,6 +29,7 @@ import redis
 
 from sentinel_platform.schemas import is_demo
 from sentinel_platform.streams.backlog.entry_ages import server_now_s
+from sentinel_platform.streams.backlog.provisional import FALLBACK_CAUSE
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform.streams.plumbing.replies import entries
@@ -64,6 +66,8 @@ class VerdictMix:
     #: the model names the verdicts recorded, sorted
     models: list[str] = field(default_factory=list)
     mostly_fallback: bool = False
+    #: the fallbacks by their ``fallback_cause`` (``unknown``: a result without one)
+    fallback_causes: dict[str, int] = field(default_factory=dict)
 
 
 def _count(value: str | None) -> int:
@@ -94,10 +98,14 @@ def summarise(rows: Iterable[Mapping[str, str]], window_s: int, covered_s: float
     drivers: Counter[str] = Counter()
     tokens: Counter[str] = Counter()
     models: set[str] = set()
+    causes: Counter[str] = Counter()
     for fields in rows:
         if is_demo(fields):
             continue
-        drivers[fields.get("driver_used") or "unknown"] += 1
+        driver = fields.get("driver_used") or "unknown"
+        drivers[driver] += 1
+        if driver == "fallback":
+            causes[fields.get(FALLBACK_CAUSE) or "unknown"] += 1
         for name in TOKEN_FIELDS:
             tokens[name] += _count(fields.get(name))
         if fields.get("model"):
@@ -118,6 +126,7 @@ def summarise(rows: Iterable[Mapping[str, str]], window_s: int, covered_s: float
         cached_input_tokens_per_min=round(tokens["cached_input_tokens"] / minutes, 1),
         models=sorted(models),
         mostly_fallback=mostly_fallback(by_driver),
+        fallback_causes=dict(causes.most_common()),
     )
 
 
