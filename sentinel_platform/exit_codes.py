@@ -21,7 +21,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 
 # --- the ``sentinel`` command ----------------------------------------------------------------
-#: Could not do the job: bad settings, Redis unreachable, unknown DLQ id, failed replay.
+#: Could not do the job: bad settings, Redis unreachable, unknown DLQ id, failed replay,
+#: no verdict found (``sentinel verdict``).
 EXIT_ERROR = 1
 #: ``sentinel status``: the worst zone over all streams (nominal is :data:`EXIT_OK`).
 EXIT_ELEVATED = 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sentinel_platform.cli import analyzer, dlq, exporter, migrate, shards, status, up
+from sentinel_platform.cli import analyzer, dlq, exporter, migrate, shards, status, up, verdict
 from sentinel_platform.cli.common import CliError
 from sentinel_platform.exit_codes import EXIT_ERROR
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     up.add_parser(commands)
     status.add_parser(commands)
+    verdict.add_parser(commands)
     dlq.add_parser(commands)
     migrate.add_parser(commands)
     exporter.add_parser(commands)

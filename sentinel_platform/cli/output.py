@@ -17,15 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, Field
+
+from sentinel_platform.cli.document import Document
+from sentinel_platform.cli.output_verdict import VerdictLookup
 
 Zone = Literal["nominal", "elevated", "backpressure", "worker_off"]
-
-
-class Document(BaseModel):
-    """A part of a ``--json`` document: strict, closed, described field by field."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # ``sentinel status --json`` ----------------------------------------------------------
@@ -270,6 +267,7 @@ DOCUMENTS: dict[str, type[Document]] = {
     "dlq replay": ReplayOutcome,
     "dlq purge": Purge,
     "dlq import": Import,
+    "verdict": VerdictLookup,
 }
 #: Commands whose document is a JSON array of the model.
 ARRAYS = frozenset({"dlq list", "dlq replay"})
