@@ -102,6 +102,14 @@ class VerdictMix(Document):
     )
 
 
+class Provisional(Document):
+    waiting: int = Field(
+        description="provisional verdicts (rules fallbacks made because the analyzer could "
+        "not be asked) waiting in the re-screen queue for the model"
+    )
+    oldest_age_s: float | None = Field(description="the oldest one's age; null: none waits")
+
+
 class StreamFigures(Document):
     """What a stream and each shard of a sharded one report alike."""
 
@@ -136,6 +144,11 @@ class StreamStatus(StreamFigures):
     )
     verdicts: VerdictMix | None = Field(
         None, description="who decided the last minutes' verdicts, and their tokens"
+    )
+    provisional: Provisional | None = Field(
+        None,
+        description="the re-screen queue (a sharded stream's summed); a warning while the "
+        "oldest waits over 10 minutes",
     )
     drain_advice: str | None = Field(
         None,

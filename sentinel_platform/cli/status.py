@@ -27,7 +27,13 @@ from typing import Any
 import redis
 
 from sentinel_platform import argtypes
-from sentinel_platform.cli import output, status_advice, status_shards, status_verdicts
+from sentinel_platform.cli import (
+    output,
+    status_advice,
+    status_provisional,
+    status_shards,
+    status_verdicts,
+)
 from sentinel_platform.cli import status_records as records
 from sentinel_platform.cli.common import (
     ZONE_EXIT,
@@ -175,11 +181,14 @@ def stream_doc(
     (``status_shards``), with the breakdown."""
     base = asdict(stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name))
     shards = recorded_keys(client, settings, spec)
+    verdicts = {
+        "verdicts": asdict(read_mix(client, shards)),
+        "provisional": status_provisional.read(client, shards),
+    }
     if len(shards) == 1:  # one shard, or none recorded yet
-        return {**base, "verdicts": asdict(read_mix(client, shards[0]))}
+        return {**base, **verdicts}
     states = [asdict(stream_state(client, settings, keys, dlq_counts)) for keys in shards]
-    doc = status_shards.merged(base, states, ZONE_ORDER)
-    return {**doc, "verdicts": asdict(read_mix(client, shards))}
+    return {**status_shards.merged(base, states, ZONE_ORDER), **verdicts}
 
 
 def recent_alerts(client: RedisClient, settings: Settings, count: int) -> list[dict[str, Any]]:
@@ -204,7 +213,7 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
     setup = status_advice.setup_from(settings)
     for s in streams:
         s["drain_advice"] = status_advice.drain_advice(s, held, setup)
-    found = status_verdicts.warnings(streams, held)
+    found = status_verdicts.warnings(streams, held) + status_provisional.warnings(streams)
     worst = status_verdicts.overall_zone(
         worst_zone([s["zone"] for s in streams]), found, ZONE_ORDER
     )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from sentinel_platform.cli import status_provisional, status_shards, status_verdicts
 from sentinel_platform.cli import status_records as records
-from sentinel_platform.cli import status_shards, status_verdicts
 from sentinel_platform.cli.common import human_ms, paint
 from sentinel_platform.streams.backlog.retention import describe as describe_retention
 from sentinel_platform.streams.operators import analyzer_holds as holds
@@ -111,6 +111,8 @@ def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
         lines.append(_progress_line(s))
         lines.append(_publish_line(s["last_publish"]))
         lines.append(status_verdicts.verdict_line(s.get("verdicts")))
+        if provisional := status_provisional.line(s.get("provisional")):
+            lines.append(provisional)
         if s.get("drain_advice"):
             lines.append(paint(f"  advice: {s['drain_advice']}", "elevated", out))
         if s.get("retained"):

@@ -88,11 +88,14 @@ def test_status_shows_a_sharded_stream_as_one_with_its_shards_on_request(
     shards = keys_of_shards(redis_client, settings, sharded_stream)
     for k, shard in enumerate(shards):
         publish(redis_client, shard, [{"key": f"k{k}-{n}"} for n in range(k + 1)])
+        for n in range(k + 1):  # provisional verdicts in each shard's re-screen queue
+            redis_client.xadd(shard.rescreen, {"key": f"k{k}-{n}", "sentinel_cause": "down"})
     env = {**settings_env, "SENTINEL_STREAM_MODULES": SHARDED_MODULE}
 
     shown = run_sentinel(env, "status", "--json")
     [doc] = [s for s in json.loads(shown.out)["streams"] if s["name"] == "sharded"]
     assert (doc["stream"], doc["lag"], doc["backlog"]) == ("sharded", 6, 6)
+    assert doc["provisional"]["waiting"] == 6  # the shards' queues summed
     assert [(s["stream"], s["lag"]) for s in doc["shards"]] == [
         (shard.stream, k + 1) for k, shard in enumerate(shards)
     ]
