@@ -142,8 +142,10 @@ def _standing(r: Mapping[str, Any]) -> str:
 
 
 def _decision(r: Mapping[str, Any]) -> str:
-    threat = {True: "threat", False: "no threat", None: "-"}[r["is_threat"]]
-    return f"{threat}, risk {r['risk_level'] or '-'}"
+    risk = f"risk {r['risk_level'] or '-'}"
+    if r["is_threat"] is None:  # a stream without a threat decision (the axioms)
+        return risk
+    return f"{'threat' if r['is_threat'] else 'no threat'}, {risk}"
 
 
 def _tokens(r: Mapping[str, Any]) -> str | None:

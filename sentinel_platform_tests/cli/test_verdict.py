@@ -25,7 +25,12 @@ from sentinel_platform.streams.backlog.provisional import (
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.harness.cli import CliResult, run_sentinel, transaction_fields
+from sentinel_platform_tests.harness.cli import (
+    CliResult,
+    axiom_fields,
+    run_sentinel,
+    transaction_fields,
+)
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from sentinel_platform_tests.harness.processes import MODEL_NAMES, Fleet, model_api_worker
 from sentinel_platform_tests.harness.waits import wait_until
@@ -213,3 +218,30 @@ def test_an_unknown_id_is_a_clear_error(
         assert "Traceback" not in result.err
     unknown = sentinel("verdict", "tx-1", "--stream", "nope")
     assert unknown.code == 2 and "--stream" in unknown.err
+
+
+def test_an_axiom_is_found_by_its_natural_key_with_its_audit_narrative(
+    sentinel: Callable[..., CliResult], redis_client: RedisClient, ax_keys: StreamKeys
+) -> None:
+    fields = axiom_fields("sensor-4")
+    source = redis_client.xadd(ax_keys.stream, fields)
+    key = f"sensor-4|{fields['emitted_at']}"
+    redis_client.set(ax_keys.marker(key), source, ex=3600)
+    result = {
+        "source_id": "sensor-4",
+        "emitted_at": fields["emitted_at"],
+        "status": "nominal",
+        "risk_level": "medium",
+        "audit_narrative": "the anomaly score is low for a nominal reading",
+        "driver_used": "analyzer",
+        "source_message_id": source,
+    }
+    entry = redis_client.xadd(ax_keys.results, result)
+    found = sentinel("verdict", key, "--stream", "axioms", "--json")
+    assert found.code == EXIT_OK, found.err
+    doc: Any = found.json()
+    assert (doc["stream"], doc["key"], doc["in_force"]) == ("axioms", key, entry)
+    [verdict] = doc["verdicts"]
+    assert (verdict["is_threat"], verdict["risk_level"]) == (None, "medium")
+    assert verdict["narrative"] == result["audit_narrative"]
+    assert doc["input"]["fields"]["source_id"] == "sensor-4"
