@@ -2,8 +2,11 @@
 
 Zones as everywhere (:mod:`~sentinel_platform.streams.backlog.zones`): seconds of work at
 the fleet's drain rate past what the live workers hold in flight, or Sentinel-L7's counts
-when set. Severity follows the lag card: WARN while elevated, ERROR under backpressure or
-with no live worker. A stream with nothing published and nothing pending is *idle*: its
+when set. Severity follows the lag card: WARN while elevated and under backpressure (the
+gate pauses the producers and resumes them by itself: the platform working as designed, so
+a checks run stays a successful run and raises no run-failure alert), ERROR with no live
+worker (only an operator ends that). Both stop publishing (:attr:`Verdict.blocks`).
+A stream with nothing published and nothing pending is *idle*: its
 check says ``idle: nothing to drain`` and its figures carry no drain rate
 (:func:`idle_metadata`), since the rate of an idle fleet is not a measurement. The check,
 the lag sensor and its alerts all word a zone from here, so they never disagree.
@@ -26,6 +29,8 @@ from sentinel_platform.streams.backlog.zones import (
 from sentinel_platform.streams.operators.group_view import LagSnapshot
 
 ZONE_LEVEL = {"nominal": 0, "elevated": 1, "backpressure": 2, "worker_off": 3}
+#: The zones in which the lag gate launches no publish run.
+PAUSING_ZONES = frozenset({"backpressure", "worker_off"})
 
 
 def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None = None) -> Verdict:
@@ -79,9 +84,10 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
         return Verdict(True, WARN, f"{figures}: nominal", metadata)
     return Verdict(
         False,
-        WARN if current == "elevated" else ERROR,
+        ERROR if current == "worker_off" else WARN,
         f"{figures}: {current.replace('_', ' ')}. {lag_advice(current, limits)}",
         metadata,
+        stops_publishing=current in PAUSING_ZONES,
     )
 
 

@@ -7,8 +7,9 @@ schedule or from the UI, and by the sensors; the lag sensor evaluates the lag ch
 launches any publish run and records the result as an ``AssetCheckEvaluation``
 (:class:`~sentinel_platform.domains.operations.check_verdict.Verdict`). That is how a failing
 blocking check keeps the publish job from starting: the only automatic launcher of publish
-runs is the lag gate, and it launches nothing while ``consumer_lag_within_limits`` fails
-with ERROR (see :mod:`~sentinel_platform.domains.operations.lag_gate`).
+runs is the lag gate, and it launches nothing while ``consumer_lag_within_limits`` says
+backpressure (a WARN: a checks run under backpressure is no failed run) or no live worker
+(an ERROR; see :mod:`~sentinel_platform.domains.operations.lag_gate`).
 """
 
 from __future__ import annotations
@@ -121,10 +122,11 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         name=LAG_CHECK,
         blocking=True,
         description="Consumer lag (backlog + pending) in seconds of work at the fleet's "
-        "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S`, "
-        "ERROR from `SENTINEL_LAG_PAUSE_S` or with no live worker (Sentinel-L7's counts "
-        "`SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; docs/backpressure.md). "
-        "Blocking: the lag gate launches no publish run while it fails with ERROR. "
+        "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S` "
+        "and under backpressure from `SENTINEL_LAG_PAUSE_S`, ERROR with no live worker "
+        "(Sentinel-L7's counts `SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; "
+        "docs/backpressure.md). Blocking: the lag gate launches no publish run under "
+        "backpressure or with no live worker. "
         "Evaluated by `consumer_lag_sensor`.",
     )
     def _check(
