@@ -9,6 +9,13 @@ Four kinds, each pointing at a different failure:
   window of ticks while its oldest pending id never moved (Burrow's rule: judge a window,
   never one sample). The count alone is no proof: a healthy worker raising its adaptive
   in-flight limit holds more at every tick, and settles all along; its oldest id moves.
+
+Two waits are by design and no anomaly: messages a stopping worker handed back
+(``HANDBACK_CONSUMER``, see :mod:`~sentinel_platform.domains.operations.handback`: idle
+past every threshold and without a lease on purpose) are counted as ``handed_back``; and
+a live worker's read-ahead idle past ``SENTINEL_RECLAIM_IDLE_MS`` while an analyzer hold
+stands (a spent quota, a ``Retry-After``, the fleet pacing to an announced budget) waits
+for the analyzer, not for a stuck worker: it is counted as ``waiting_on_analyzer``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sentinel_platform.domains.operations.handback import HANDBACK_CONSUMER
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators.group_view import (
     PendingEntry,
     live_consumers,
@@ -51,6 +60,10 @@ class Anomalies:
     orphaned_ids: dict[str, list[str]] = field(default_factory=dict)
     live: int = 0
     pending_per_consumer: dict[str, int] = field(default_factory=dict)
+    #: messages a stopping worker handed back, waiting for the next live worker
+    handed_back: int = 0
+    #: live workers' messages idle past reclaim while an analyzer hold explains it
+    waiting_on_analyzer: int = 0
 
     @property
     def over_limit(self) -> list[PendingEntry]:
@@ -69,12 +82,25 @@ class Anomalies:
             "orphaned_consumers": len(self.orphaned),
             "orphaned_messages": sum(self.orphaned.values()),
             "live_consumers": self.live,
+            "handed_back": self.handed_back,
+            "waiting_on_analyzer": self.waiting_on_analyzer,
         }
 
 
+def analyzer_held(client: RedisClient, settings: Settings) -> bool:
+    """Whether any hold of the fleet's analyzers stands (its own or a key's, any cause)."""
+    return bool(holds.read_holds(client, holds.configured_ids(settings)))
+
+
 def find_anomalies(
-    client: RedisClient, keys: StreamKeys, settings: Settings, cap: int | None = None
+    client: RedisClient,
+    keys: StreamKeys,
+    settings: Settings,
+    cap: int | None = None,
+    analyzer_held: bool = False,
 ) -> Anomalies:
+    """The anomalies of the group of ``keys``; ``analyzer_held``: an analyzer hold stands,
+    so a live worker's idle messages wait for the analyzer (no anomaly)."""
     per_consumer = pending_by_consumer(client, keys)
     entries = scan_pending(client, keys, cap) if cap else scan_pending(client, keys)
     names = sorted(set(registered_consumers(client, keys)) | set(per_consumer))
@@ -86,23 +112,31 @@ def find_anomalies(
     orphaned: dict[str, int] = {}
     orphaned_ids: dict[str, list[str]] = {}
     for consumer, count in per_consumer.items():
-        if count <= 0 or consumer in alive:
+        if count <= 0 or consumer in alive or consumer == HANDBACK_CONSUMER:
             continue
         seen = by_consumer.get(consumer, [])
         if seen and max(e.idle_ms for e in seen) < settings.lease_ttl_ms:
             continue  # too fresh: the lease may simply not be visible yet
         orphaned[consumer] = count
         orphaned_ids[consumer] = [e.message_id for e in seen[:SAMPLE_IDS]]
+    idle = [
+        e
+        for e in entries
+        if e.idle_ms > settings.reclaim_idle_ms and e.consumer != HANDBACK_CONSUMER
+    ]
+    waiting = [e for e in idle if analyzer_held and e.consumer in alive]
     return Anomalies(
         stream=keys.stream,
         limit=settings.reclaim_delivery_limit,
         pending_total=sum(per_consumer.values()),
         near_limit=[e for e in entries if e.deliveries >= threshold],
-        idle=[e for e in entries if e.idle_ms > settings.reclaim_idle_ms],
+        idle=[e for e in idle if e not in waiting],
         orphaned=orphaned,
         orphaned_ids=orphaned_ids,
         live=len(alive & set(names)),
         pending_per_consumer=per_consumer,
+        handed_back=per_consumer.get(HANDBACK_CONSUMER, 0),
+        waiting_on_analyzer=len(waiting),
     )
 
 
@@ -110,10 +144,12 @@ def slide_windows(
     windows: Mapping[str, list[_Sample]], current: Mapping[str, _Sample], size: int
 ) -> dict[str, list[_Sample]]:
     """Append this tick's sample (a pending count, an oldest id) per consumer holding
-    pending entries; forget the others, so a window only spans ticks that held some."""
+    pending entries; forget the others, so a window only spans ticks that held some.
+    The hand-back holder has no window: it processes nothing, so it never settles, and
+    what it holds grows with every stop until a worker claims it."""
     out: dict[str, list[_Sample]] = {}
     for consumer, sample in current.items():
-        if sample:
+        if sample and consumer != HANDBACK_CONSUMER:
             window = list(windows.get(consumer, ()))
             window.append(sample)
             out[consumer] = window[-size:]

@@ -21,7 +21,12 @@ from typing import Any
 
 import dagster as dg
 
-from sentinel_platform.domains.operations.anomalies import Anomalies, find_anomalies, summarise
+from sentinel_platform.domains.operations.anomalies import (
+    Anomalies,
+    analyzer_held,
+    find_anomalies,
+    summarise,
+)
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
@@ -76,7 +81,12 @@ def evaluate_delivery(anomalies: Anomalies) -> Verdict:
         "orphaned": anomalies.orphaned,
     }
     if not anomalies.any:
-        return Verdict(True, WARN, f"{anomalies.pending_total} pending, none anomalous", metadata)
+        return Verdict(
+            True,
+            WARN,
+            f"{anomalies.pending_total} pending, none anomalous{_waits(anomalies)}",
+            metadata,
+        )
     parts = [
         f"{len(anomalies.near_limit)} near the delivery limit",
         f"{len(anomalies.idle)} idle past reclaim",
@@ -84,6 +94,16 @@ def evaluate_delivery(anomalies: Anomalies) -> Verdict:
     ]
     severe = bool(anomalies.over_limit) or (bool(anomalies.orphaned) and anomalies.live == 0)
     return Verdict(False, ERROR if severe else WARN, ", ".join(parts), metadata)
+
+
+def _waits(anomalies: Anomalies) -> str:
+    """The waits by design among the pending: ``(3 handed back at a stop, ...)``."""
+    parts = []
+    if anomalies.handed_back:
+        parts.append(f"{anomalies.handed_back} handed back at a stop, for the next worker")
+    if anomalies.waiting_on_analyzer:
+        parts.append(f"{anomalies.waiting_on_analyzer} idle waiting for a held analyzer")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def evaluate_eviction(eviction: EvictionVerdict) -> Verdict:
@@ -161,15 +181,17 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=DELIVERY_CHECK,
         description="No pending message near the delivery limit, idle past "
-        "`SENTINEL_RECLAIM_IDLE_MS`, or held by a consumer without a live lease. Evaluated "
-        "by `delivery_anomaly_sensor`.",
+        "`SENTINEL_RECLAIM_IDLE_MS` (unless an analyzer hold explains the wait), or held by a "
+        "consumer without a live lease. Messages a stopping worker handed back are counted "
+        "apart (`handed_back`). Evaluated by `delivery_anomaly_sensor`.",
     )
     def _check(
         settings: SettingsResource, stream_inspector: StreamInspector
     ) -> dg.AssetCheckResult:
         current = settings.load()
         with stream_inspector.client(current) as client:
-            anomalies = find_anomalies(client, target.keys_of(current), current)
+            held = analyzer_held(client, current)
+            anomalies = find_anomalies(client, target.keys_of(current), current, analyzer_held=held)
         return evaluate_delivery(anomalies).result()
 
     return _check
