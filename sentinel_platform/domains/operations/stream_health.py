@@ -21,6 +21,8 @@ from typing import Any
 
 import dagster as dg
 
+from sentinel_platform.domains.operations.ai_health import CHECK_NAME, judge
+from sentinel_platform.domains.operations.ai_health_read import read_figures
 from sentinel_platform.domains.operations.anomalies import (
     Anomalies,
     analyzer_held,
@@ -44,6 +46,7 @@ LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
 DELIVERY_CHECK = "no_delivery_count_anomalies"
 EVICTION_CHECK = "redis_does_not_evict_stream_keys"
+AI_CHECK = CHECK_NAME
 #: Dead letters counted as "recent" by the DLQ check.
 DLQ_WINDOW_S = 900
 #: That many recent dead letters of one stream make the DLQ check an ERROR.
@@ -219,15 +222,37 @@ def _eviction_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     return _check
 
 
+def _ai_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=AI_CHECK,
+        description="The AI's health on this stream: the share of the last 5 minutes' "
+        "verdicts the model made (the demo's left out), the fallbacks by cause, the "
+        "analyzer's holds and the provisional verdicts waiting for re-screening. ERROR when "
+        "most verdicts were fallbacks, an analyzer is exhausted or a provisional verdict "
+        "waited over an hour; WARN from 10% fallbacks, on another standing hold or "
+        "provisional verdicts piling up. Evaluated by `ai_health_sensor`.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            figures = read_figures(client, target.name, target.keys_of(current), current)
+        return judge(figures).result()
+
+    return _check
+
+
 def build_stream_health_checks(
     targets: Sequence[StreamTarget] | None = None,
 ) -> list[dg.AssetChecksDefinition]:
-    """The four health checks for every stream asset (default: every declared stream)."""
+    """The health checks for every stream asset (default: every declared stream)."""
     targets = stream_targets() if targets is None else targets
     return [
         factory(target)
         for target in targets
-        for factory in (_lag_check, _dlq_check, _delivery_check, _eviction_check)
+        for factory in (_lag_check, _dlq_check, _delivery_check, _eviction_check, _ai_check)
     ]
 
 

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from sentinel_platform.domains.operations.stream_health import (
+    AI_CHECK,
     DELIVERY_CHECK,
     DLQ_CHECK,
     DLQ_ERROR_COUNT,
@@ -78,7 +79,7 @@ def test_lag_check_passes_warns_and_fails_at_thresholds(
         meta = {k: v.value for k, v in lag_eval.metadata.items()}
         assert meta["zone"] == zone and meta["backlog"] == (lag or 3)
         assert meta["lag"] == (lag or 3) and meta["lag_warn"] == 5 and meta["lag_pause"] == 10
-        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK}
+        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK, AI_CHECK}
         assert lag_eval.blocking
 
 
