@@ -30,6 +30,7 @@ from sentinel_platform.domains.operations.anomalies import (
     summarise,
 )
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
+from sentinel_platform.domains.operations.lag_analyzer import ADVISED_ZONES, read_analyzer_bound
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.settings import SettingsResource
@@ -158,7 +159,12 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         current = settings.load()
         with stream_inspector.client(current) as client:
             snapshot = stream_snapshot(client, current, target.spec)
-        return evaluate_lag(snapshot, current).result()
+            verdict = evaluate_lag(snapshot, current)
+            if verdict.metadata["zone"] in ADVISED_ZONES:
+                keys = target.keys_of(current)
+                bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
+                verdict = evaluate_lag(snapshot, current, analyzer=bound)
+        return verdict.result()
 
     return _check
 
