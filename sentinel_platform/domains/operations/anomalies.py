@@ -13,22 +13,22 @@ Four kinds, each pointing at a different failure:
 Two waits are by design and no anomaly: messages a stopping worker handed back
 (``HANDBACK_CONSUMER``, see :mod:`~sentinel_platform.domains.operations.handback`: idle
 past every threshold and without a lease on purpose) are counted as ``handed_back``; and
-a live worker's read-ahead idle past ``SENTINEL_RECLAIM_IDLE_MS`` while an analyzer hold
-stands (a spent quota, a ``Retry-After``, the fleet pacing to an announced budget) waits
-for the analyzer, not for a stuck worker: it is counted as ``waiting_on_analyzer``.
+a live worker's read-ahead idle past ``SENTINEL_RECLAIM_IDLE_MS`` while the analyzer's
+capacity limits the drain (a hold, the pacing to a budget, a model server answering one
+call at a time: :mod:`~sentinel_platform.domains.operations.lag_analyzer`) waits for the
+analyzer, not for a stuck worker: it is counted as ``waiting_on_analyzer``.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sentinel_platform.domains.operations.handback import HANDBACK_CONSUMER
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators.group_view import (
     PendingEntry,
     live_consumers,
@@ -87,20 +87,16 @@ class Anomalies:
         }
 
 
-def analyzer_held(client: RedisClient, settings: Settings) -> bool:
-    """Whether any hold of the fleet's analyzers stands (its own or a key's, any cause)."""
-    return bool(holds.read_holds(client, holds.configured_ids(settings)))
-
-
 def find_anomalies(
     client: RedisClient,
     keys: StreamKeys,
     settings: Settings,
     cap: int | None = None,
-    analyzer_held: bool = False,
+    analyzer_waits: Callable[[], bool] | None = None,
 ) -> Anomalies:
-    """The anomalies of the group of ``keys``; ``analyzer_held``: an analyzer hold stands,
-    so a live worker's idle messages wait for the analyzer (no anomaly)."""
+    """The anomalies of the group of ``keys``. ``analyzer_waits`` tells whether the
+    analyzer's limits explain a live worker's idle messages (no anomaly then); it is
+    asked only when there are such messages, since it reads the analyzer's figures."""
     per_consumer = pending_by_consumer(client, keys)
     entries = scan_pending(client, keys, cap) if cap else scan_pending(client, keys)
     names = sorted(set(registered_consumers(client, keys)) | set(per_consumer))
@@ -124,7 +120,8 @@ def find_anomalies(
         for e in entries
         if e.idle_ms > settings.reclaim_idle_ms and e.consumer != HANDBACK_CONSUMER
     ]
-    waiting = [e for e in idle if analyzer_held and e.consumer in alive]
+    held_live = [e for e in idle if e.consumer in alive]
+    waiting = held_live if held_live and analyzer_waits is not None and analyzer_waits() else []
     return Anomalies(
         stream=keys.stream,
         limit=settings.reclaim_delivery_limit,

@@ -13,6 +13,7 @@ does, since none registers it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -21,7 +22,6 @@ from sentinel_platform.alerting.model import Alert
 from sentinel_platform.domains.operations.anomalies import (
     STALL_WINDOW_TICKS,
     Anomalies,
-    analyzer_held,
     find_anomalies,
     slide_windows,
     stalled,
@@ -30,6 +30,7 @@ from sentinel_platform.domains.operations.anomalies import (
 from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.handback import PRUNE_IDLE_MS, prune_handback
+from sentinel_platform.domains.operations.lag_analyzer import analyzer_explains_wait
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, evaluate_delivery
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
@@ -141,11 +142,11 @@ def build_delivery_sensor(
         notes: list[str] = []
         events: list[dg.AssetCheckEvaluation] = []
         with tick.client() as client:
-            analyzer_waits = analyzer_held(client, current)
             for stream in streams:
                 keys = stream.keys_of(current)
                 pruned = prune_handback(client, keys, handback_idle_ms) == "pruned"
-                anomalies = find_anomalies(client, keys, current, analyzer_held=analyzer_waits)
+                waits = partial(analyzer_explains_wait, client, stream.name, keys, current)
+                anomalies = find_anomalies(client, keys, current, analyzer_waits=waits)
                 held = [name for name, count in anomalies.pending_per_consumer.items() if count]
                 windows[stream.name] = slide_windows(
                     windows.get(stream.name, {}), anomalies.pending_per_consumer, window_ticks

@@ -21,6 +21,7 @@ from typing import Literal
 from sentinel_platform.domains.operations.ai_health import AiFigures, message_fate
 from sentinel_platform.domains.operations.ai_health_read import read_figures
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.drain import read_drain_rate
 from sentinel_platform.streams.backlog.verdict_mix import MIN_VERDICTS
 from sentinel_platform.streams.operators import analyzer_holds as hold_store
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -135,6 +136,18 @@ def analyzer_advice(zone: str, bound: AnalyzerBound) -> str:
             f"nominal). {bound.advice}"
         )
     return f"Producers are paced to the workers. {bound.advice}"
+
+
+def analyzer_explains_wait(
+    client: RedisClient, stream: str, keys: StreamKeys, settings: Settings
+) -> bool:
+    """Whether the analyzer's limits explain messages a live worker has held past the
+    reclaim idle time: a hold of any registered analyzer stands, or the analyzer limits
+    the stream's drain (:func:`analyzer_bound` at its drain rate)."""
+    if hold_store.read_holds(client, hold_store.configured_ids(settings)):
+        return True
+    drain_rate = read_drain_rate(client, keys)
+    return read_analyzer_bound(client, stream, keys, settings, drain_rate) is not None
 
 
 def read_analyzer_bound(

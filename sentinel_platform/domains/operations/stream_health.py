@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -25,12 +26,15 @@ from sentinel_platform.domains.operations.ai_health import CHECK_NAME, judge
 from sentinel_platform.domains.operations.ai_health_read import read_figures
 from sentinel_platform.domains.operations.anomalies import (
     Anomalies,
-    analyzer_held,
     find_anomalies,
     summarise,
 )
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
-from sentinel_platform.domains.operations.lag_analyzer import ADVISED_ZONES, read_analyzer_bound
+from sentinel_platform.domains.operations.lag_analyzer import (
+    ADVISED_ZONES,
+    analyzer_explains_wait,
+    read_analyzer_bound,
+)
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.settings import SettingsResource
@@ -106,7 +110,7 @@ def _waits(anomalies: Anomalies) -> str:
     if anomalies.handed_back:
         parts.append(f"{anomalies.handed_back} handed back at a stop, for the next worker")
     if anomalies.waiting_on_analyzer:
-        parts.append(f"{anomalies.waiting_on_analyzer} idle waiting for a held analyzer")
+        parts.append(f"{anomalies.waiting_on_analyzer} idle waiting for the analyzer")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
@@ -190,7 +194,8 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=DELIVERY_CHECK,
         description="No pending message near the delivery limit, idle past "
-        "`SENTINEL_RECLAIM_IDLE_MS` (unless an analyzer hold explains the wait), or held by a "
+        "`SENTINEL_RECLAIM_IDLE_MS` (unless the analyzer's limits explain the wait), or held "
+        "by a "
         "consumer without a live lease. Messages a stopping worker handed back are counted "
         "apart (`handed_back`). Evaluated by `delivery_anomaly_sensor`.",
     )
@@ -199,8 +204,9 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     ) -> dg.AssetCheckResult:
         current = settings.load()
         with stream_inspector.client(current) as client:
-            held = analyzer_held(client, current)
-            anomalies = find_anomalies(client, target.keys_of(current), current, analyzer_held=held)
+            keys = target.keys_of(current)
+            waits = partial(analyzer_explains_wait, client, target.name, keys, current)
+            anomalies = find_anomalies(client, keys, current, analyzer_waits=waits)
         return evaluate_delivery(anomalies).result()
 
     return _check

@@ -179,6 +179,27 @@ def test_a_live_workers_idle_message_is_no_anomaly_while_an_analyzer_hold_stands
     (free,) = tick(sensor, dagster_instance, resources, None).asset_events
 
     assert held.passed and held.metadata["waiting_on_analyzer"].value == 2, held.description
-    assert "2 idle waiting for a held analyzer" in (held.description or "")
+    assert "2 idle waiting for the analyzer" in (held.description or "")
     assert not free.passed and free.metadata["idle"].value == 2
     assert kinds(redis_client, settings) == ["idle"]
+
+
+def test_a_live_workers_idle_message_is_no_anomaly_while_every_message_is_a_model_call(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A model server answering one call at a time makes a worker's read-ahead wait its
+    turn past the reclaim idle time: the analyzer's capacity, not a stuck worker."""
+    keys = live_group(redis_client, settings)
+    deliver(redis_client, keys, "live-1", 2)
+    for n in range(9):
+        redis_client.xadd(keys.results, {"driver_used": "analyzer", "n": str(n)})
+    wait_until(lambda: all(e.idle_ms >= 200 for e in scan_pending(redis_client, keys)), 5)
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    resources = make_resources(reclaim_idle_ms=100, analyzer_url=url)
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+
+    (evaluation,) = tick(sensor, dagster_instance, resources, None).asset_events
+
+    assert evaluation.passed, evaluation.description
+    assert evaluation.metadata["waiting_on_analyzer"].value == 2
+    assert kinds(redis_client, settings) == []
