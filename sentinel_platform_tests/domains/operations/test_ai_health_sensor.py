@@ -24,6 +24,7 @@ from sentinel_platform.domains.operations.stream_health import (
     build_stream_health_checks,
 )
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
+from sentinel_platform.redis_server import free_port
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.provisional import (
@@ -36,6 +37,8 @@ from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform_tests.harness.operations import read_alerts, tick, transaction_stream
+from sentinel_platform_tests.harness.streams import sample_transaction
+from sentinel_platform_tests.harness.waits import wait_until
 
 ANALYZER = "http://127.0.0.1:9/v1/chat/completions"
 
@@ -128,3 +131,34 @@ def test_the_checks_job_evaluates_the_ai_check_without_failing_its_run(
     # a failed AI check is no failed run: only the lag check with no live worker fails it
     failed = [e.step_key for e in result.all_events if e.is_step_failure]
     assert not any(CHECK_NAME in (key or "") for key in failed), failed
+
+
+def test_a_real_worker_facing_a_down_analyzer_shows_in_the_check_and_the_alert(
+    redis_client: RedisClient,
+    settings: Settings,
+    make_resources,
+    dagster_instance,
+    start_worker,
+) -> None:
+    """A real worker on the defaults (``SENTINEL_ANALYZER_WHEN_DOWN=rules``) whose model
+    server is down (nothing listens on its port): every verdict is the rules', and the
+    sensor's check and alert say so with the text true under ``rules``."""
+    keys = transaction_keys(settings)
+    down = f"http://127.0.0.1:{free_port()}/v1/chat/completions"
+    worker = start_worker(processor=None, env={"SENTINEL_ANALYZER_URL": down})
+    worker.wait_ready(redis_client)
+    for n in range(12):
+        redis_client.xadd(keys.stream, sample_transaction(n).to_fields())
+    wait_until(lambda: redis_client.xlen(keys.results) >= 12, 60, what="12 verdicts")
+    sensor = build_ai_health_sensor([TRANSACTIONS])
+
+    data = tick(sensor, dagster_instance, make_resources(analyzer_url=down), None)
+
+    (evaluation,) = data.asset_events
+    meta = metadata(evaluation)
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+    assert meta["verdicts"] == 12 and meta["fallback_share"] == 1.0, meta
+    (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
+    assert alert.condition == "fallback_share" and alert.severity == "error"
+    assert "100% of the 12 verdicts" in alert.summary and "decided by the rules" in alert.summary
+    assert worker.stop() == 0, worker.log_tail()
