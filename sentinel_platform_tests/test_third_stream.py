@@ -33,6 +33,7 @@ from sentinel_platform.cli.dagster_home import ensure_dagster_home
 from sentinel_platform.cli.up_children import repo_root
 from sentinel_platform.domains.operations.lag_gate import SENSOR_NAME
 from sentinel_platform.domains.operations.stream_health import (
+    AI_CHECK,
     DELIVERY_CHECK,
     DLQ_CHECK,
     EVICTION_CHECK,
@@ -52,7 +53,7 @@ STREAM_MODULE = "sentinel_platform_tests.harness.third_stream.payments"
 #: The platform's own code location: the stream reaches it through the registry only.
 LOCATION_MODULE = "sentinel_platform.definitions"
 ASSET = dg.AssetKey("payment_stream")
-HEALTH_CHECKS = {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK}
+HEALTH_CHECKS = {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK, AI_CHECK}
 ROWS = 12
 ID_PREFIX = "e2e"
 

@@ -206,7 +206,7 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
     assert eviction.get("status") == "SUCCEEDED", eviction
     page.goto(f"{platform.url}/assets/transaction_stream?view=checks")
     succeeded = page.get_by_text("Succeeded", exact=True)
-    wait_until(lambda: succeeded.count() == 4, timeout_s=60, interval_s=0.5)  # all four checks
+    wait_until(lambda: succeeded.count() == 5, timeout_s=60, interval_s=0.5)  # all five checks
     assert not page.get_by_text("Not evaluated").count()
     shot("7-checks-after-a-demo-run")
 

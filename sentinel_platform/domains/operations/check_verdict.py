@@ -4,7 +4,10 @@ The stream-health verdicts are plain values (:class:`Verdict`) so one decision s
 places a check is evaluated: a check run returns it as a ``dg.AssetCheckResult``, and a
 sensor records it as a ``dg.AssetCheckEvaluation`` about the materialisation it saw
 (:func:`latest_materialization`), which is how the lag gate's blocking check stops publish
-runs without one being launched. Severity: WARN or ERROR; only a failure at ERROR blocks.
+runs without one being launched. Severity: WARN or ERROR. What stops publishing is a
+failure at ERROR unless the verdict says otherwise (:attr:`Verdict.stops_publishing`):
+backpressure stops it at WARN, since it is the platform working as designed (it resumes by
+itself) and an ERROR on a blocking check would fail every run that evaluates it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ class Verdict:
     severity: dg.AssetCheckSeverity
     description: str
     metadata: dict[str, Any]
+    #: Whether the lag gate launches no publish run on this outcome; ``None``: a failure
+    #: at ERROR does (:attr:`blocks`).
+    stops_publishing: bool | None = None
 
     def result(self) -> dg.AssetCheckResult:
         return dg.AssetCheckResult(
@@ -93,5 +99,8 @@ class Verdict:
 
     @property
     def blocks(self) -> bool:
-        """A failure at ERROR severity: what a blocking check stops on."""
+        """Whether the lag gate stops publishing on this outcome: what the verdict says,
+        else a failure at ERROR severity (what Dagster's blocking check stops on)."""
+        if self.stops_publishing is not None:
+            return self.stops_publishing
         return not self.passed and self.severity == ERROR

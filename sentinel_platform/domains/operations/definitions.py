@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
-from sentinel_platform.domains.operations.analyzer_holds import analyzer_hold_sensor
+from sentinel_platform.domains.operations.ai_health_sensor import build_ai_health_sensor
 from sentinel_platform.domains.operations.dead_letters import dead_letter_queue_sensor
 from sentinel_platform.domains.operations.delivery import build_delivery_sensor
 from sentinel_platform.domains.operations.lag_gate import build_lag_sensor
@@ -49,7 +49,7 @@ def defs(
             dead_letter_queue_sensor,
             build_delivery_sensor(streams),
             build_run_failure_sensor(),  # every job of the location, the UI's __ASSET_JOB too
-            analyzer_hold_sensor,
+            build_ai_health_sensor(streams),
         ],
         resources={
             "settings": settings,

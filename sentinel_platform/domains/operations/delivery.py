@@ -5,12 +5,15 @@ and keeps, in its cursor, a short window of pending counts and of oldest pending
 consumer to judge stalls over several ticks (``windows`` and ``oldest``: a cursor of an
 older release, without ``oldest``, judges its first stall one window later). One alert
 per stream and kind (per consumer for orphaned and stalled), de-duplicated across ticks by
-the alert cool-down.
+the alert cool-down. Each tick also prunes the stream's hand-back holder once it holds
+nothing (:func:`~sentinel_platform.domains.operations.handback.prune_handback`): no worker
+does, since none registers it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import dagster as dg
@@ -26,6 +29,8 @@ from sentinel_platform.domains.operations.anomalies import (
 )
 from sentinel_platform.domains.operations.check_verdict import latest_materialization
 from sentinel_platform.domains.operations.cursor import dump_cursor
+from sentinel_platform.domains.operations.handback import PRUNE_IDLE_MS, prune_handback
+from sentinel_platform.domains.operations.lag_analyzer import analyzer_explains_wait
 from sentinel_platform.domains.operations.sensor_shell import SensorTick, operations_sensor
 from sentinel_platform.domains.operations.stream_health import DELIVERY_CHECK, evaluate_delivery
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
@@ -118,8 +123,10 @@ def build_delivery_sensor(
     window_ticks: int = STALL_WINDOW_TICKS,
     name: str = SENSOR_NAME,
     interval_s: int = INTERVAL_S,
+    handback_idle_ms: int = PRUNE_IDLE_MS,
 ) -> dg.SensorDefinition:
-    """The delivery sensor for ``streams`` (default: every declared stream)."""
+    """The delivery sensor for ``streams`` (default: every declared stream); an empty
+    hand-back holder left alone ``handback_idle_ms`` is pruned."""
     streams = stream_targets() if streams is None else streams
 
     @operations_sensor(
@@ -137,7 +144,9 @@ def build_delivery_sensor(
         with tick.client() as client:
             for stream in streams:
                 keys = stream.keys_of(current)
-                anomalies = find_anomalies(client, keys, current)
+                pruned = prune_handback(client, keys, handback_idle_ms) == "pruned"
+                waits = partial(analyzer_explains_wait, client, stream.name, keys, current)
+                anomalies = find_anomalies(client, keys, current, analyzer_waits=waits)
                 held = [name for name, count in anomalies.pending_per_consumer.items() if count]
                 windows[stream.name] = slide_windows(
                     windows.get(stream.name, {}), anomalies.pending_per_consumer, window_ticks
@@ -156,6 +165,7 @@ def build_delivery_sensor(
                 notes.append(
                     f"{stream.name}: {anomalies.pending_total} pending, {len(raised)} anomaly "
                     f"kind(s), {sent} alert(s) sent"
+                    + (", the empty hand-back holder pruned" if pruned else "")
                 )
         return dg.SensorResult(
             skip_reason=dg.SkipReason("; ".join(notes)),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.domains.operations.check_verdict import Verdict
+from sentinel_platform.domains.operations.lag_analyzer import ADVISED_ZONES, AnalyzerBound
 from sentinel_platform.domains.operations.lag_gate_policy import SpikeAlert, ZoneAlert
 from sentinel_platform.domains.operations.lag_verdict import (
     CLIMBING_TODO,
@@ -35,9 +36,11 @@ def zone_alert(
     decided: ZoneAlert,
     snapshot: LagSnapshot,
     settings: Settings,
+    analyzer: AnalyzerBound | None = None,
 ) -> Alert:
     """A change of lag zone: the figures, what the gate did and what to do, in one line;
-    the advice and every figure in the details."""
+    the advice and every figure in the details. ``analyzer``: the analyzer's capacity
+    limits the drain, so the to-do names it instead of more workers."""
     what = {
         "pause": "producers paused, no new publish runs",
         "resume": f"producers resumed, {len(decided.relaunched)} held partition(s) relaunched",
@@ -46,6 +49,8 @@ def zone_alert(
     figures = lag_figures_short(snapshot.lag, snapshot.drain_rate, limits)
     climbing = limits.climbing and decided.zone == "elevated"
     todo = CLIMBING_TODO if climbing else LAG_TODO[decided.zone]
+    if analyzer is not None and not climbing and decided.zone in ADVISED_ZONES:
+        todo = analyzer.todo
     return Alert(
         severity=decided.severity,
         source=source,
@@ -54,7 +59,8 @@ def zone_alert(
         summary=f"lag zone {decided.previous or 'unknown'} -> {decided.zone}: {figures}; "
         f"{what}. To do: {todo}",
         details={
-            "advice": lag_advice(decided.zone, limits),
+            "advice": lag_advice(decided.zone, limits, analyzer),
+            "limited_by_analyzer": analyzer.kind if analyzer else None,
             "figures": lag_figures(snapshot.lag, snapshot.drain_rate, limits),
             "pause_flag": keys.paused,
             "stream_name": stream.name,
@@ -80,11 +86,25 @@ def spike_alert(
     decided: SpikeAlert,
     verdict: Verdict,
     settings: Settings,
+    analyzer: AnalyzerBound | None = None,
 ) -> Alert:
     """Producers waited (hard backpressure episodes) since the last tick, although the
-    lag may be back to normal now: the peak, in the limits' unit, and what to do."""
+    lag may be back to normal now: the peak, in the limits' unit, and what to do (the
+    analyzer's limit when ``analyzer`` says it limits the drain, else the workers)."""
     meta = verdict.metadata
     hard = int(meta["hard_backpressure_episodes"])
+    todo = (
+        "if it recurs, check the workers (`sentinel status`), add workers or raise "
+        "SENTINEL_WORKER_CONCURRENCY"
+    )
+    advice = (
+        "Producers waited for the workers. If it recurs, check the workers (`sentinel "
+        "status`: dead consumers, dead letters, processor errors), then add workers or "
+        "raise SENTINEL_WORKER_CONCURRENCY (docs/backpressure.md)."
+    )
+    if analyzer is not None:
+        todo = analyzer.todo
+        advice = f"Producers waited for the analyzer. {analyzer.advice}"
     peak_work = meta.get("peak_work_s")
     if meta["limits_unit"] == "messages":  # Sentinel-L7's wording, in its unit
         work, limit = "", f"pause limit {meta['lag_pause']}"
@@ -97,13 +117,10 @@ def spike_alert(
         stream=keys.stream,
         condition=decided.condition,
         summary=f"lag peaked at {meta['lag_peak']}{work} ({limit}) since the last check, "
-        f"{hard} hard backpressure episode(s); lag now {meta['lag']}. To do: if it recurs, "
-        "check the workers (`sentinel status`), add workers or raise "
-        "SENTINEL_WORKER_CONCURRENCY",
+        f"{hard} hard backpressure episode(s); lag now {meta['lag']}. To do: {todo}",
         details={
-            "advice": "Producers waited for the workers. If it recurs, check the workers "
-            "(`sentinel status`: dead consumers, dead letters, processor errors), then add "
-            "workers or raise SENTINEL_WORKER_CONCURRENCY (docs/backpressure.md).",
+            "advice": advice,
+            "limited_by_analyzer": analyzer.kind if analyzer else None,
             "stream_name": stream.name,
             "lag_peak": meta["lag_peak"],
             "peak_work_s": peak_work,

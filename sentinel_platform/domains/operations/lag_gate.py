@@ -34,6 +34,11 @@ from sentinel_platform.domains.operations.check_verdict import (
 )
 from sentinel_platform.domains.operations.cursor import dump_cursor
 from sentinel_platform.domains.operations.lag_alerts import spike_alert, zone_alert
+from sentinel_platform.domains.operations.lag_analyzer import (
+    ADVISED_ZONES,
+    AnalyzerBound,
+    read_analyzer_bound,
+)
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
     ClearPauseFlag,
@@ -100,6 +105,8 @@ class StreamRead:
     verdict: Verdict
     target: MaterializationTarget
     processed: int | None
+    #: the analyzer limits the drain (read only for a stream under pressure)
+    analyzer: AnalyzerBound | None = None
 
 
 @dataclass
@@ -178,7 +185,12 @@ def read_stream(
     snapshot = stream_snapshot(client, settings, stream.spec)
     # the producers' drain rate; without one, 0 if the group read nothing for a minute
     snapshot = replace(snapshot, drain_rate=card_rate(snapshot.drain_rate, done.rate_per_s))
-    verdict = evaluate_lag(snapshot, settings, take_peaks(client, keys))
+    peaks = take_peaks(client, keys)
+    verdict = evaluate_lag(snapshot, settings, peaks)
+    analyzer = None
+    if verdict.metadata["zone"] in ADVISED_ZONES or verdict.metadata["hard_backpressure_episodes"]:
+        analyzer = read_analyzer_bound(client, stream.name, keys, settings, snapshot.drain_rate)
+        verdict = evaluate_lag(snapshot, settings, peaks, analyzer)
     target = latest_materialization(instance, stream.asset_key)
     card = lag_card(verdict, target)
     flag = optional_text(client.get(keys.paused))
@@ -199,7 +211,7 @@ def read_stream(
             materialised=frozenset(instance.get_materialized_partitions(stream.asset_key)),
             failed=tuple(failed_during(instance, publish, stream, ending)),
         )
-    return StreamRead(observation, snapshot, verdict, target, processed)
+    return StreamRead(observation, snapshot, verdict, target, processed, analyzer)
 
 
 def apply(
@@ -224,11 +236,15 @@ def apply(
             out.runs.append(_run_request(stream, publish, action))
         elif isinstance(action, SpikeAlert):
             tick.alerts.send(
-                spike_alert(SENSOR_NAME, stream, keys, action, read.verdict, tick.settings)
+                spike_alert(
+                    SENSOR_NAME, stream, keys, action, read.verdict, tick.settings, read.analyzer
+                )
             )
         elif isinstance(action, ZoneAlert):
             tick.alerts.send(
-                zone_alert(SENSOR_NAME, stream, keys, action, read.snapshot, tick.settings)
+                zone_alert(
+                    SENSOR_NAME, stream, keys, action, read.snapshot, tick.settings, read.analyzer
+                )
             )
     return out
 

@@ -2,11 +2,17 @@
 
 Zones as everywhere (:mod:`~sentinel_platform.streams.backlog.zones`): seconds of work at
 the fleet's drain rate past what the live workers hold in flight, or Sentinel-L7's counts
-when set. Severity follows the lag card: WARN while elevated, ERROR under backpressure or
-with no live worker. A stream with nothing published and nothing pending is *idle*: its
+when set. Severity follows the lag card: WARN while elevated and under backpressure (the
+gate pauses the producers and resumes them by itself: the platform working as designed, so
+a checks run stays a successful run and raises no run-failure alert), ERROR with no live
+worker (only an operator ends that). Both stop publishing (:attr:`Verdict.blocks`).
+A stream with nothing published and nothing pending is *idle*: its
 check says ``idle: nothing to drain`` and its figures carry no drain rate
 (:func:`idle_metadata`), since the rate of an idle fleet is not a measurement. The check,
-the lag sensor and its alerts all word a zone from here, so they never disagree.
+the lag sensor and its alerts all word a zone from here, so they never disagree. Where
+the analyzer's capacity limits the drain
+(:mod:`~sentinel_platform.domains.operations.lag_analyzer`), the advice names it instead
+of advising more workers.
 """
 
 from __future__ import annotations
@@ -14,6 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
+from sentinel_platform.domains.operations.lag_analyzer import (
+    ADVISED_ZONES,
+    AnalyzerBound,
+    analyzer_advice,
+)
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.peaks import Peaks
 from sentinel_platform.streams.backlog.zones import (
@@ -26,12 +37,21 @@ from sentinel_platform.streams.backlog.zones import (
 from sentinel_platform.streams.operators.group_view import LagSnapshot
 
 ZONE_LEVEL = {"nominal": 0, "elevated": 1, "backpressure": 2, "worker_off": 3}
+#: The zones in which the lag gate launches no publish run.
+PAUSING_ZONES = frozenset({"backpressure", "worker_off"})
 
 
-def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None = None) -> Verdict:
+def evaluate_lag(
+    snapshot: LagSnapshot,
+    settings: Settings,
+    peaks: Peaks | None = None,
+    analyzer: AnalyzerBound | None = None,
+) -> Verdict:
     """The lag card now; ``peaks`` (what workers and producers saw since the last tick) adds
     the highest lag and the backpressure episodes in between, so a short spike is recorded
     even when the current lag is back to normal. The verdict itself is about the present.
+    ``analyzer``: the analyzer limits the drain, which the advice names
+    (``limited_by_analyzer`` in the figures).
 
     Zones as everywhere (:mod:`sentinel_platform.streams.backlog.zones`): seconds of work at the
     fleet's drain rate past what the live workers published they hold in flight, or
@@ -74,14 +94,17 @@ def evaluate_lag(snapshot: LagSnapshot, settings: Settings, peaks: Peaks | None 
     if current == "nominal" and peak == 0:
         return Verdict(True, WARN, idle_text(limits), idle_metadata(metadata, limits))
     metadata["state"] = "active"
+    if analyzer is not None and current in ADVISED_ZONES:
+        metadata["limited_by_analyzer"] = analyzer.kind
     figures = lag_figures(snapshot.lag, rate, limits)
     if current == "nominal":
         return Verdict(True, WARN, f"{figures}: nominal", metadata)
     return Verdict(
         False,
-        WARN if current == "elevated" else ERROR,
-        f"{figures}: {current.replace('_', ' ')}. {lag_advice(current, limits)}",
+        ERROR if current == "worker_off" else WARN,
+        f"{figures}: {current.replace('_', ' ')}. {lag_advice(current, limits, analyzer)}",
         metadata,
+        stops_publishing=current in PAUSING_ZONES,
     )
 
 
@@ -150,8 +173,9 @@ def lag_figures_short(lag: int, rate: float | None, limits: ZoneLimits) -> str:
     return f"lag {lag} = {drained} (limits {limits.warn_s:g}/{limits.pause_s:g} s)"
 
 
-def lag_advice(current: str, limits: ZoneLimits) -> str:
-    """What the operator should do about a zone (the lag card, the alerts)."""
+def lag_advice(current: str, limits: ZoneLimits, analyzer: AnalyzerBound | None = None) -> str:
+    """What the operator should do about a zone (the lag card, the alerts); with
+    ``analyzer``, pressure the analyzer's capacity explains is advised about as such."""
     if current == "worker_off":
         return (
             "No live worker: start the workers (`sentinel up`, or `python -m "
@@ -164,6 +188,8 @@ def lag_advice(current: str, limits: ZoneLimits) -> str:
         if limits.unit == "messages"
         else ""
     )
+    if analyzer is not None and current in ADVISED_ZONES and not limits.climbing:
+        return analyzer_advice(current, analyzer)
     if current == "elevated" and limits.climbing:
         return (
             "A worker's limit (SENTINEL_WORKER_CONCURRENCY=auto) is still climbing from its "

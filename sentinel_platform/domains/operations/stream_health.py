@@ -7,8 +7,9 @@ schedule or from the UI, and by the sensors; the lag sensor evaluates the lag ch
 launches any publish run and records the result as an ``AssetCheckEvaluation``
 (:class:`~sentinel_platform.domains.operations.check_verdict.Verdict`). That is how a failing
 blocking check keeps the publish job from starting: the only automatic launcher of publish
-runs is the lag gate, and it launches nothing while ``consumer_lag_within_limits`` fails
-with ERROR (see :mod:`~sentinel_platform.domains.operations.lag_gate`).
+runs is the lag gate, and it launches nothing while ``consumer_lag_within_limits`` says
+backpressure (a WARN: a checks run under backpressure is no failed run) or no live worker
+(an ERROR; see :mod:`~sentinel_platform.domains.operations.lag_gate`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,24 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import dagster as dg
 
-from sentinel_platform.domains.operations.anomalies import Anomalies, find_anomalies, summarise
+from sentinel_platform.domains.operations.ai_health import CHECK_NAME, judge
+from sentinel_platform.domains.operations.ai_health_read import read_figures
+from sentinel_platform.domains.operations.anomalies import (
+    Anomalies,
+    find_anomalies,
+    summarise,
+)
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
+from sentinel_platform.domains.operations.lag_analyzer import (
+    ADVISED_ZONES,
+    analyzer_explains_wait,
+    read_analyzer_bound,
+)
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.settings import SettingsResource
@@ -38,6 +51,7 @@ LAG_CHECK = "consumer_lag_within_limits"
 DLQ_CHECK = "dead_letter_queue_not_growing"
 DELIVERY_CHECK = "no_delivery_count_anomalies"
 EVICTION_CHECK = "redis_does_not_evict_stream_keys"
+AI_CHECK = CHECK_NAME
 #: Dead letters counted as "recent" by the DLQ check.
 DLQ_WINDOW_S = 900
 #: That many recent dead letters of one stream make the DLQ check an ERROR.
@@ -75,7 +89,12 @@ def evaluate_delivery(anomalies: Anomalies) -> Verdict:
         "orphaned": anomalies.orphaned,
     }
     if not anomalies.any:
-        return Verdict(True, WARN, f"{anomalies.pending_total} pending, none anomalous", metadata)
+        return Verdict(
+            True,
+            WARN,
+            f"{anomalies.pending_total} pending, none anomalous{_waits(anomalies)}",
+            metadata,
+        )
     parts = [
         f"{len(anomalies.near_limit)} near the delivery limit",
         f"{len(anomalies.idle)} idle past reclaim",
@@ -83,6 +102,16 @@ def evaluate_delivery(anomalies: Anomalies) -> Verdict:
     ]
     severe = bool(anomalies.over_limit) or (bool(anomalies.orphaned) and anomalies.live == 0)
     return Verdict(False, ERROR if severe else WARN, ", ".join(parts), metadata)
+
+
+def _waits(anomalies: Anomalies) -> str:
+    """The waits by design among the pending: ``(3 handed back at a stop, ...)``."""
+    parts = []
+    if anomalies.handed_back:
+        parts.append(f"{anomalies.handed_back} handed back at a stop, for the next worker")
+    if anomalies.waiting_on_analyzer:
+        parts.append(f"{anomalies.waiting_on_analyzer} idle waiting for the analyzer")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def evaluate_eviction(eviction: EvictionVerdict) -> Verdict:
@@ -121,10 +150,11 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         name=LAG_CHECK,
         blocking=True,
         description="Consumer lag (backlog + pending) in seconds of work at the fleet's "
-        "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S`, "
-        "ERROR from `SENTINEL_LAG_PAUSE_S` or with no live worker (Sentinel-L7's counts "
-        "`SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; docs/backpressure.md). "
-        "Blocking: the lag gate launches no publish run while it fails with ERROR. "
+        "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S` "
+        "and under backpressure from `SENTINEL_LAG_PAUSE_S`, ERROR with no live worker "
+        "(Sentinel-L7's counts `SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; "
+        "docs/backpressure.md). Blocking: the lag gate launches no publish run under "
+        "backpressure or with no live worker. "
         "Evaluated by `consumer_lag_sensor`.",
     )
     def _check(
@@ -133,7 +163,12 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         current = settings.load()
         with stream_inspector.client(current) as client:
             snapshot = stream_snapshot(client, current, target.spec)
-        return evaluate_lag(snapshot, current).result()
+            verdict = evaluate_lag(snapshot, current)
+            if verdict.metadata["zone"] in ADVISED_ZONES:
+                keys = target.keys_of(current)
+                bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
+                verdict = evaluate_lag(snapshot, current, analyzer=bound)
+        return verdict.result()
 
     return _check
 
@@ -159,15 +194,19 @@ def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         asset=target.asset_key,
         name=DELIVERY_CHECK,
         description="No pending message near the delivery limit, idle past "
-        "`SENTINEL_RECLAIM_IDLE_MS`, or held by a consumer without a live lease. Evaluated "
-        "by `delivery_anomaly_sensor`.",
+        "`SENTINEL_RECLAIM_IDLE_MS` (unless the analyzer's limits explain the wait), or held "
+        "by a "
+        "consumer without a live lease. Messages a stopping worker handed back are counted "
+        "apart (`handed_back`). Evaluated by `delivery_anomaly_sensor`.",
     )
     def _check(
         settings: SettingsResource, stream_inspector: StreamInspector
     ) -> dg.AssetCheckResult:
         current = settings.load()
         with stream_inspector.client(current) as client:
-            anomalies = find_anomalies(client, target.keys_of(current), current)
+            keys = target.keys_of(current)
+            waits = partial(analyzer_explains_wait, client, target.name, keys, current)
+            anomalies = find_anomalies(client, keys, current, analyzer_waits=waits)
         return evaluate_delivery(anomalies).result()
 
     return _check
@@ -195,15 +234,37 @@ def _eviction_check(target: StreamTarget) -> dg.AssetChecksDefinition:
     return _check
 
 
+def _ai_check(target: StreamTarget) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=target.asset_key,
+        name=AI_CHECK,
+        description="The AI's health on this stream: the share of the last 5 minutes' "
+        "verdicts the model made (the demo's left out), the fallbacks by cause, the "
+        "analyzer's holds and the provisional verdicts waiting for re-screening. ERROR when "
+        "most verdicts were fallbacks, an analyzer is exhausted or a provisional verdict "
+        "waited over an hour; WARN from 10% fallbacks, on another standing hold or "
+        "provisional verdicts piling up. Evaluated by `ai_health_sensor`.",
+    )
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            figures = read_figures(client, target.name, target.keys_of(current), current)
+        return judge(figures).result()
+
+    return _check
+
+
 def build_stream_health_checks(
     targets: Sequence[StreamTarget] | None = None,
 ) -> list[dg.AssetChecksDefinition]:
-    """The four health checks for every stream asset (default: every declared stream)."""
+    """The health checks for every stream asset (default: every declared stream)."""
     targets = stream_targets() if targets is None else targets
     return [
         factory(target)
         for target in targets
-        for factory in (_lag_check, _dlq_check, _delivery_check, _eviction_check)
+        for factory in (_lag_check, _dlq_check, _delivery_check, _eviction_check, _ai_check)
     ]
 
 

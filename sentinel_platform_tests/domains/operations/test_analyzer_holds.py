@@ -1,6 +1,6 @@
-"""The analyzer-hold sensor: since when each hold is held and which to warn about are
-table-tested; real ticks on the real Redis warn once per episode for a hold past a
-minute, and never for a short one."""
+"""The analyzer's holds in the AI-health sensor: since when each hold is held and which to
+warn about are table-tested; real ticks on the real Redis warn once per episode for a hold
+past a minute, and never for a short one."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+from sentinel_platform.domains.operations.ai_health_sensor import (
+    SENSOR_NAME,
+    build_ai_health_sensor,
+)
 from sentinel_platform.domains.operations.analyzer_holds import (
     ALERT_AFTER_S,
-    SENSOR_NAME,
-    analyzer_hold_sensor,
     due,
     held_since,
     hold_alert,
@@ -61,6 +63,12 @@ def test_a_hold_is_warned_about_once_past_a_minute(
     assert [(h.analyzer_id, s) for h, s in due(found, {"a": since}, alerted, NOW)] == expected
 
 
+def test_an_exhaustion_is_alerted_at_once() -> None:
+    """Only an operator or the provider's reset ends an exhaustion: no minute to wait."""
+    spent = holds.Hold("a", "https://x.example.com", "exhausted", "quota", None, None)
+    assert [(h.analyzer_id, s) for h, s in due([spent], {"a": NOW}, set(), NOW)] == [("a", 0.0)]
+
+
 def test_the_fleet_pacing_to_an_announced_budget_is_never_warned_about() -> None:
     """An ``announced_limit`` hold is the fleet waiting for the provider's bucket to refill:
     it ends by itself within one window, and under a budget that is always nearly spent
@@ -88,15 +96,16 @@ def test_a_keys_hold_is_its_own_episode_beside_its_analyzers_hold() -> None:
     assert since == {"a": NOW - 600, "a:key:0123abcd": NOW - 600}
     warned = due([own, key], since, {"a"}, NOW)
     assert [(h.key, s) for h, s in warned] == [("sk-...OLD1", 600.0)]
-    alert = hold_alert(key, 600.0, NOW - 600)
+    alert = hold_alert(key, 600.0, NOW - 600, SENSOR_NAME)
     assert "on the key sk-...OLD1" in alert.summary and alert.details["key"] == "sk-...OLD1"
-    assert alert.condition != hold_alert(own, 600.0, NOW - 600).condition
+    assert alert.condition != hold_alert(own, 600.0, NOW - 600, SENSOR_NAME).condition
 
 
 def test_the_sensor_warns_once_for_a_hold_past_a_minute_and_not_for_a_short_one(
     redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
 ) -> None:
     resources = make_resources()
+    analyzer_hold_sensor = build_ai_health_sensor([])
     quiet = tick(analyzer_hold_sensor, dagster_instance, resources, None)
     assert quiet.skip_message == "no analyzer hold"
     holds.register(redis_client, "gpt-eu", "https://api.example.com/v1")
@@ -109,7 +118,8 @@ def test_the_sensor_warns_once_for_a_hold_past_a_minute_and_not_for_a_short_one(
     first = tick(analyzer_hold_sensor, dagster_instance, resources, quiet.cursor)
     second = tick(analyzer_hold_sensor, dagster_instance, resources, first.cursor)
     (alert,) = read_alerts(redis_client, settings, SENSOR_NAME)
-    assert alert.severity == "warning" and alert.details["analyzer_id"] == "gpt-eu"
+    assert alert.severity == "error" and alert.details["analyzer_id"] == "gpt-eu"
+    assert "decided by the rules and marked provisional" in alert.summary  # the default
     assert alert.details["cause"] == "exhausted" and alert.details["seconds_left"] is None
     assert "sentinel analyzer release --analyzer gpt-eu" in alert.summary
     assert "gpt-eu" in second.skip_message

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from sentinel_platform.domains.operations.stream_health import (
+    AI_CHECK,
     DELIVERY_CHECK,
     DLQ_CHECK,
     DLQ_ERROR_COUNT,
@@ -31,7 +32,9 @@ def run_checks(instance: dg.DagsterInstance, resources: dict[str, Any]) -> dict[
     """Execute the scheduled checks job for real; return {check name: evaluation}.
 
     A blocking check failing with ERROR fails its step (and so the run) in Dagster 1.13;
-    the other checks still run and record their evaluations.
+    the other checks still run and record their evaluations. Backpressure is a WARN: the
+    run succeeds and raises no run-failure alert; only a stream without a live worker
+    fails it.
     """
     checks = build_stream_health_checks([TRANSACTIONS])
     schedule = build_checks_schedule(checks)
@@ -45,8 +48,8 @@ def run_checks(instance: dg.DagsterInstance, resources: dict[str, Any]) -> dict[
         instance=instance, raise_on_error=False
     )
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    lag_blocks = not evaluations[LAG_CHECK].passed and evaluations[LAG_CHECK].severity == ERROR
-    assert result.success is not lag_blocks
+    lag_meta = evaluations[LAG_CHECK].metadata
+    assert result.success is (lag_meta["zone"].value != "worker_off")
     return evaluations
 
 
@@ -59,7 +62,7 @@ def test_lag_check_passes_warns_and_fails_at_thresholds(
 ) -> None:
     keys = transaction_keys(settings)
     resources = make_resources(lag_warn=5, lag_pause=10)
-    cases = [(4, PASS, "nominal"), (5, WARN, "elevated"), (10, ERROR, "backpressure")]
+    cases = [(4, PASS, "nominal"), (5, WARN, "elevated"), (10, WARN, "backpressure")]
     cases.append((None, ERROR, "worker_off"))
     for lag, expected, zone in cases:
         redis_client.flushall()
@@ -76,7 +79,7 @@ def test_lag_check_passes_warns_and_fails_at_thresholds(
         meta = {k: v.value for k, v in lag_eval.metadata.items()}
         assert meta["zone"] == zone and meta["backlog"] == (lag or 3)
         assert meta["lag"] == (lag or 3) and meta["lag_warn"] == 5 and meta["lag_pause"] == 10
-        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK}
+        assert set(evaluations) == {LAG_CHECK, DLQ_CHECK, DELIVERY_CHECK, EVICTION_CHECK, AI_CHECK}
         assert lag_eval.blocking
 
 

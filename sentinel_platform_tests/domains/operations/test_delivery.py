@@ -8,6 +8,7 @@ from typing import Any
 from sentinel_platform.domains.operations.delivery import SENSOR_NAME, build_delivery_sensor
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.operators.group_view import scan_pending
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
@@ -156,3 +157,49 @@ def test_healthy_pipeline_raises_no_anomaly_alert(
         assert "0 anomaly kind(s)" in data.skip_message
         assert [e.passed for e in data.asset_events] == [True]
     assert read_alerts(redis_client, settings) == []
+
+
+def test_a_live_workers_idle_message_is_no_anomaly_while_an_analyzer_hold_stands(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A worker's read-ahead waits for its analyzer while the fleet is held (a spent
+    quota, a ``Retry-After``, pacing to an announced budget): idle past reclaim, yet no
+    stuck worker. Without a hold the same wait is the idle anomaly."""
+    keys = live_group(redis_client, settings)
+    deliver(redis_client, keys, "live-1", 2)
+    wait_until(lambda: all(e.idle_ms >= 200 for e in scan_pending(redis_client, keys)), 5)
+    resources = make_resources(reclaim_idle_ms=100)
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+    holds.register(redis_client, "gpt", "https://api.example.com/v1")
+    record = holds.encode_hold("gpt", "", holds.ANNOUNCED_LIMIT, "budget refilling", 30)
+    redis_client.set(holds.hold_key("gpt"), record, ex=30)
+
+    (held,) = tick(sensor, dagster_instance, resources, None).asset_events
+    redis_client.delete(holds.hold_key("gpt"))
+    (free,) = tick(sensor, dagster_instance, resources, None).asset_events
+
+    assert held.passed and held.metadata["waiting_on_analyzer"].value == 2, held.description
+    assert "2 idle waiting for the analyzer" in (held.description or "")
+    assert not free.passed and free.metadata["idle"].value == 2
+    assert kinds(redis_client, settings) == ["idle"]
+
+
+def test_a_live_workers_idle_message_is_no_anomaly_while_every_message_is_a_model_call(
+    redis_client: RedisClient, settings: Settings, make_resources, dagster_instance
+) -> None:
+    """A model server answering one call at a time makes a worker's read-ahead wait its
+    turn past the reclaim idle time: the analyzer's capacity, not a stuck worker."""
+    keys = live_group(redis_client, settings)
+    deliver(redis_client, keys, "live-1", 2)
+    for n in range(9):
+        redis_client.xadd(keys.results, {"driver_used": "analyzer", "n": str(n)})
+    wait_until(lambda: all(e.idle_ms >= 200 for e in scan_pending(redis_client, keys)), 5)
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    resources = make_resources(reclaim_idle_ms=100, analyzer_url=url)
+    sensor = build_delivery_sensor([TRANSACTIONS], WINDOW)
+
+    (evaluation,) = tick(sensor, dagster_instance, resources, None).asset_events
+
+    assert evaluation.passed, evaluation.description
+    assert evaluation.metadata["waiting_on_analyzer"].value == 2
+    assert kinds(redis_client, settings) == []

@@ -3,7 +3,7 @@
 The journey's case: a worker on the default (``auto``) asks a 0.2 s analyzer; a burst of
 170 messages lands while its limit still climbs from its start. The messages waiting then
 are many seconds of work at the drain rate of the first seconds, but the worker takes more
-of them at once with every round trip: no ERROR and no advice to raise the concurrency
+of them at once with every round trip: no backpressure and no advice to raise the concurrency
 while it climbs. A worker pinned to one call at a time holds the same burst for real:
 backpressure, and the advice.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sentinel_platform.domains.operations.check_verdict import ERROR, Verdict
+from sentinel_platform.domains.operations.check_verdict import Verdict
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.drain import DrainMeter, completed_count, write_drain_rate
@@ -32,7 +32,7 @@ def _watch(
     client: RedisClient, keys: StreamKeys, settings: Settings, seconds: float
 ) -> list[Verdict]:
     """Play the producer's part (measure and publish the drain rate) and the lag check's
-    (a verdict every 0.25 s) until the burst is drained, an ERROR is raised or
+    (a verdict every 0.25 s) until the burst is drained, publishing would pause (backpressure) or
     ``seconds`` pass."""
     meter, verdicts = DrainMeter(), []
     deadline = time.monotonic() + seconds
@@ -45,7 +45,7 @@ def _watch(
         if rate is not None:
             write_drain_rate(client, keys, rate, lag)
         verdicts.append(evaluate_lag(lag_snapshot(client, keys), settings))
-        if client.xlen(keys.results) >= BURST or verdicts[-1].severity == ERROR:
+        if client.xlen(keys.results) >= BURST or verdicts[-1].blocks:
             break  # drained, or alarmed: either answers the question
         time.sleep(0.25)
     return verdicts
@@ -71,7 +71,7 @@ def _burst(
 
 
 def _alarmed(verdicts: list[Verdict]) -> list[str]:
-    return [v.description for v in verdicts if v.severity == ERROR or ADVICE in v.description]
+    return [v.description for v in verdicts if v.blocks or ADVICE in v.description]
 
 
 def test_a_burst_while_auto_still_climbs_raises_no_error_and_no_advice_to_raise_it(
@@ -102,6 +102,6 @@ def test_the_same_burst_on_a_worker_pinned_to_one_call_is_backpressure_with_the_
     fleet: Fleet, redis_client: RedisClient, settings: Settings, analyzer_server: AnalyzerServer
 ) -> None:
     verdicts = _burst(fleet, redis_client, settings, analyzer_server, worker_concurrency=1)
-    alarmed = [v for v in verdicts if v.severity == ERROR and ADVICE in v.description]
+    alarmed = [v for v in verdicts if v.blocks and ADVICE in v.description]
     assert alarmed, [v.description for v in verdicts]
     assert not any(v.metadata.get("limit_climbing") for v in verdicts)
