@@ -120,6 +120,8 @@ def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
         **{n: dg.MetadataValue.int(v) for n, v in totals.items()},
     }
     if prices is not None:
-        total = sum(row["cost"] for row in rows)
+        # A float even when no row was billed: an empty sum is the int 0, which
+        # ``MetadataValue.float`` refuses, and the whole read-back would fail.
+        total = sum((row["cost"] for row in rows), 0.0)
         out["cost"] = dg.MetadataValue.float(round(total, 6))
     return out

@@ -14,7 +14,7 @@ from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 
 MINI = Prices(input=0.15, output=0.60, cached_input=0.075)
 CASES = [
@@ -123,3 +123,37 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
     assert table[("2026-11-27", model)]["cost"] == 0.00036
     assert (meta["input_tokens"].value, meta["output_tokens"].value) == (5351, 592)
     assert meta["cost"].value == pytest.approx(0.001004)
+
+
+PRICED = {
+    "analyzer_price_input_per_mtok": "0.15",
+    "analyzer_price_output_per_mtok": "0.60",
+}
+
+
+@pytest.mark.spark
+def test_a_stream_without_any_ai_verdict_reads_back_with_prices_set(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    """Prices set and not one model call on the stream (every event decided by the
+    rules): the read-back still materialises, its cost a float zero."""
+    axm = axiom_keys(settings)
+    for i, risk in enumerate(["low", "high"]):
+        event = {"source_id": f"aml-{i}", "domain": "aml", "risk_level": risk}
+        redis_client.xadd(axm.results, {**event, "driver_used": "rules"})
+    priced = {"redis_url": settings.redis_url_value, "home": str(settings.home_dir), **PRICED}
+    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
+    result = dg.materialize(
+        REPORTING_ASSETS,
+        resources=resources,
+        instance=dagster_instance,
+        selection=["compliance_events"],
+        raise_on_error=False,
+    )
+    assert result.success
+    (events,) = result.asset_materializations_for_node("compliance_events")
+    assert events.metadata["cost"].value == 0.0
+    assert events.metadata["analyzer_usage"].value.records == []
