@@ -90,7 +90,7 @@ def read_back(
     ``columns()`` that are truly this stream's (which fields, which types), after its
     ``stream_id``, the demo's entries left out (:func:`users_only`). Refreshed once per
     ``REFRESH_CRON`` tick, downstream of ``upstream`` (the stream's publish asset). Its
-    metadata also says what the AI verdicts cost, per day and model
+    metadata also says what the AI verdicts cost, per data day, lane and model
     (:func:`~sentinel_platform.domains.reporting.cost.metadata`)."""
 
     @dg.asset(
