@@ -6,7 +6,7 @@ Every AI verdict records the tokens its model call reported (``input_tokens``,
 entry), and so does a fallback whose answer the provider billed without giving a verdict
 (cut at ``max_tokens``, a refusal, content that is not the verdict), so the cost of a
 day's calls is a sum over the results the read-back already reads; nothing else has to
-be kept, and the table is as fresh as the read-back that computed it.
+be kept, and the tables are as fresh as the read-back that computed them.
 
 A day is the data's day, the daily partition the message belongs to: the entry's ``day``
 field (:data:`~sentinel_platform.streams.backlog.provisional.DAY`), so a partition
@@ -22,8 +22,12 @@ output price the metadata shows tokens only: a cost made up from a default price
 would be wrong for every provider but one. Cached prompt tokens are billed at the cached
 price when set, else at the input price (never less than what is paid).
 
-The table's columns are few and short-named (``in``, ``out``, ``cached``) so it fits its
-cell in the Dagster UI; the totals keep the tokens' full names.
+The tables fit their cell in the Dagster UI's metadata, whose value column holds about
+four short columns at a laptop's width (more scroll out of sight): each is the day, lane
+and model and one figure: ``analyzer_usage`` the AI verdicts, ``analyzer_tokens`` the
+tokens billed (input + output), ``analyzer_cost`` (with prices) the cost. The totals
+give the input, output and cached tokens and the answers billed without a verdict
+(``unusable``) apart.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.provisional import DAY
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens")
-#: The table's short name of each token count.
-SHORT = {"input_tokens": "in", "output_tokens": "out", "cached_input_tokens": "cached"}
+#: The columns that name a row of the tables: (name, type).
+KEY_COLUMNS = (("day", "string"), ("lane", "string"), ("model", "string"))
 #: Result field: how the model was asked; absent, :data:`REALTIME`.
 LANE = "lane"
 REALTIME = "realtime"
@@ -123,43 +127,41 @@ def usage_by_day(raw: DataFrame) -> DataFrame:
     )
 
 
-def usage_table(rows: list[dict[str, Any]], priced: bool) -> dg.TableMetadataValue:
-    """The first :data:`MAX_ROWS` of ``rows`` (``usage_by_day``'s, with ``cost``) as a
-    typed table of short columns; ``cost`` only when ``priced``."""
-    columns = [
-        dg.TableColumn("day", "string"),
-        dg.TableColumn("lane", "string"),
-        dg.TableColumn("model", "string"),
-        dg.TableColumn("verdicts", "int"),
-        dg.TableColumn("unusable", "int"),
-        *[dg.TableColumn(SHORT[n], "int") for n in TOKEN_FIELDS],
-    ]
-    if priced:
-        columns.append(dg.TableColumn("cost", "float"))
-    shown = [_record(row, priced) for row in rows[:MAX_ROWS]]
-    return dg.MetadataValue.table(shown, schema=dg.TableSchema(columns=columns))
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> dg.TableMetadataValue:
+    """The first :data:`MAX_ROWS` of ``rows`` as a typed table of ``columns``."""
+    names = [name for name, _ in columns]
+    records = [dg.TableRecord({n: row[n] for n in names}) for row in rows[:MAX_ROWS]]
+    schema = dg.TableSchema(columns=[dg.TableColumn(n, kind) for n, kind in columns])
+    return dg.MetadataValue.table(records, schema=schema)
 
 
-def _record(row: dict[str, Any], priced: bool) -> dg.TableRecord:
-    record = {k: row[k] for k in ("day", "lane", "model", "verdicts", "unusable")}
-    record |= {SHORT[n]: row[n] for n in TOKEN_FIELDS}
-    if priced:
-        record["cost"] = row["cost"]
-    return dg.TableRecord(record)
+def usage_tables(rows: list[dict[str, Any]], priced: bool) -> dict[str, dg.TableMetadataValue]:
+    """``analyzer_usage`` (``verdicts``), ``analyzer_tokens`` (``tokens``, input +
+    output) and, when ``priced``, ``analyzer_cost`` (``cost``) per day, lane and model,
+    from ``rows`` (:func:`usage_by_day`'s, with ``cost``)."""
+    for row in rows:
+        row["tokens"] = row["input_tokens"] + row["output_tokens"]
+    figures = {
+        "analyzer_usage": ("verdicts", "int"),
+        "analyzer_tokens": ("tokens", "int"),
+        **({"analyzer_cost": ("cost", "float")} if priced else {}),
+    }
+    return {key: _table(rows, [*KEY_COLUMNS, figure]) for key, figure in figures.items()}
 
 
 def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
-    """The read-back's cost metadata: a table per data day, lane and model, and the
-    totals; a ``cost`` column and total only when ``prices`` are set."""
+    """The read-back's cost metadata: the tables per data day, lane and model
+    (:func:`usage_tables`) and the totals; a ``cost`` column and total only when
+    ``prices`` are set."""
     rows = [row.asDict() for row in usage_by_day(raw).collect()]  # days x lanes x models
     for row in rows:
         counts = [int(row[n] or 0) for n in TOKEN_FIELDS]
         row.update(dict(zip(TOKEN_FIELDS, counts, strict=True)))
         row["verdicts"], row["unusable"] = int(row["verdicts"] or 0), int(row["unusable"] or 0)
         row["cost"] = cost(counts[0], counts[1], counts[2], prices)
-    totals = {n: sum(row[n] for row in rows) for n in TOKEN_FIELDS}
+    totals = {n: sum(row[n] for row in rows) for n in (*TOKEN_FIELDS, "unusable")}
     out: dict[str, Any] = {
-        "analyzer_usage": usage_table(rows, prices is not None),
+        **usage_tables(rows, prices is not None),
         **{n: dg.MetadataValue.int(v) for n, v in totals.items()},
     }
     if prices is not None:

@@ -42,16 +42,9 @@ SUPERSEDED_BY = "superseded_by"
 THREAT_ROWS = 50
 #: A narrative longer than this is cut (with an ellipsis) in the UI's table.
 NARRATIVE_CHARS = 200
-THREAT_COLUMNS = (
-    ("day", "string"),
-    ("txn_id", "string"),
-    ("merchant", "string"),
-    ("amount", "float"),
-    ("risk_level", "string"),
-    ("driver_used", "string"),
-    ("model", "string"),
-    ("narrative", "string"),
-)
+#: The threats table's columns, few enough to fit the UI's metadata cell: ``by`` is the
+#: model of a model's verdict, else ``driver_used`` (rules, fallback).
+THREAT_COLUMNS = ("day", "txn_id", "by", "narrative")
 
 
 def _field(name: str, cast: str | None = None) -> Column:
@@ -115,24 +108,17 @@ def short(text: Any, limit: int = NARRATIVE_CHARS) -> str:
 def threats_table(verdicts: DataFrame) -> dg.TableMetadataValue:
     """The threats among the decisions of ``verdicts`` (the transactions read-back), the
     newest data days first, at most :data:`THREAT_ROWS`, each with who decided and the
-    narrative that says why."""
-    names = [name for name, _ in THREAT_COLUMNS]
-    newest_first = [F.desc_nulls_last("day"), F.desc("stream_id")]
+    narrative that says why (cut at :data:`NARRATIVE_CHARS`)."""
+    model = F.when(F.col("driver_used") == F.lit("analyzer"), F.col("model"))
+    by = F.coalesce(model, F.col("driver_used")).alias("by")
     rows = (
         decisions(verdicts)
         .where(F.col("is_threat"))
-        .orderBy(*newest_first)
-        .select(*names)
+        .orderBy(F.desc_nulls_last("day"), F.desc("stream_id"))
+        .select("day", "txn_id", by, "narrative")
         .limit(THREAT_ROWS)
         .collect()
     )
-    records = [dg.TableRecord(_threat_record(row.asDict())) for row in rows]
-    schema = dg.TableSchema(columns=[dg.TableColumn(n, kind) for n, kind in THREAT_COLUMNS])
+    records = [dg.TableRecord({n: short(row[n]) for n in THREAT_COLUMNS}) for row in rows]
+    schema = dg.TableSchema(columns=[dg.TableColumn(n, "string") for n in THREAT_COLUMNS])
     return dg.MetadataValue.table(records, schema=schema)
-
-
-def _threat_record(row: dict[str, Any]) -> dict[str, Any]:
-    record = {name: row[name] for name, kind in THREAT_COLUMNS if kind != "string"}
-    strings = (name for name, kind in THREAT_COLUMNS if kind == "string")
-    record |= {name: short(row[name]) for name in strings}
-    return record

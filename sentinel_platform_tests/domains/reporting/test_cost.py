@@ -129,31 +129,28 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_data_day_lane_and_mode
     assert result.success
     (verdicts,) = result.asset_materializations_for_node("transaction_verdicts")
     meta = verdicts.metadata
-    usage = meta["analyzer_usage"].value
-    table = {(r.data["day"], r.data["lane"], r.data["model"]): r.data for r in usage.records}
-    assert set(table) == {
+    tables = {k: meta[k].value for k in ("analyzer_usage", "analyzer_tokens", "analyzer_cost")}
+    rows = {
+        key: {(r.data["day"], r.data["lane"], r.data["model"]): r.data for r in table.records}
+        for key, table in tables.items()
+    }
+    keys = {
         ("2026-11-25", "realtime", MODEL),
         ("2026-11-25", "batch", MODEL),
         ("2026-11-27", "realtime", MODEL),
     }
-    first = table[("2026-11-25", "realtime", MODEL)]
-    assert (first["verdicts"], first["unusable"]) == (2, 1)
-    assert (first["in"], first["out"], first["cached"]) == (3351, 492, 2048)
-    assert first["cost"] == 0.000644
-    assert table[("2026-11-27", "realtime", MODEL)]["cost"] == 0.00036
-    assert table[("2026-11-25", "batch", MODEL)]["verdicts"] == 1
-    assert [c.name for c in usage.schema.columns] == [
-        "day",
-        "lane",
-        "model",
-        "verdicts",
-        "unusable",
-        "in",
-        "out",
-        "cached",
-        "cost",
-    ]
+    assert all(set(by_key) == keys for by_key in rows.values())
+    # few columns, so each table fits its cell in the UI: the day, lane, model and a figure
+    for key, figure in [("analyzer_usage", "verdicts"), ("analyzer_tokens", "tokens")]:
+        assert [c.name for c in tables[key].schema.columns] == ["day", "lane", "model", figure]
+    old_day = ("2026-11-25", "realtime", MODEL)
+    assert rows["analyzer_usage"][old_day]["verdicts"] == 2  # and one billed without one
+    assert rows["analyzer_tokens"][old_day]["tokens"] == 3351 + 492
+    assert rows["analyzer_cost"][old_day]["cost"] == 0.000644
+    assert rows["analyzer_cost"][("2026-11-27", "realtime", MODEL)]["cost"] == 0.00036
+    assert rows["analyzer_usage"][("2026-11-25", "batch", MODEL)]["verdicts"] == 1
     assert (meta["input_tokens"].value, meta["output_tokens"].value) == (6351, 602)
+    assert (meta["cached_input_tokens"].value, meta["unusable"].value) == (2048, 1)
     assert meta["cost"].value == pytest.approx(0.001160)
 
 
@@ -182,4 +179,4 @@ def test_a_stream_without_any_ai_verdict_reads_back_with_prices_set(
     assert result.success
     (events,) = result.asset_materializations_for_node("compliance_events")
     assert events.metadata["cost"].value == 0.0
-    assert events.metadata["analyzer_usage"].value.records == []
+    assert events.metadata["analyzer_cost"].value.records == []

@@ -114,7 +114,10 @@ def test_a_rescreened_verdict_supersedes_the_provisional_one_and_both_are_kept(
     assert counts == (3, 1, 1)
     threats = meta["threats"].value.records
     assert [r.data["txn_id"] for r in threats] == ["t-0", "t-2"]  # the newest entry first
-    assert threats[0].data["narrative"] == short(narrative)
+    assert (threats[0].data["by"], threats[0].data["narrative"]) == (
+        MODEL["model"],
+        short(narrative),
+    )
     assert threats[0].data["narrative"].endswith("…")
 
     (report,) = result.asset_materializations_for_node("compliance_report")
