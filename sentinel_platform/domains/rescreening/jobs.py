@@ -10,7 +10,7 @@ nothing the second time. Its step's output metadata say what it did, and name th
 verdicts whose message is gone from its source stream, which stay provisional.
 """
 
-
+# No postponed annotations here: Dagster reads the op's ``context`` annotation as a type.
 from typing import Any
 
 import dagster as dg
