@@ -2,7 +2,8 @@
 
 Each domain (``sentinel_platform.domains.*``) owns its assets, checks, jobs, schedules
 and sensors. The data domains (transactions, axioms, reporting) publish and read the
-declared streams; the operations domain watches every stream of the registry
+declared streams, and rescreening queues a day's provisional verdicts again; the
+operations domain watches every stream of the registry
 (``sentinel_platform.registry``) and is handed the publish jobs it gates from here, so
 it never imports a data domain. The demo and reporting domains do read the data
 domains' assets: they are built on them. One settings resource is the only way any of
@@ -19,7 +20,15 @@ import importlib
 
 import dagster as dg
 
-from sentinel_platform.domains import axioms, demo, operations, reporting, shared, transactions
+from sentinel_platform.domains import (
+    axioms,
+    demo,
+    operations,
+    reporting,
+    rescreening,
+    shared,
+    transactions,
+)
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import SettingsError
@@ -36,6 +45,7 @@ def build_definitions(*extra: dg.Definitions) -> dg.Definitions:
         transactions.defs(),
         axioms.defs(),
         reporting.defs(),
+        rescreening.defs(),  # a day's provisional verdicts queued again from the UI
         *_declared_stream_definitions(),
         *extra,
     )

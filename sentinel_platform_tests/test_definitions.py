@@ -50,7 +50,13 @@ def test_data_assets_jobs_and_resources_are_registered(settings: Settings) -> No
         "compliance_events",
         "compliance_report",
     } <= keys
-    for job in ("publish_transactions", "publish_axioms", "report_compliance"):
+    for job in (
+        "publish_transactions",
+        "publish_axioms",
+        "report_compliance",
+        "rescreen_transactions",
+        "rescreen_axioms",
+    ):
         assert defs.resolve_job_def(job) is not None
     assert {"pyspark", "redis_publisher", "parquet_io_manager"} <= set(defs.resources or {})
 

@@ -28,6 +28,13 @@ from pyspark.sql import functions as F
 
 from sentinel_platform.domains.axioms.assets import axiom_stream
 from sentinel_platform.domains.reporting import cost
+from sentinel_platform.domains.reporting.decisions import (
+    decision_counts,
+    decisions,
+    provenance_columns,
+    threats_table,
+    with_supersession,
+)
 from sentinel_platform.domains.shared.common import IO_MANAGER_KEY
 from sentinel_platform.domains.transactions.assets import transaction_stream
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
@@ -36,7 +43,7 @@ from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.sharding.shards import dlq_streams_of
 
-VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "driver_used", "processed_at")
+VERDICT_FIELDS = ("txn_id", "merchant", "currency", "risk_level", "processed_at", "narrative")
 EVENT_FIELDS = (
     "source_id",
     "domain",
@@ -45,7 +52,6 @@ EVENT_FIELDS = (
     "routed_to_ai",
     "risk_level",
     "audit_narrative",
-    "driver_used",
 )
 TABLE_ROWS = 50
 #: How often the read-back and the report are refreshed.
@@ -84,14 +90,19 @@ def read_back(
     upstream: dg.AssetsDefinition,
     columns: Callable[[], list[Column]],
     description: str,
+    shown: Callable[[DataFrame], dict[str, Any]] = lambda _: {},
 ) -> dg.AssetsDefinition:
     """The read-back asset ``name``: the result stream of the registry's ``stream``, read
     by the executors (``RedisPublisherResource.read_stream``), each entry's fields as the
     ``columns()`` that are truly this stream's (which fields, which types), after its
-    ``stream_id``, the demo's entries left out (:func:`users_only`). Refreshed once per
-    ``REFRESH_CRON`` tick, downstream of ``upstream`` (the stream's publish asset). Its
-    metadata also says what the AI verdicts cost, per day and model
-    (:func:`~sentinel_platform.domains.reporting.cost.metadata`)."""
+    ``stream_id`` and before who decided and why
+    (:func:`~sentinel_platform.domains.reporting.decisions.provenance_columns`) and
+    ``superseded_by`` (:func:`~sentinel_platform.domains.reporting.decisions.with_supersession`),
+    the demo's entries left out (:func:`users_only`). Refreshed once per ``REFRESH_CRON``
+    tick, downstream of ``upstream`` (the stream's publish asset). Its metadata say how
+    many decisions it holds, what the AI verdicts cost, per data day, lane and model
+    (:func:`~sentinel_platform.domains.reporting.cost.metadata`), and what ``shown``
+    makes of the frame."""
 
     @dg.asset(
         name=name,
@@ -113,8 +124,17 @@ def read_back(
         users = users_only(raw)
         usage = cost.metadata(users, cost.prices_from(settings.load()))
         left_out = f"the demo's entries ({DEMO_FIELD}={DEMO_VALUE})"
-        context.add_output_metadata({"stream": keys.results, "left out": left_out, **usage})
-        return users.select("stream_id", *columns())
+        frame = with_supersession(users.select("stream_id", *columns(), *provenance_columns()))
+        context.add_output_metadata(
+            {
+                "stream": keys.results,
+                "left out": left_out,
+                **decision_counts(frame),
+                **usage,
+                **shown(frame),
+            }
+        )
+        return frame
 
     return results
 
@@ -124,7 +144,6 @@ def _verdict_columns() -> list[Column]:
         *[_field(n) for n in VERDICT_FIELDS],
         _field("amount", "double"),
         (F.lower(F.col("fields").getItem("is_threat")) == "true").alias("is_threat"),
-        _field("source_message_id"),
     ]
 
 
@@ -141,14 +160,18 @@ transaction_verdicts = read_back(
     "transactions",
     transaction_stream,
     _verdict_columns,
-    "Every verdict the transaction workers wrote to `sentinel:verdicts`.",
+    "Every verdict the transaction workers wrote to `sentinel:verdicts`, who made it and "
+    "why; a provisional verdict a re-screen superseded is kept, marked `superseded_by`.",
+    shown=lambda frame: {"threats": threats_table(frame)},
 )
 compliance_events = read_back(
     "compliance_events",
     "axioms",
     axiom_stream,
     _event_columns,
-    "Every compliance event the axiom workers wrote to `sentinel:compliance_events`.",
+    "Every compliance event the axiom workers wrote to `sentinel:compliance_events`, who "
+    "made it and why; a provisional one a re-screen superseded is kept, marked "
+    "`superseded_by`.",
 )
 
 
@@ -237,8 +260,11 @@ def compliance_report(
     redis_publisher: RedisPublisherResource,
     settings: SettingsResource,
 ) -> DataFrame:
-    """Threats by merchant and category, risk levels by domain, dead letters per stream."""
+    """Threats by merchant and category, risk levels by domain, dead letters per stream;
+    of each message its decision only (a verdict a re-screen superseded is left out)."""
     spark = pyspark.spark_session
+    transaction_verdicts = decisions(transaction_verdicts)
+    compliance_events = decisions(compliance_events)
     transactions = users_only(
         redis_publisher.read_stream(spark, redis_publisher.stream_keys("transactions").stream)
     )

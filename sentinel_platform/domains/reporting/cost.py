@@ -1,20 +1,33 @@
-"""What the analyzer's verdicts cost, per day and model, for the read-back assets' metadata.
+"""What the analyzer's verdicts cost, per day, lane and model, for the read-back assets'
+metadata.
 
 Every AI verdict records the tokens its model call reported (``input_tokens``,
 ``output_tokens``, ``cached_input_tokens`` and the ``model``: extra fields of the result
 entry), and so does a fallback whose answer the provider billed without giving a verdict
 (cut at ``max_tokens``, a refusal, content that is not the verdict), so the cost of a
 day's calls is a sum over the results the read-back already reads; nothing else has to
-be kept. A day is the UTC date in the entry id (the server's
-clock when the verdict was committed), the key of the publish assets' daily partitions:
-a partition published and processed the same day is one row. Only the small aggregate
-(days x models) reaches the driver.
+be kept, and the tables are as fresh as the read-back that computed them.
+
+A day is the data's day, the daily partition the message belongs to: the entry's ``day``
+field (:data:`~sentinel_platform.streams.backlog.provisional.DAY`), so a partition
+published, re-screened or processed days later is still its own row. An entry written
+before results carried it falls back to the UTC date of its entry id (the server's clock
+when the verdict was committed). A lane is how the model was asked: the entry's ``lane``
+field, ``realtime`` when absent. Only the small aggregate (days x lanes x models) reaches
+the driver.
 
 Prices are the settings ``SENTINEL_ANALYZER_PRICE_{INPUT,OUTPUT,CACHED_INPUT}_PER_MTOK``
 (per million tokens, in the currency of the user's price list). Without an input and an
 output price the metadata shows tokens only: a cost made up from a default price list
 would be wrong for every provider but one. Cached prompt tokens are billed at the cached
 price when set, else at the input price (never less than what is paid).
+
+The tables fit their cell in the Dagster UI's metadata, whose value column holds about
+four short columns at a laptop's width (more scroll out of sight): each is the day, lane
+and model and one figure: ``analyzer_usage`` the AI verdicts, ``analyzer_tokens`` the
+tokens billed (input + output), ``analyzer_cost`` (with prices) the cost. The totals
+give the input, output and cached tokens and the answers billed without a verdict
+(``unusable``) apart.
 """
 
 from __future__ import annotations
@@ -23,13 +36,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.provisional import DAY
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens")
-#: At most this many (day, model) rows are shown (the totals count them all).
+#: The columns that name a row of the tables: (name, type).
+KEY_COLUMNS = (("day", "string"), ("lane", "string"), ("model", "string"))
+#: Result field: how the model was asked; absent, :data:`REALTIME`.
+LANE = "lane"
+REALTIME = "realtime"
+#: At most this many (day, lane, model) rows are shown (the totals count them all).
 MAX_ROWS = 100
 
 
@@ -66,60 +85,88 @@ def cost(input_tokens: int, output_tokens: int, cached: int, prices: Prices | No
     return round((paid + output_tokens * prices.output) / 1_000_000, 6)
 
 
-def usage_by_day(raw: DataFrame) -> DataFrame:
-    """``raw`` (a read-back's ``stream_id``, ``fields``) summed per day and model: AI
-    verdicts, the answers billed without one (``unusable``: fallbacks that record a
-    ``model``) and the tokens of both. Entries without a ``model`` (rules, fallbacks
-    of calls that billed nothing known, the ``sentinel`` contract's verdicts) are left
-    out."""
+def data_day() -> Column:
+    """The entry's data day (its ``day`` field), else the UTC date of its entry id."""
     millis = F.split(F.col("stream_id"), "-").getItem(0).cast("long")
     # Whole days since the epoch, so the date is UTC whatever the session's time zone.
-    day = F.date_add(F.lit("1970-01-01").cast("date"), F.floor(millis / 86_400_000).cast("int"))
+    committed = F.date_add(
+        F.lit("1970-01-01").cast("date"), F.floor(millis / 86_400_000).cast("int")
+    )
+    return F.coalesce(F.col("fields").getItem(DAY), committed.cast("string"))
+
+
+def usage_by_day(raw: DataFrame) -> DataFrame:
+    """``raw`` (a read-back's ``stream_id``, ``fields``) summed per data day, lane and
+    model: AI verdicts, the answers billed without one (``unusable``: fallbacks that
+    record a ``model``) and the tokens of both. Entries without a ``model`` (rules,
+    fallbacks of calls that billed nothing known, the ``sentinel`` contract's verdicts)
+    are left out."""
+    fields = F.col("fields")
     tokens = [
-        F.coalesce(F.col("fields").getItem(n).try_cast("long"), F.lit(0)).alias(n)
-        for n in TOKEN_FIELDS
+        F.coalesce(fields.getItem(n).try_cast("long"), F.lit(0)).alias(n) for n in TOKEN_FIELDS
     ]
-    model = F.col("fields").getItem("model")
-    verdict = (F.col("fields").getItem("driver_used") == F.lit("analyzer")).cast("int")
+    model = fields.getItem("model")
+    lane = F.coalesce(fields.getItem(LANE), F.lit(REALTIME))
+    verdict = (fields.getItem("driver_used") == F.lit("analyzer")).cast("int")
     return (
         raw.where(model.isNotNull())
-        .select(day.cast("string").alias("day"), model.alias("model"), verdict.alias("v"), *tokens)
-        .groupBy("day", "model")
+        .select(
+            data_day().alias("day"),
+            lane.alias("lane"),
+            model.alias("model"),
+            verdict.alias("v"),
+            *tokens,
+        )
+        .groupBy("day", "lane", "model")
         .agg(
             F.sum("v").alias("verdicts"),
             (F.count("*") - F.sum("v")).alias("unusable"),
             *[F.sum(n).alias(n) for n in TOKEN_FIELDS],
         )
-        .orderBy(F.desc("day"), "model")
+        .orderBy(F.desc("day"), "lane", "model")
     )
 
 
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> dg.TableMetadataValue:
+    """The first :data:`MAX_ROWS` of ``rows`` as a typed table of ``columns``."""
+    names = [name for name, _ in columns]
+    records = [dg.TableRecord({n: row[n] for n in names}) for row in rows[:MAX_ROWS]]
+    schema = dg.TableSchema(columns=[dg.TableColumn(n, kind) for n, kind in columns])
+    return dg.MetadataValue.table(records, schema=schema)
+
+
+def usage_tables(rows: list[dict[str, Any]], priced: bool) -> dict[str, dg.TableMetadataValue]:
+    """``analyzer_usage`` (``verdicts``), ``analyzer_tokens`` (``tokens``, input +
+    output) and, when ``priced``, ``analyzer_cost`` (``cost``) per day, lane and model,
+    from ``rows`` (:func:`usage_by_day`'s, with ``cost``)."""
+    for row in rows:
+        row["tokens"] = row["input_tokens"] + row["output_tokens"]
+    figures = {
+        "analyzer_usage": ("verdicts", "int"),
+        "analyzer_tokens": ("tokens", "int"),
+        **({"analyzer_cost": ("cost", "float")} if priced else {}),
+    }
+    return {key: _table(rows, [*KEY_COLUMNS, figure]) for key, figure in figures.items()}
+
+
 def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
-    """The read-back's cost metadata: a table per day and model, and the totals; a
-    ``cost`` column and total only when ``prices`` are set."""
-    rows = [row.asDict() for row in usage_by_day(raw).collect()]  # days x models: small
+    """The read-back's cost metadata: the tables per data day, lane and model
+    (:func:`usage_tables`) and the totals; a ``cost`` column and total only when
+    ``prices`` are set."""
+    rows = [row.asDict() for row in usage_by_day(raw).collect()]  # days x lanes x models
     for row in rows:
         counts = [int(row[n] or 0) for n in TOKEN_FIELDS]
         row.update(dict(zip(TOKEN_FIELDS, counts, strict=True)))
+        row["verdicts"], row["unusable"] = int(row["verdicts"] or 0), int(row["unusable"] or 0)
         row["cost"] = cost(counts[0], counts[1], counts[2], prices)
-    columns = [
-        dg.TableColumn("day", "string"),
-        dg.TableColumn("model", "string"),
-        dg.TableColumn("verdicts", "int"),
-        dg.TableColumn("unusable", "int"),
-        *[dg.TableColumn(n, "int") for n in TOKEN_FIELDS],
-    ]
-    if prices is not None:
-        columns.append(dg.TableColumn("cost", "float"))
-    shown = [{c.name: row[c.name] for c in columns} for row in rows[:MAX_ROWS]]
-    totals = {n: sum(row[n] for row in rows) for n in TOKEN_FIELDS}
+    totals = {n: sum(row[n] for row in rows) for n in (*TOKEN_FIELDS, "unusable")}
     out: dict[str, Any] = {
-        "analyzer_usage": dg.MetadataValue.table(
-            [dg.TableRecord(r) for r in shown], schema=dg.TableSchema(columns=columns)
-        ),
+        **usage_tables(rows, prices is not None),
         **{n: dg.MetadataValue.int(v) for n, v in totals.items()},
     }
     if prices is not None:
-        total = sum(row["cost"] for row in rows)
+        # A float even when no row was billed: an empty sum is the int 0, which
+        # ``MetadataValue.float`` refuses, and the whole read-back would fail.
+        total = sum((row["cost"] for row in rows), 0.0)
         out["cost"] = dg.MetadataValue.float(round(total, 6))
     return out

@@ -14,7 +14,7 @@ from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 
 MINI = Prices(input=0.15, output=0.60, cached_input=0.075)
 CASES = [
@@ -51,8 +51,17 @@ def test_prices_from_settings(values: dict[str, str], expected: Prices | None) -
     assert prices_from(load_settings(**values)) == expected
 
 
-def _verdict(driver: str, tokens: tuple[int, int, int] | None) -> dict[str, str]:
-    """A transactions result entry as the worker writes it."""
+PRICED = {
+    "analyzer_price_input_per_mtok": "0.15",
+    "analyzer_price_output_per_mtok": "0.60",
+}
+
+
+def _verdict(
+    driver: str, tokens: tuple[int, int, int] | None, day: str | None, lane: str | None = None
+) -> dict[str, str]:
+    """A transactions result entry as the worker writes it (``day`` None: as written
+    before results carried the data's day)."""
     fields = {
         "txn_id": "t-1",
         "merchant": "acme",
@@ -64,6 +73,10 @@ def _verdict(driver: str, tokens: tuple[int, int, int] | None) -> dict[str, str]
         "processed_at": "2026-11-21T08:00:00.000Z",
         "source_message_id": "1700000000000-0",
     }
+    if day is not None:
+        fields["day"] = day
+    if lane is not None:
+        fields["lane"] = lane
     if tokens is not None:
         fields |= {
             "narrative": "ordinary",
@@ -77,30 +90,33 @@ def _verdict(driver: str, tokens: tuple[int, int, int] | None) -> dict[str, str]
 
 
 DAY_1, DAY_2 = 1_795_651_200_000, 1_795_737_600_000  # 2026-11-26 and 2026-11-27, 00:00 UTC
+MODEL = "gpt-4o-mini-2024-07-18"
 
 
 @pytest.mark.spark
-def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
+def test_the_verdicts_read_back_shows_tokens_and_cost_per_data_day_lane_and_model(
     settings: Settings,
     data_resources: dict[str, Any],
     redis_client: RedisClient,
     dagster_instance: Any,
 ) -> None:
+    """The day is the data's (a 2026-11-25 partition decided on 2026-11-26 and 27 is one
+    row), else the day the entry was committed; the lane is ``realtime`` unless named."""
     txn = transaction_keys(settings)
     rows = [
-        (DAY_1 + 5, "analyzer", (1117, 46, 1024)),
-        (DAY_1 + 6, "analyzer", (1117, 46, 1024)),
-        (DAY_1 + 7, "fallback", None),
-        (DAY_1 + 8, "fallback", (1117, 400, 0)),  # cut at max_tokens: billed, no verdict
-        (DAY_2 + 5, "analyzer", (2000, 100, 0)),
+        (DAY_1 + 5, "analyzer", (1117, 46, 1024), "2026-11-25", None),
+        (DAY_2 + 6, "analyzer", (1117, 46, 1024), "2026-11-25", "realtime"),
+        (DAY_1 + 7, "fallback", None, "2026-11-25", None),
+        (DAY_1 + 8, "fallback", (1117, 400, 0), "2026-11-25", None),  # cut: billed, no verdict
+        (DAY_2 + 5, "analyzer", (2000, 100, 0), None, None),  # no day: the entry id's
+        (DAY_2 + 7, "analyzer", (1000, 10, 0), "2026-11-25", "batch"),
     ]
-    for millis, driver, tokens in rows:
-        redis_client.xadd(txn.results, _verdict(driver, tokens), id=f"{millis}-0")
+    for millis, driver, tokens, day, lane in sorted(rows, key=lambda r: r[0]):
+        redis_client.xadd(txn.results, _verdict(driver, tokens, day, lane), id=f"{millis}-0")
     priced = {
         "redis_url": settings.redis_url_value,
         "home": str(settings.home_dir),
-        "analyzer_price_input_per_mtok": "0.15",
-        "analyzer_price_output_per_mtok": "0.60",
+        **PRICED,
         "analyzer_price_cached_input_per_mtok": "0.075",
     }
     resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
@@ -113,13 +129,54 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_day_and_model(
     assert result.success
     (verdicts,) = result.asset_materializations_for_node("transaction_verdicts")
     meta = verdicts.metadata
-    table = {(r.data["day"], r.data["model"]): r.data for r in meta["analyzer_usage"].value.records}
-    model = "gpt-4o-mini-2024-07-18"
-    assert set(table) == {("2026-11-26", model), ("2026-11-27", model)}
-    first = table[("2026-11-26", model)]
-    assert (first["verdicts"], first["unusable"]) == (2, 1)
-    assert (first["input_tokens"], first["output_tokens"]) == (3351, 492)
-    assert (first["cached_input_tokens"], first["cost"]) == (2048, 0.000644)
-    assert table[("2026-11-27", model)]["cost"] == 0.00036
-    assert (meta["input_tokens"].value, meta["output_tokens"].value) == (5351, 592)
-    assert meta["cost"].value == pytest.approx(0.001004)
+    tables = {k: meta[k].value for k in ("analyzer_usage", "analyzer_tokens", "analyzer_cost")}
+    rows = {
+        key: {(r.data["day"], r.data["lane"], r.data["model"]): r.data for r in table.records}
+        for key, table in tables.items()
+    }
+    keys = {
+        ("2026-11-25", "realtime", MODEL),
+        ("2026-11-25", "batch", MODEL),
+        ("2026-11-27", "realtime", MODEL),
+    }
+    assert all(set(by_key) == keys for by_key in rows.values())
+    # few columns, so each table fits its cell in the UI: the day, lane, model and a figure
+    for key, figure in [("analyzer_usage", "verdicts"), ("analyzer_tokens", "tokens")]:
+        assert [c.name for c in tables[key].schema.columns] == ["day", "lane", "model", figure]
+    old_day = ("2026-11-25", "realtime", MODEL)
+    assert rows["analyzer_usage"][old_day]["verdicts"] == 2  # and one billed without one
+    assert rows["analyzer_tokens"][old_day]["tokens"] == 3351 + 492
+    assert rows["analyzer_cost"][old_day]["cost"] == 0.000644
+    assert rows["analyzer_cost"][("2026-11-27", "realtime", MODEL)]["cost"] == 0.00036
+    assert rows["analyzer_usage"][("2026-11-25", "batch", MODEL)]["verdicts"] == 1
+    assert (meta["input_tokens"].value, meta["output_tokens"].value) == (6351, 602)
+    assert (meta["cached_input_tokens"].value, meta["unusable"].value) == (2048, 1)
+    assert meta["cost"].value == pytest.approx(0.001160)
+
+
+@pytest.mark.spark
+def test_a_stream_without_any_ai_verdict_reads_back_with_prices_set(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    """Prices set and not one model call on the stream (every event decided by the
+    rules): the read-back still materialises, its cost a float zero."""
+    axm = axiom_keys(settings)
+    for i, risk in enumerate(["low", "high"]):
+        event = {"source_id": f"aml-{i}", "domain": "aml", "risk_level": risk}
+        redis_client.xadd(axm.results, {**event, "driver_used": "rules"})
+    priced = {"redis_url": settings.redis_url_value, "home": str(settings.home_dir), **PRICED}
+    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
+    result = dg.materialize(
+        REPORTING_ASSETS,
+        resources=resources,
+        instance=dagster_instance,
+        selection=["compliance_events"],
+        raise_on_error=False,
+    )
+    assert result.success
+    (events,) = result.asset_materializations_for_node("compliance_events")
+    assert events.metadata["cost"].value == 0.0
+    assert events.metadata["analyzer_cost"].value.records == []
