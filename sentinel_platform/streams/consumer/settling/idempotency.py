@@ -127,7 +127,8 @@ while a <= #ARGV do
     status = 0
   else
     -- The marker first: the call's first write is the only one that can fail on memory.
-    local written = redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
+    local written = redis.call(
+      'XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
     if flags >= 4 and queue ~= stream then  -- a provisional verdict: its re-screen entry
       local entry = {unpack(ARGV, last + 2, last + 1 + 2 * tonumber(ARGV[last + 1]))}
       entry[#entry + 1] = 'sentinel_rescreen_of'
