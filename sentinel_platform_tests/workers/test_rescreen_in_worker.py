@@ -17,6 +17,8 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.provisional import read_provisional
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -24,8 +26,10 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
 from sentinel_platform.streams.plumbing.replies import entries
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, model_api_worker
+from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
+from sentinel_platform_tests.workers.test_context_refusals_in_worker import LONG_MEMO
 
 MESSAGES = 12
 #: A breaker that opens after two failures and looks again after half a second, so an
@@ -44,9 +48,15 @@ def _worker(
     return model_api_worker(fleet, settings, name, analyzer_url=server.url, **values)
 
 
-def _publish(client: RedisClient, keys: StreamKeys, prefix: str, count: int) -> list[str]:
+def _publish(
+    client: RedisClient, keys: StreamKeys, prefix: str, count: int, **fields: Any
+) -> list[str]:
     return [
-        str(client.xadd(keys.stream, {"data": json.dumps({**BASE, "id": f"{prefix}-{n}"})}))
+        str(
+            client.xadd(
+                keys.stream, {"data": json.dumps({**BASE, **fields, "id": f"{prefix}-{n}"})}
+            )
+        )
         for n in range(count)
     ]
 
@@ -162,18 +172,29 @@ def test_live_traffic_is_decided_before_queued_messages(
     assert order == ["live"] * len(live) + ["rescreen"] * MESSAGES, order
 
 
-def test_an_unusable_answers_fallback_is_final_and_never_queued(
-    model_api_server: ModelApiServer, fleet: Fleet, settings: Settings, redis_client: RedisClient
+@pytest.mark.parametrize("cause", ["unusable", "refused"])
+def test_a_fallback_for_a_reason_of_the_messages_own_is_final_and_never_queued(
+    model_api_server: ModelApiServer,
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+    cause: str,
 ) -> None:
-    model_api_server.cut_every = 1  # every answer cut at max_tokens: billed, no verdict
+    memo: dict[str, str] = {}
+    if cause == "unusable":
+        model_api_server.cut_every = 1  # every answer cut at max_tokens: billed, no verdict
+    else:
+        model_api_server.context_tokens = 700  # a long memo does not fit: refused as too long
+        model_api_server.context_dialect = "openai"
+        memo = {"message": LONG_MEMO}
     closed = {"analyzer_breaker_failures": 10}  # the breaker stays closed: all are answers
     worker = _worker(fleet, settings, model_api_server, "cut", **closed)
     worker.wait_ready(redis_client, 60)
     keys = transaction_keys(settings)
-    _publish(redis_client, keys, "c", 3)
+    _publish(redis_client, keys, "c", 3, **memo)
     wait_until(lambda: redis_client.xlen(keys.results) == 3, timeout_s=60, what="fallbacks")
     results = [f for _at, f in _results(redis_client, keys)]
-    assert {(f["driver_used"], f["fallback_cause"]) for f in results} == {("fallback", "unusable")}
+    assert {(f["driver_used"], f["fallback_cause"]) for f in results} == {("fallback", cause)}
     assert not any("provisional" in f for f in results)
     assert redis_client.xlen(keys.rescreen) == 0  # the commit would have queued it with them
     assert worker.stop() == 0, worker.tail()
@@ -186,4 +207,24 @@ def test_with_re_screening_off_a_fallback_is_provisional_but_nothing_is_queued(
     keys = transaction_keys(settings)
     assert {f["provisional"] for _at, f in _results(redis_client, keys)} == {"true"}
     assert redis_client.xlen(keys.rescreen) == 0  # the commit would have queued it with them
+    assert worker.stop() == 0, worker.tail()
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_the_queue_shares_its_streams_slot_and_is_re_screened(
+    redis_cluster: RedisClusterProcess,
+    cluster_settings: Settings,
+    cluster_client: RedisClient,
+    model_api_server: ModelApiServer,
+    fleet: Fleet,
+) -> None:
+    worker, ids = _outage(fleet, cluster_settings, model_api_server, cluster_client)
+    keys = transaction_keys(cluster_settings)
+    assert keys.rescreen.startswith("{transactions}")
+    assert cluster_client.xlen(keys.rescreen) == MESSAGES  # queued by the commit's script
+    model_api_server.down = False
+    wait_until(
+        lambda: cluster_client.xlen(keys.results) == 2 * MESSAGES, timeout_s=60, what="re-screens"
+    )
+    _superseded(cluster_client, keys, ids)
     assert worker.stop() == 0, worker.tail()
