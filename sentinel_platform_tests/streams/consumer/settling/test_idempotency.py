@@ -21,6 +21,7 @@ from sentinel_platform.streams.consumer.settling.idempotency import (
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.replies import entries
 from sentinel_platform_tests.harness.streams import publish
 
 BATCH = 6
@@ -134,10 +135,10 @@ def test_an_applied_provisional_verdict_is_queued_with_its_result_in_the_same_ca
 
     statuses = commit_statuses(pipe.execute()[0])
     assert statuses == ["applied", "applied", "duplicate", "stale", "applied"]
-    results = {fields["n"]: at for at, fields in redis_client.xrange(tx_keys.results)}
+    results = {fields["n"]: at for at, fields in entries(redis_client.xrange(tx_keys.results))}
     assert sorted(results) == ["0", "1", "4"]
-    entries = [fields for _at, fields in redis_client.xrange(tx_keys.rescreen)]
-    assert entries == [
+    queued_entries = [fields for _at, fields in entries(redis_client.xrange(tx_keys.rescreen))]
+    assert queued_entries == [
         {**queued, "sentinel_rescreen_of": results["0"], "sentinel_source_id": ids[0]},
         {**queued, "sentinel_rescreen_of": results["4"], "sentinel_source_id": ids[4]},
     ]
