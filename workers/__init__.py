@@ -11,6 +11,9 @@ lines, log set-up or a metrics endpoint.
 * :mod:`workers.processors`: what a message means (one processor per built-in stream),
   with the analyzer client (the package :mod:`workers.analyzer`: its HTTP client, circuit
   breaker and the limits shared by the fleet).
+* :mod:`workers.rescreening`: the stream's re-screen queue, consumed beside it by every
+  worker with an analyzer: provisional rules fallbacks decided again by the model, after
+  live traffic.
 * :mod:`workers.watch_transactions`, :mod:`workers.watch_axioms`: the historical commands,
   each the same worker as ``python -m sentinel_platform.workers <stream>``.
 

@@ -65,6 +65,7 @@ from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.shards import keys_of_shards
 from workers.forwarding import Forwarder, key_reader
+from workers.rescreening.runner import rescreen_consumer, run_beside
 from workers.shards import consume_shards
 
 log = logging.getLogger(__name__)
@@ -339,7 +340,8 @@ def consume(
     limit: LimitShare | None = None,
 ) -> int:
     """Join the group and consume until stopped; the exit status. ``limit``: a shard's
-    share of its worker's limit (:mod:`workers.shards`)."""
+    share of its worker's limit (:mod:`workers.shards`). With an analyzer, the stream's
+    re-screen queue is consumed beside it (:mod:`workers.rescreening`)."""
     worker_log = BoundLogger(
         log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     )
@@ -357,8 +359,11 @@ def consume(
     )
     if limit is not None:
         limit.count_running(lambda: consumer.calls.running)
+    rescreen = rescreen_consumer(
+        client, keys, processor, settings, options.consumer, consumer, stop
+    )
     try:
-        return consumer.run()
+        return run_beside(consumer, rescreen, stop)
     except LeaseWaitStopped:
         return stopped_waiting(worker_log, "lease")
     except (LeaseHeldError, RedisRefusedError) as exc:

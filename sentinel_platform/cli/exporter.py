@@ -1,10 +1,10 @@
 """``sentinel exporter``: the streams' health on a Prometheus endpoint, workers or not.
 
 Serves :class:`~sentinel_platform.cli.stream_signals.StreamCollector` (backlog, pending,
-oldest pending age, live workers, zone, seconds of work, dead letters, eviction verdict;
-read from Redis at each scrape) plus this process's own ``process_*`` metrics, on
-``HOST:PORT/metrics``. ``sentinel up`` runs one as its child ``exporter``; a deployment
-runs it as a service of its own (docs/deploy.md).
+oldest pending age, live workers, zone, seconds of work, provisional verdicts waiting to
+be re-screened, dead letters, eviction verdict; read from Redis at each scrape) plus this
+process's own ``process_*`` metrics, on ``HOST:PORT/metrics``. ``sentinel up`` runs one
+as its child ``exporter``; a deployment runs it as a service of its own (docs/deploy.md).
 
 It never needs a worker, and a Redis that is down or slow does not stop it: a scrape
 answers ``sentinel_exporter_redis_up 0`` and the next one tries again. A port it cannot

@@ -34,11 +34,16 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sentinel_platform.cli.provisional_signals import (
+    provisional_families,
+    read_stream_provisional,
+)
 from sentinel_platform.cli.status import ZONE_ORDER, StreamState, analyzer_holds, stream_state
 from sentinel_platform.redaction import scrub
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.entry_ages import oldest_pending_age_s, server_now_s
+from sentinel_platform.streams.backlog.provisional import NOTHING, ProvisionalBacklog
 from sentinel_platform.streams.backlog.zones import limits_from_settings
 from sentinel_platform.streams.operators.analyzer_holds import Hold
 from sentinel_platform.streams.plumbing.connection import RedisClient, RedisConnectError
@@ -64,6 +69,8 @@ class StreamSignals:
     name: str
     state: StreamState
     oldest_pending_age_s: float
+    #: its provisional verdicts, waiting to be re-screened (over its shards)
+    provisional: ProvisionalBacklog = NOTHING
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,9 @@ def read_signals(client: RedisClient, settings: Settings) -> Reading:
     for spec in stream_specs(settings):
         keys = keys_for(settings, spec)
         state = stream_state(client, settings, keys, None, spec.name)
-        streams.append(StreamSignals(spec.name, state, oldest_pending_age_s(client, keys, now_s)))
+        oldest = oldest_pending_age_s(client, keys, now_s)
+        provisional = read_stream_provisional(client, settings, spec)
+        streams.append(StreamSignals(spec.name, state, oldest, provisional))
     dlqs = [read_dlq(client, dlq) for dlq in dlq_streams_of(client, settings)]
     eviction = server_verdict(client, settings.allow_evicting_server).level
     return Reading(streams, dlqs, eviction, analyzer_holds(client, settings))
@@ -202,7 +211,9 @@ def stream_families(reading: Reading, settings: Settings) -> list[Metric]:
             pause.add_metric(labels, limits.pause_s)
         if s.processed is not None:
             read.add_metric(labels, s.processed)
-    return [info, *gauges.values(), zone, pause, read]
+    provisional = [([s.state.stream, s.state.group], s.provisional) for s in reading.streams]
+    waiting = provisional_families(provisional, STREAM_LABELS)
+    return [info, *gauges.values(), zone, pause, read, *waiting]
 
 
 def families(reading: Reading, settings: Settings) -> list[Metric]:

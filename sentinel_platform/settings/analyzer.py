@@ -77,6 +77,14 @@ class AnalyzerSettings(BaseModel):
         "message waiting for the analyzer (docs/analyzer.md). A busy analyzer (429, 503 with "
         "Retry-After) always means wait",
     )
+    analyzer_rescreen: bool = Field(
+        True,
+        description="a rules fallback made because the analyzer could not be asked (down, "
+        "breaker open, held, exhausted, over budget) is provisional and queued in its "
+        "stream's re-screen queue, which the workers ask the model about once it is back, "
+        "after live traffic; false: still marked provisional, but not queued "
+        "(docs/analyzer.md)",
+    )
     analyzer_id: str | None = Field(
         None,
         min_length=1,

@@ -200,3 +200,22 @@ def test_exporter_serves_each_analyzer_hold_with_its_seconds_left_until_released
     holds.release(redis_client, ["gpt-eu", "quota-svc"])
     samples = scrape(port)
     assert not [key for key in samples if key[0] == "sentinel_analyzer_hold_seconds"]
+
+
+def test_exporter_serves_the_provisional_verdicts_waiting_and_the_oldest_ones_age(
+    settings_env: dict[str, str],
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
+    start_exporter: Callable[..., tuple[int, subprocess.Popen[bytes]]],
+) -> None:
+    # Three provisional verdicts queued two minutes ago (their ids carry the time).
+    queued_ms = int(time.time() * 1000) - 120_000
+    for n in range(3):
+        entry = {**transaction_fields(f"p{n}"), "sentinel_rescreen_of": f"1-{n}"}
+        redis_client.xadd(tx_keys.rescreen, entry, id=f"{queued_ms}-{n}")
+    port, _process = start_exporter(settings_env)
+    samples = scrape(port)
+    labels = _labels(tx_keys)
+    assert value(samples, "sentinel_provisional_verdicts", **labels) == 3
+    oldest = value(samples, "sentinel_provisional_oldest_age_seconds", **labels)
+    assert oldest is not None and 119 <= oldest < 600

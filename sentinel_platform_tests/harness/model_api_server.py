@@ -18,7 +18,9 @@ context with the refusal its ``context_dialect`` documents (:func:`context_refus
 with the API's documented 401 (:func:`rejected_key`), as a provider does once a key is
 revoked. ``script`` answers each call by its number as a test scripts it (status, headers, raw
 body: a gateway's, a rate limiter's), or serves it as above where it returns None. The
-``model_api_server`` fixture serves one per test.
+``model_api_server`` fixture serves one per test. ``down`` makes it a server gone away:
+every request's connection is closed with no answer (and not recorded) until it is set
+back, as a model server that restarts does to its clients.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class ModelApiServer:
 
     url: str = ""
     verdict: dict[str, Any] = field(default_factory=lambda: dict(VERDICT))
+    #: Close every request's connection without an answer (a server gone away).
+    down: bool = False
     #: Answer every request with this status and an error body echoing the key (None: serve).
     refuse_with: int | None = None
     #: The refusal's body instead of the key-echoing one (a server's own error text).
@@ -247,6 +251,9 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if state.down:  # gone away: the connection closes, nothing is answered
+                self.close_connection = True
+                return
             headers = {k.lower(): v for k, v in self.headers.items()}
             self.entry = {"path": self.path, "headers": headers, "body": body, "at": time.time()}
             state.record(self.entry)

@@ -194,7 +194,8 @@ def test_failing_analyzer_commits_rule_based_fallback(
     else:
         url = with_credentials(f"http://127.0.0.1:{free_port()}/assess")
     keys = axiom_keys(settings)
-    worker = start_worker("axioms", url, analyzer_timeout_s=0.3)
+    # Re-screening off: the fallbacks' queued re-screens would ask the analyzer again.
+    worker = start_worker("axioms", url, analyzer_timeout_s=0.3, analyzer_rescreen=False)
     scores = [0.2, 0.9, 0.95]
     process_all(redis_client, keys, [axiom_entry(i, score) for i, score in enumerate(scores)])
     results = results_by_source(redis_client, keys.results)
@@ -310,7 +311,8 @@ def test_the_breaker_gauge_says_open_only_while_the_cool_down_refuses_calls(
 ) -> None:
     """A short outage opens the breaker; the stream then goes idle, so no call moves the
     breaker on. Once its cool-down is over nothing is refused, and the scraped gauge
-    must say so (it said open for ever, and ``SentinelAnalyzerBreakerOpen`` fired)."""
+    must say so (it said open for ever, and ``SentinelAnalyzerBreakerOpen`` fired).
+    Re-screening is off: the fallbacks' queued re-screens would call once it is over."""
     cooldown_s = 5.0
     analyzer_server.mode = "error"
     env = child_env(
@@ -320,6 +322,7 @@ def test_the_breaker_gauge_says_open_only_while_the_cool_down_refuses_calls(
         analyzer_breaker_failures=2,
         analyzer_breaker_cooldown_s=cooldown_s,
         worker_concurrency=1,
+        analyzer_rescreen=False,
     )
     keys = transaction_keys(settings)
     worker = fleet.worker("transactions", "idle-breaker", env, extra=["--metrics-port", "0"])

@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.provisional import DAY
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
+from workers.processors.provisional import day_of
 
 FALLBACK_PREFIX = "Rule-based fallback"
 STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}
@@ -69,7 +71,9 @@ class AxiomProcessor(WireProcessor[Axiom]):
     """Turns an axiom into one ``sentinel:compliance_events`` entry.
 
     ``routed_to_ai`` is "true" when the analyzer was asked (even if it then failed);
-    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback``. A model API's verdict
+    ``driver_used`` is ``rules``, ``analyzer`` or ``fallback`` (saying why: ``fallback_cause``,
+    and ``provisional`` when the model is to be asked again). Every result has the
+    reading's ``day``. A model API's verdict
     also records ``model``, ``prompt_version`` and the tokens (extra fields). A busy analyzer raises
     :class:`Busy` through :meth:`process` (the loop calls again later), never a fallback.
     """
@@ -77,8 +81,10 @@ class AxiomProcessor(WireProcessor[Axiom]):
     stream = "axioms"
     name = "axioms"
 
-    def process(self, message: Axiom) -> Effect:
+    def process(self, message: Axiom, model_only: bool = False) -> Effect:
         threshold = self.settings.axiom_audit_threshold
+        day = day_of(message.emitted_at)
+        provisional = None
         audited = message.anomaly_score > threshold
         reading = describe_reading(message, threshold)
         log_fields: dict[str, Any] = {
@@ -100,10 +106,11 @@ class AxiomProcessor(WireProcessor[Axiom]):
             except Unprocessable:  # no verdict may be made without the analyzer: DLQ
                 raise
             except Exception as exc:  # any analyzer failure means: assume the worst
-                risk, driver = "high", "fallback"
+                fell = self.fallback_of(message, exc, day, model_only)
+                risk, driver, provisional = "high", "fallback", fell.queue
                 narrative = f"{FALLBACK_PREFIX} (analyzer unavailable): {reading}"
                 log_fields["analyzer_error"] = describe_error(exc)
-                recorded = billed_fields(exc)  # an answer billed without a verdict
+                recorded = {**billed_fields(exc), **fell.fields}  # billed: an answer, no verdict
         result = {
             "source_id": message.source_id,
             "domain": message.domain or "unknown",
@@ -115,11 +122,13 @@ class AxiomProcessor(WireProcessor[Axiom]):
             "risk_level": risk,
             "audit_narrative": narrative,
             "driver_used": driver,
+            DAY: day,
             **recorded,
         }
         fields = self.marked(message, {**log_fields, "driver_used": driver})
         result = self.marked(message, result)
-        return Effect(message.natural_key, result, None, fields, sample=self.is_sample(driver))
+        sample = self.is_sample(driver)
+        return Effect(message.natural_key, result, None, fields, sample, provisional)
 
 
 def from_settings(settings: Settings) -> AxiomProcessor:

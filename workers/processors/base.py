@@ -14,6 +14,11 @@ the worker's metrics, its ``Retry-After`` hold and rate limit shared with the fl
 stop (``bind_stop``: a wait for a rate slot ends with it) and its log fields
 (``bind_log_fields``: the worker's stream, group and consumer on the analyzer's lines).
 
+A rules fallback says why (:meth:`WireProcessor.fallback_of`,
+:mod:`workers.processors.provisional`): provisional, and queued for re-screening unless
+``SENTINEL_ANALYZER_RESCREEN`` is off, when the analyzer could not be asked. Called with
+``model_only`` (re-screening), a processor makes no rules verdict: the failure is raised.
+
 The demo's entries (marked, :func:`~sentinel_platform.schemas.is_demo`) never reach the
 analyzer: the demo runs by itself, so it must never spend a paid call nobody asked for.
 They are decided by the rules (``driver_used=rules``) and their results carry the same
@@ -33,6 +38,12 @@ from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from workers.analyzer import Analyzer
+from workers.processors.provisional import (
+    Fallback,
+    fallback,
+    fallback_cause,
+    model_only_error,
+)
 
 M = TypeVar("M", bound=WireModel)
 
@@ -116,7 +127,18 @@ class WireProcessor(Generic[M]):
         """``fields`` (a result or log fields) with the demo's mark when ``message`` has it."""
         return {**fields, DEMO_FIELD: DEMO_VALUE} if _is_demo(message) else fields
 
-    def process(self, message: M) -> Effect:
+    def fallback_of(self, message: M, exc: BaseException, day: str, model_only: bool) -> Fallback:
+        """The rules fallback for ``message`` after the analyzer raised ``exc``: why, and
+        its re-screen queue entry when the cause is the analyzer's and re-screening is on.
+        ``model_only`` (a re-screen): no fallback, the error the message meets instead
+        (:func:`~workers.processors.provisional.model_only_error`) is raised."""
+        cause = fallback_cause(exc)
+        if model_only:
+            raise model_only_error(cause, exc) from exc
+        wire = message.to_fields() if self.settings.analyzer_rescreen else None
+        return fallback(cause, day, wire)
+
+    def process(self, message: M, model_only: bool = False) -> Effect:
         raise NotImplementedError
 
 

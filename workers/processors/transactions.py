@@ -39,9 +39,11 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.provisional import DAY
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
 from workers.processors.base import WireProcessor
+from workers.processors.provisional import day_of
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +149,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
     The result carries every verdict field except ``source_message_id``: only the
     consumer loop knows the stream id, so the loop adds it when it writes the entry.
     ``driver_used`` says who decided: ``rules`` (no analyzer configured), ``analyzer``,
-    or ``fallback`` (the analyzer failed and the rules decided). An analyzer's verdict
+    or ``fallback`` (the analyzer failed and the rules decided, saying why:
+    ``fallback_cause``, and ``provisional`` when the model is to be asked again,
+    :meth:`~workers.processors.base.WireProcessor.fallback_of`). Every verdict has the
+    transaction's ``day``. An analyzer's verdict
     also keeps its ``narrative`` and, from a model API, ``model``, ``prompt_version`` and
     the tokens (``Assessment.recorded``): extra fields, which Sentinel-L7's readers
     ignore. A busy analyzer is
@@ -158,8 +163,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
     stream = "transactions"
     name = "transactions"
 
-    def process(self, message: Transaction) -> Effect:
+    def process(self, message: Transaction, model_only: bool = False) -> Effect:
         rules = evaluate_rules(message, self.settings)
+        day = day_of(message.timestamp)
+        provisional = None
         is_threat, risk_level, driver = rules.is_threat, rules.risk_level, "rules"
         log_fields: dict[str, Any] = {"txn_id": message.id, "rules_fired": list(rules.fired)}
         said: dict[str, str] = {}
@@ -178,9 +185,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
             except Unprocessable:  # no verdict may be made without the analyzer: DLQ
                 raise
             except Exception as exc:  # any analyzer failure means: trust the rules
-                driver = "fallback"
+                fell = self.fallback_of(message, exc, day, model_only)
+                driver, provisional = "fallback", fell.queue
                 log_fields["analyzer_error"] = describe_error(exc)
-                said = billed_fields(exc)  # an answer billed without a verdict
+                said = {**billed_fields(exc), **fell.fields}  # billed: an answer, no verdict
         result = {
             "txn_id": message.id,
             "merchant": message.merchant,
@@ -190,12 +198,14 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "risk_level": risk_level,
             "driver_used": driver,
             "processed_at": utc_now_iso(),
+            DAY: day,
             **said,
         }
         result = self.marked(message, result)
         recent = json.dumps(result, separators=(",", ":"))
         fields = self.marked(message, {**log_fields, "driver_used": driver})
-        return Effect(message.natural_key, result, recent, fields, sample=self.is_sample(driver))
+        sample = self.is_sample(driver)
+        return Effect(message.natural_key, result, recent, fields, sample, provisional)
 
 
 def from_settings(settings: Settings) -> TransactionProcessor:

@@ -130,6 +130,8 @@ class Consumer:
         self._next_recovery = 0.0
         #: the last read got all it asked for: the stream has more (``Calls.room``)
         self._backlogged = False
+        #: the last read got less than it asked for: nothing undelivered waited then
+        self.caught_up = False
         #: what the current pass handled, by report field (``IterationReport``)
         self.tally: Counter[str] = Counter()
         #: everything handled since this consumer was made (the sum of every pass)
@@ -225,6 +227,7 @@ class Consumer:
             waiting = bool(recovered) or bool(self.calls.running)
             batch = self.reader.read_new(room, self._block(waiting))
             self._backlogged = len(batch) >= room  # more to read: read ahead (in_flight.py)
+            self.caught_up = not self._backlogged  # a re-screen may call (workers.rescreening)
             self._take(batch, "read")
         if self.calls.running:  # wait for a call rather than spin
             self.outbox.extend(self.calls.collect(FLUSH_INTERVAL_S))

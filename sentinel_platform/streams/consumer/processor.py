@@ -129,6 +129,12 @@ class Effect:
     fallback read as a latency would teach it a no-load latency of milliseconds, and
     the service's real 100 ms afterwards would read as a queue and cut the limit to 1.
     A processor without a downstream leaves it True: its own time is what it measures.
+
+    ``provisional``, when set, is the entry of the stream's re-screen queue
+    (``StreamKeys.rescreen``) that the result's commit adds atomically with it: the
+    message's wire fields and the queue's ``sentinel_cause`` and ``sentinel_day``; the
+    commit adds the result's own entry id and the message's id
+    (:mod:`~sentinel_platform.streams.backlog.provisional`). None: nothing is queued.
     """
 
     natural_key: str
@@ -136,6 +142,7 @@ class Effect:
     recent: str | None = None
     log_fields: Mapping[str, Any] = field(default_factory=dict)
     sample: bool = True
+    provisional: Mapping[str, str] | None = None
 
 
 class Processor(Protocol):

@@ -24,6 +24,7 @@ RESULT_FIELDS = {
     "metric_value",
     "anomaly_score",
     "emitted_at",
+    "day",
     "routed_to_ai",
     "risk_level",
     "audit_narrative",

@@ -146,7 +146,9 @@ def test_verdict_fields_are_strings_for_the_verdicts_stream(rules_settings: Sett
         "risk_level",
         "driver_used",
         "processed_at",
+        "day",
     }
+    assert effect.result["day"] == "2026-11-21"
     assert all(isinstance(v, str) for v in effect.result.values())
     assert effect.result["amount"] == "497.50"
     assert (effect.result["is_threat"], effect.result["risk_level"]) == ("true", "high")
@@ -226,3 +228,35 @@ def test_a_fallback_records_the_tokens_an_answer_cut_at_max_tokens_was_billed(
     assert (effect.result["model"], effect.result["output_tokens"]) == (OPENAI_MODEL, "50")
     assert billed == model_api_server.billed_tokens
     assert effect.recent is not None and json.loads(effect.recent)["output_tokens"] == "50"
+
+
+def _model_api_processor(server: ModelApiServer, settings: Settings) -> TransactionProcessor:
+    prompts = {"transaction": load_prompt(transactions.PROMPT, settings)}
+    api = OpenAiApi("gpt-4o-mini", max_output_tokens=50)
+    return TransactionProcessor(settings, HttpAnalyzer(server.url, 2.0, api=api, prompts=prompts))
+
+
+@pytest.mark.parametrize("rescreen", [True, False], ids=["queued", "setting-off"])
+def test_a_fallback_of_a_server_gone_away_is_provisional_and_carries_its_queue_entry(
+    model_api_server: ModelApiServer, make_rules_settings: Callable[..., Settings], rescreen: bool
+) -> None:
+    model_api_server.down = True
+    processor = _model_api_processor(
+        model_api_server, make_rules_settings(analyzer_rescreen=rescreen)
+    )
+    txn = make_txn(id="txn-down", timestamp="2026-11-21T23:30:00-02:00")
+    effect = processor.process(txn)
+    assert effect.result["driver_used"] == "fallback"
+    assert (effect.result["fallback_cause"], effect.result["provisional"]) == ("down", "true")
+    assert effect.result["day"] == "2026-11-22"
+    queued = {**txn.to_fields(), "sentinel_cause": "down", "sentinel_day": "2026-11-22"}
+    assert effect.provisional == (queued if rescreen else None)
+
+
+def test_a_fallback_for_an_unusable_answer_is_final_and_not_queued(
+    model_api_server: ModelApiServer, rules_settings: Settings
+) -> None:
+    model_api_server.cut_every = 1
+    effect = _model_api_processor(model_api_server, rules_settings).process(make_txn())
+    assert effect.result["fallback_cause"] == "unusable"
+    assert "provisional" not in effect.result and effect.provisional is None

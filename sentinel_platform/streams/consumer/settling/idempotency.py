@@ -10,7 +10,12 @@ together inside one Lua call. For each message, in order:
   effect (a redelivery, or a producer that published the same record twice) -> XACK
   only (``duplicate``);
 * otherwise, the marker now set with its TTL, XADD to the result stream (capped), push
-  the recent-feed list (capped), XACK -> ``applied``.
+  the recent-feed list (capped), XACK -> ``applied``; an item with a re-screen queue
+  entry (a provisional verdict, ``CommitItem.queue``) also XADDs it to the stream's
+  re-screen queue (``StreamKeys.rescreen``) with the result's entry id
+  (``sentinel_rescreen_of``) and the message's (``sentinel_source_id``), so a verdict is
+  provisional and queued in one step or neither. An item without one costs nothing more:
+  a flag bit tells, and no command runs for it.
 
 Either way the key's in-flight claim, if the item names one (``claims.py``), is deleted
 with the call: the marker answers for the key from then on, so a claim left to lapse by
@@ -60,13 +65,14 @@ COMMIT_EFFECTS = LuaScript(
     "commit_effects",
     WRONG_TYPE_CHECK
     + """
-local stream, results, recent = KEYS[1], KEYS[2], KEYS[3]
+local stream, results, recent, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local group, maxlen, ttl, recent_size = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local bad = wrong_type(results, 'stream') or (recent ~= stream and wrong_type(recent, 'list'))
 if bad then return bad end
 -- Which ids are still pending: one range query when they lie close together (a batch
 -- read at once), else one query per id. The ranged answer is exact when it is not full.
 local ids, low, high, lm, ls, hm, hs = {}, nil, nil, 0, 0, 0, 0
+local queues = false
 local a = 5
 while a <= #ARGV do
   local id = ARGV[a]
@@ -75,7 +81,16 @@ while a <= #ARGV do
   if low == nil or ms < lm or (ms == lm and seq < ls) then low, lm, ls = id, ms, seq end
   if high == nil or ms > hm or (ms == hm and seq > hs) then high, hm, hs = id, ms, seq end
   ids[#ids + 1] = id
-  a = a + 4 + 2 * tonumber(ARGV[a + 3])
+  local after = a + 4 + 2 * tonumber(ARGV[a + 3])
+  if tonumber(ARGV[a + 1]) >= 4 then  -- a queue entry follows the result's fields
+    queues = true
+    after = after + 1 + 2 * tonumber(ARGV[after])
+  end
+  a = after
+end
+if queues and queue ~= stream then
+  bad = wrong_type(queue, 'stream')
+  if bad then return bad end
 end
 local pending = nil
 if #ids > 1 then
@@ -87,17 +102,18 @@ if #ids > 1 then
   end
 end
 local statuses, acks, pushes, released = {}, {}, {}, {}
-local k = 4
+local k = 5
 a = 5
 while a <= #ARGV do
   local id, flags, recent_value = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local nfields = tonumber(ARGV[a + 3])
   local marker = KEYS[k]
   local claim = nil
-  if flags >= 2 then
+  if flags % 4 >= 2 then
     claim = KEYS[k + 1]
     k = k + 1
   end
+  local last = a + 3 + 2 * nfields
   local status, is_pending
   if pending then
     is_pending = pending[id]
@@ -111,8 +127,16 @@ while a <= #ARGV do
     status = 0
   else
     -- The marker first: the call's first write is the only one that can fail on memory.
-    local last = a + 3 + 2 * nfields
-    redis.call('XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
+    local written = redis.call(
+      'XADD', results, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, a + 4, last))
+    if flags >= 4 and queue ~= stream then  -- a provisional verdict: its re-screen entry
+      local entry = {unpack(ARGV, last + 2, last + 1 + 2 * tonumber(ARGV[last + 1]))}
+      entry[#entry + 1] = 'sentinel_rescreen_of'
+      entry[#entry + 1] = written
+      entry[#entry + 1] = 'sentinel_source_id'
+      entry[#entry + 1] = id
+      redis.call('XADD', queue, '*', unpack(entry))
+    end
     if recent_value ~= '' and recent ~= stream then
       pushes[#pushes + 1] = recent_value
     end
@@ -127,7 +151,8 @@ while a <= #ARGV do
     k = k + 1
   end
   statuses[#statuses + 1] = status
-  a = a + 4 + 2 * nfields
+  a = last + 1
+  if flags >= 4 then a = a + 1 + 2 * tonumber(ARGV[a]) end
   k = k + 1
 end
 -- One XACK for the call: after the first write nothing in it can fail on memory, so
@@ -167,6 +192,9 @@ class CommitItem:
     clear_attempts: bool = False
     #: the key's in-flight claim (``claims.py``), deleted once the marker answers for it
     claim: str | None = None
+    #: a provisional verdict's re-screen queue entry (``Effect.provisional``), added to
+    #: ``StreamKeys.rescreen`` with the result's entry id only when the effect applies
+    queue: Mapping[str, str] | None = None
 
 
 def queue_commits(
@@ -180,8 +208,14 @@ def queue_commits(
     marker_prefix = keys.marker_prefix
     for start in range(0, len(items), COMMIT_CHUNK):
         chunk = items[start : start + COMMIT_CHUNK]
-        # With no recent list configured, the stream key stands in (and is never written).
-        script_keys = [keys.stream, keys.results, keys.recent or keys.stream]
+        # With no recent list or re-screen queue configured, the stream key stands in
+        # (and is never written).
+        script_keys = [
+            keys.stream,
+            keys.results,
+            keys.recent or keys.stream,
+            keys.rescreen or keys.stream,
+        ]
         args: list[object] = [
             keys.group,
             limits.results_maxlen,
@@ -197,11 +231,18 @@ def queue_commits(
                 script_keys.append(item.claim)
             if item.clear_attempts:
                 script_keys.append(attempt_key(keys, item.message_id))
+            queue = item.queue
             flags = (2 if item.claim is not None else 0) + (1 if item.clear_attempts else 0)
+            if queue:
+                flags += 4
             args += (item.message_id, flags, item.recent or "")
             args.append(len(result))
             for name, value in result.items():
                 args += (name, value)
+            if queue:
+                args.append(len(queue))
+                for name, value in queue.items():
+                    args += (name, value)
         COMMIT_EFFECTS.queue(pipe, script_keys, args)
         calls += 1
     return calls

@@ -256,15 +256,22 @@ class Outbox:
 
 
 def _commit_item(commit: Commit, claims: StreamKeys | None) -> CommitItem:
-    """The commit of ``commit``; with ``claims``, its key's claim is released with it."""
+    """The commit of ``commit``; with ``claims``, its key's claim is released with it.
+
+    The result names the message it decides (``source_message_id``): the delivery's id,
+    unless the effect names one itself (a re-screen's verdict names the message it
+    re-screens, not the queue entry it was delivered as)."""
     delivery = commit.delivery
+    effect = commit.effect
+    source = effect.result.get("source_message_id") or delivery.id
     return CommitItem(
         delivery.id,
         commit.natural_key,
-        {**commit.effect.result, "source_message_id": delivery.id},
-        commit.effect.recent,
+        {**effect.result, "source_message_id": source},
+        effect.recent,
         clear_attempts=delivery.deliveries > 1,
         claim=claim_key(claims, commit.natural_key) if claims is not None else None,
+        queue=effect.provisional,
     )
 
 

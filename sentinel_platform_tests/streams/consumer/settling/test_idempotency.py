@@ -21,6 +21,7 @@ from sentinel_platform.streams.consumer.settling.idempotency import (
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.replies import entries
 from sentinel_platform_tests.harness.streams import publish
 
 BATCH = 6
@@ -104,3 +105,41 @@ def test_a_commit_releases_its_keys_claims_unless_the_message_was_settled_elsewh
 
     assert commit_statuses(pipe.execute()[0]) == ["applied", "duplicate", "stale"]
     assert [redis_client.exists(claim) for claim in claims] == [0, 0, 1]
+
+
+def test_an_applied_provisional_verdict_is_queued_with_its_result_in_the_same_call(
+    redis_client: RedisClient, tx_keys: StreamKeys, settings: Settings
+) -> None:
+    """An item with a re-screen queue entry adds it to ``keys.rescreen`` with the id its
+    result was written under and the message's id; a duplicate's and a stale one's
+    queue nothing; the items around it (claims, attempts, none) commit as before."""
+    ensure_group(redis_client, tx_keys)
+    ids = publish(redis_client, tx_keys, [{"key": f"q{n}"} for n in range(5)])
+    redis_client.xreadgroup(tx_keys.group, "us", {tx_keys.stream: ">"})
+    redis_client.set(tx_keys.marker("key-2"), "earlier")  # a duplicate with an entry
+    redis_client.xack(tx_keys.stream, tx_keys.group, ids[3])  # a stale one with an entry
+    claim = claim_key(tx_keys, "key-4")
+    redis_client.set(claim, "us", px=60_000)
+    queued = {"data": "{}", "sentinel_cause": "down", "sentinel_day": "2026-11-21"}
+    limits = CommitLimits(settings.results_maxlen, 60, settings.recent_transactions_size)
+    items = [
+        CommitItem(ids[0], "key-0", {"n": "0"}, None, queue=queued),
+        CommitItem(ids[1], "key-1", {"n": "1"}, None, clear_attempts=True),
+        CommitItem(ids[2], "key-2", {"n": "2"}, None, queue=queued),
+        CommitItem(ids[3], "key-3", {"n": "3"}, None, queue=queued),
+        CommitItem(ids[4], "key-4", {"n": "4"}, None, claim=claim, queue=queued),
+    ]
+    COMMIT_EFFECTS.load(redis_client)
+    pipe = redis_client.pipeline(transaction=False)
+    queue_commits(pipe, tx_keys, items, limits)
+
+    statuses = commit_statuses(pipe.execute()[0])
+    assert statuses == ["applied", "applied", "duplicate", "stale", "applied"]
+    results = {fields["n"]: at for at, fields in entries(redis_client.xrange(tx_keys.results))}
+    assert sorted(results) == ["0", "1", "4"]
+    queued_entries = [fields for _at, fields in entries(redis_client.xrange(tx_keys.rescreen))]
+    assert queued_entries == [
+        {**queued, "sentinel_rescreen_of": results["0"], "sentinel_source_id": ids[0]},
+        {**queued, "sentinel_rescreen_of": results["4"], "sentinel_source_id": ids[4]},
+    ]
+    assert not redis_client.exists(claim)
