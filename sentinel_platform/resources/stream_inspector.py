@@ -3,9 +3,9 @@
 Kept apart from the publisher resource on purpose: watching the pipeline must never be
 able to write to the data streams. The only writes its users make are the producer-pause
 flag, which is the sensors' job to own, and the pruning of an empty hand-back holder from
-a consumer group (``operations.handback``), which no worker does. It holds no configuration: the caller passes the
-settings it got from the settings resource, so a check's thresholds and the server it
-reads always come from the same settings.
+a consumer group (``operations.handback``), which no worker does. It holds no
+configuration: the caller passes the settings it got from the settings resource, so a
+check's thresholds and the server it reads always come from the same settings.
 """
 
 from __future__ import annotations
