@@ -49,15 +49,30 @@ EXHAUSTED = "exhausted"
 FINAL_FATE = "final: asking the model again would not help (a refusal or an unusable answer)"
 
 
+#: The fate policy of ``SENTINEL_ANALYZER_WHEN_DOWN=rules`` with re-screening off.
+RULES_UNQUEUED = "rules_unqueued"
+
+
+def fate_policy(when_down: str, rescreen: bool) -> str:
+    """What becomes of a message the analyzer cannot decide, as :func:`message_fate` reads
+    it: ``SENTINEL_ANALYZER_WHEN_DOWN``, told apart under ``rules`` by
+    ``SENTINEL_ANALYZER_RESCREEN`` (a provisional verdict is queued for the model or not)."""
+    return RULES_UNQUEUED if when_down == "rules" and not rescreen else when_down
+
+
 def message_fate(cause: str, when_down: str) -> str:
     """What happens to a message the analyzer cannot decide now, for a hold or fallback
-    ``cause`` under ``SENTINEL_ANALYZER_WHEN_DOWN``: a sentence that ends a summary."""
+    ``cause`` under the :func:`fate_policy` ``when_down``: a sentence that ends a summary."""
     if cause in BUSY_CAUSES:
         return "its messages wait (a busy analyzer always means wait)"
     if when_down == "wait":
         return "its messages wait for the analyzer (`SENTINEL_ANALYZER_WHEN_DOWN=wait`)"
-    if when_down == "dlq":
-        return "its messages are dead-lettered (`SENTINEL_ANALYZER_WHEN_DOWN=dlq`)"
+    if when_down == RULES_UNQUEUED:
+        return (
+            "its messages are decided by the rules and marked provisional; re-screening is "
+            "off (`SENTINEL_ANALYZER_RESCREEN=false`): launch a day's `rescreen_<stream>` "
+            "job once the analyzer is back"
+        )
     return (
         "its messages are decided by the rules and marked provisional; they are "
         "re-screened when the analyzer is back"

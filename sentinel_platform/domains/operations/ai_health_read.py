@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import redis
 
-from sentinel_platform.domains.operations.ai_health import AiFigures
+from sentinel_platform.domains.operations.ai_health import AiFigures, fate_policy
 from sentinel_platform.schemas import is_demo
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.entry_ages import server_now_s
@@ -63,6 +63,6 @@ def read_figures(
         fallback_causes=dict(causes),
         holds=list(found),
         provisional=read_provisional(client, keys),
-        when_down=str(settings.analyzer_when_down),
+        when_down=fate_policy(str(settings.analyzer_when_down), settings.analyzer_rescreen),
         analyzer_configured=settings.analyzer_url is not None,
     )

@@ -22,7 +22,12 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from sentinel_platform.domains.operations.ai_health import CHECK_NAME, health_alerts, judge
+from sentinel_platform.domains.operations.ai_health import (
+    CHECK_NAME,
+    fate_policy,
+    health_alerts,
+    judge,
+)
 from sentinel_platform.domains.operations.ai_health_read import read_figures
 from sentinel_platform.domains.operations.analyzer_holds import due, held_since, hold_alert
 from sentinel_platform.domains.operations.check_verdict import latest_materialization
@@ -50,7 +55,7 @@ def build_ai_health_sensor(
     )
     def _sensor(tick: SensorTick) -> dg.SensorResult:
         current = tick.settings
-        when_down = str(current.analyzer_when_down)
+        when_down = fate_policy(str(current.analyzer_when_down), current.analyzer_rescreen)
         events: list[dg.AssetCheckEvaluation] = []
         notes: list[str] = []
         with tick.client() as client:

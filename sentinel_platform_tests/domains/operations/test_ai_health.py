@@ -28,7 +28,8 @@ RULES_FATE = "decided by the rules and marked provisional; they are re-screened"
     [
         ("exhausted", "rules", RULES_FATE, "wait"),
         ("exhausted", "wait", "messages wait for the analyzer", "rules"),
-        ("exhausted", "dlq", "dead-lettered", "rules"),
+        ("exhausted", "rules_unqueued", "re-screening is off", "wait"),
+        ("down", "rules_unqueued", "rescreen_<stream>", "are re-screened"),
         ("down", "rules", RULES_FATE, "wait"),
         ("breaker_open", "wait", "messages wait for the analyzer", "rules"),
         ("retry_after", "rules", "a busy analyzer always means wait", "rules decide"),
