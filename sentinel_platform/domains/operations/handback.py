@@ -22,9 +22,8 @@ from typing import Literal
 
 import redis
 
-from sentinel_platform.streams.consumer.settling.outbox import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.plumbing.keys import HANDBACK_CONSUMER, StreamKeys
 from sentinel_platform.streams.plumbing.scripts import LuaScript
 
 __all__ = ["HANDBACK_CONSUMER", "PRUNE_HANDBACK", "PruneOutcome", "prune_handback"]

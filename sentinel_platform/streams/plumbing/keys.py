@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from sentinel_platform.registry import AXIOMS, TRANSACTIONS, StreamSpec, spec_for, stream_specs
 from sentinel_platform.settings import Settings
 
+#: The consumer name holding messages a stopping worker handed back to its group: it never
+#: has a lease, so every worker may claim them (the consumer's outbox hands them back, the
+#: operations sensors prune the holder once it is empty).
+HANDBACK_CONSUMER = "sentinel-handback"
+
 
 @dataclass(frozen=True)
 class StreamKeys:

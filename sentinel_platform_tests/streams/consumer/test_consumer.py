@@ -16,9 +16,8 @@ from sentinel_platform.streams.consumer.processor import Effect, Processor
 from sentinel_platform.streams.consumer.settling import outbox as outbox_module
 from sentinel_platform.streams.consumer.settling.attempts import queue_error as queue_error_today
 from sentinel_platform.streams.consumer.settling.attempts import read_attempts
-from sentinel_platform.streams.consumer.settling.outbox import HANDBACK_CONSUMER
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
+from sentinel_platform.streams.plumbing.keys import HANDBACK_CONSUMER, StreamKeys, attempt_key
 from sentinel_platform_tests.harness.consumers import MakeConsumer
 from sentinel_platform_tests.harness.processors import CALLS_KEY
 from sentinel_platform_tests.harness.streams import one_batch, pending_of, publish

@@ -50,7 +50,7 @@ from sentinel_platform.streams.consumer.settling.idempotency import (
     queue_commits,
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, attempt_key
+from sentinel_platform.streams.plumbing.keys import HANDBACK_CONSUMER, StreamKeys, attempt_key
 from sentinel_platform.streams.plumbing.scripts import with_scripts
 from sentinel_platform.streams.plumbing.tagged_pipeline import TaggedPipeline
 
@@ -60,8 +60,6 @@ log = logging.getLogger(__name__)
 ALL_SCRIPTS = (COMMIT_EFFECTS, DEAD_LETTER, CLAIM, PRUNE, RECORD_CALL, CLAIM_KEYS, REFRESH_CLAIMS)
 #: Idle time given to handed-back messages: past every claim threshold.
 HANDBACK_IDLE_MS = 10**10
-#: Holder of handed-back messages; it never has a lease, so every worker may claim them.
-HANDBACK_CONSUMER = "sentinel-handback"
 
 
 class Outbox:
