@@ -30,7 +30,7 @@ CAUSE_TEXT = {
     "breaker_open": "the analyzer is down: its circuit breaker is open",
     "held": "the fleet holds the analyzer (no worker calls it)",
     "exhausted": "the analyzer is exhausted (quota, spend limit or key)",
-    "over_budget": "the token budget (SENTINEL_ANALYZER_TOKENS_PER_MINUTE) is spent",
+    "over_budget": "the daily token budget (SENTINEL_ANALYZER_DAILY_TOKENS) is spent",
     "refused": "the model refused the messages",
     "unusable": "the model's answers were no verdicts",
 }

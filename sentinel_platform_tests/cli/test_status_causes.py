@@ -37,7 +37,7 @@ CASES = [
     ({"exhausted": 9}, [QUOTA], "gpt-eu is exhausted (insufficient_quota)"),
     ({"exhausted": 9}, [KEY, QUOTA], "gpt-eu is exhausted (insufficient_quota)"),
     ({"exhausted": 9}, [KEY], "holds its key sk-...abcd (rejected_key)"),
-    ({"over_budget": 7, "down": 2}, [], "SENTINEL_ANALYZER_TOKENS_PER_MINUTE"),
+    ({"over_budget": 7, "down": 2}, [], "SENTINEL_ANALYZER_DAILY_TOKENS"),
     ({"down": 2, "breaker_open": 7}, [BUSY], "circuit breaker is open"),
     ({"down": 7, "unknown": 9}, [], "the analyzer is down"),
 ]
