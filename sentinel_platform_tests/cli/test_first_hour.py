@@ -219,8 +219,9 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
         return text if text.startswith("idle: nothing to drain") else None
 
     wait_until(idle_check, timeout_s=180, interval_s=1)
-    page.goto(f"{platform.url}/assets/transaction_stream?view=checks")  # the lag check first
-    page.get_by_text(LAG_CHECK).filter(visible=True).first.wait_for()
+    page.goto(f"{platform.url}/assets/transaction_stream?view=checks")
+    # the page opens the first check by name (ai_verdicts): open the lag check's
+    page.get_by_text(LAG_CHECK).filter(visible=True).first.click()
     page.get_by_text("idle: nothing to drain").first.wait_for()
     shot("8-idle-stream-lag-check")
     cursor = _sensor_state(platform, LAG_SENSOR)["typeSpecificData"]["lastCursor"] or ""
