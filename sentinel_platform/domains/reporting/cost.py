@@ -22,10 +22,11 @@ output price the metadata shows tokens only: a cost made up from a default price
 would be wrong for every provider but one. Cached prompt tokens are billed at the cached
 price when set, else at the input price (never less than what is paid).
 
-The tables fit their cell in the Dagster UI's metadata, whose value column holds about
-four short columns at a laptop's width (more scroll out of sight): each is the day, lane
-and model and one figure: ``analyzer_usage`` the AI verdicts, ``analyzer_tokens`` the
-tokens billed (input + output), ``analyzer_cost`` (with prices) the cost. The totals
+The tables fit their cell in the Dagster UI's metadata, whose value column is narrow at a
+laptop's width (a third column already scrolls out of sight): each has two columns, one
+figure and then the day, lane and model in one cell: ``analyzer_usage`` the AI
+verdicts, ``analyzer_tokens`` the tokens billed (input + output), ``analyzer_cost``
+(with prices) the cost. The totals
 give the input, output and cached tokens and the answers billed without a verdict
 (``unusable``) apart.
 """
@@ -45,6 +46,8 @@ from sentinel_platform.streams.backlog.provisional import DAY
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens")
 #: The columns that name a row of the tables: (name, type).
 KEY_COLUMNS = (("day", "string"), ("lane", "string"), ("model", "string"))
+#: The tables' second column: the day, lane and model of the row, in one cell.
+ROW_NAME = "day · lane · model"
 #: Result field: how the model was asked; absent, :data:`REALTIME`.
 LANE = "lane"
 REALTIME = "realtime"
@@ -127,12 +130,26 @@ def usage_by_day(raw: DataFrame) -> DataFrame:
     )
 
 
-def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> dg.TableMetadataValue:
-    """The first :data:`MAX_ROWS` of ``rows`` as a typed table of ``columns``."""
-    names = [name for name, _ in columns]
-    records = [dg.TableRecord({n: row[n] for n in names}) for row in rows[:MAX_ROWS]]
-    schema = dg.TableSchema(columns=[dg.TableColumn(n, kind) for n, kind in columns])
-    return dg.MetadataValue.table(records, schema=schema)
+def _table(rows: list[dict[str, Any]], figure: tuple[str, str]) -> dg.TableMetadataValue:
+    """The first :data:`MAX_ROWS` of ``rows`` as a two-column table: ``figure`` (name,
+    type) first, then :data:`ROW_NAME` (the day, lane and model in one cell). The UI
+    never wraps a table cell, so a narrow window cuts the table's right end: there it
+    cuts the model's name, never the figure. Each record keeps the day, lane and model
+    apart too, for a reader of the API (the UI shows the schema's columns)."""
+    name = figure[0]
+    keys = [key for key, _ in KEY_COLUMNS]
+    records = [
+        dg.TableRecord(
+            {
+                ROW_NAME: " · ".join(str(row[k]) for k in keys),
+                name: row[name],
+                **{k: row[k] for k in keys},
+            }
+        )
+        for row in rows[:MAX_ROWS]
+    ]
+    columns = [dg.TableColumn(name, figure[1]), dg.TableColumn(ROW_NAME, "string")]
+    return dg.MetadataValue.table(records, schema=dg.TableSchema(columns=columns))
 
 
 def usage_tables(rows: list[dict[str, Any]], priced: bool) -> dict[str, dg.TableMetadataValue]:
@@ -146,7 +163,7 @@ def usage_tables(rows: list[dict[str, Any]], priced: bool) -> dict[str, dg.Table
         "analyzer_tokens": ("tokens", "int"),
         **({"analyzer_cost": ("cost", "float")} if priced else {}),
     }
-    return {key: _table(rows, [*KEY_COLUMNS, figure]) for key, figure in figures.items()}
+    return {key: _table(rows, figure) for key, figure in figures.items()}
 
 
 def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:

@@ -42,9 +42,12 @@ SUPERSEDED_BY = "superseded_by"
 THREAT_ROWS = 50
 #: A narrative longer than this is cut (with an ellipsis) in the UI's table.
 NARRATIVE_CHARS = 200
-#: The threats table's columns, few enough to fit the UI's metadata cell: ``by`` is the
-#: model of a model's verdict, else ``driver_used`` (rules, fallback).
+#: The threats' fields: ``by`` is the model of a model's verdict, else ``driver_used``
+#: (rules, fallback).
 THREAT_COLUMNS = ("day", "txn_id", "by", "narrative")
+#: The threats table's first column in the UI: the transaction, its day and who decided,
+#: in one cell that wraps, so that the table (this and the narrative) fits its cell.
+THREAT_NAME = "txn_id · day · by"
 
 
 def _field(name: str, cast: str | None = None) -> Column:
@@ -119,6 +122,14 @@ def threats_table(verdicts: DataFrame) -> dg.TableMetadataValue:
         .limit(THREAT_ROWS)
         .collect()
     )
-    records = [dg.TableRecord({n: short(row[n]) for n in THREAT_COLUMNS}) for row in rows]
-    schema = dg.TableSchema(columns=[dg.TableColumn(n, "string") for n in THREAT_COLUMNS])
-    return dg.MetadataValue.table(records, schema=schema)
+    records = [
+        dg.TableRecord(
+            {
+                THREAT_NAME: " · ".join(str(row[n]) for n in ("txn_id", "day", "by")),
+                **{n: short(row[n]) for n in THREAT_COLUMNS},
+            }
+        )
+        for row in rows
+    ]
+    columns = [dg.TableColumn(THREAT_NAME, "string"), dg.TableColumn("narrative", "string")]
+    return dg.MetadataValue.table(records, schema=dg.TableSchema(columns=columns))

@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from sentinel_platform.domains.reporting.cost import Prices, cost, prices_from
+from sentinel_platform.domains.reporting.cost import ROW_NAME, Prices, cost, prices_from
 from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings, load_settings
@@ -140,9 +140,11 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_data_day_lane_and_mode
         ("2026-11-27", "realtime", MODEL),
     }
     assert all(set(by_key) == keys for by_key in rows.values())
-    # few columns, so each table fits its cell in the UI: the day, lane, model and a figure
+    # two columns, so each table fits its cell in the UI: a figure, then the day, lane, model
     for key, figure in [("analyzer_usage", "verdicts"), ("analyzer_tokens", "tokens")]:
-        assert [c.name for c in tables[key].schema.columns] == ["day", "lane", "model", figure]
+        assert [c.name for c in tables[key].schema.columns] == [figure, ROW_NAME]
+    named = {r.data[ROW_NAME] for r in tables["analyzer_cost"].records}
+    assert named == {" · ".join(key) for key in keys}
     old_day = ("2026-11-25", "realtime", MODEL)
     assert rows["analyzer_usage"][old_day]["verdicts"] == 2  # and one billed without one
     assert rows["analyzer_tokens"][old_day]["tokens"] == 3351 + 492

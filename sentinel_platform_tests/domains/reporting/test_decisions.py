@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from sentinel_platform.domains.reporting.decisions import short
+from sentinel_platform.domains.reporting.decisions import THREAT_NAME, short
 from sentinel_platform.domains.reporting.definitions import ASSETS as REPORTING_ASSETS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -113,6 +113,8 @@ def test_a_rescreened_verdict_supersedes_the_provisional_one_and_both_are_kept(
     counts = (meta["decisions"].value, meta["superseded"].value, meta["provisional"].value)
     assert counts == (3, 1, 1)
     threats = meta["threats"].value.records
+    # two columns, so the table fits its cell in the UI: who and when, and the narrative
+    assert [c.name for c in meta["threats"].value.schema.columns] == [THREAT_NAME, "narrative"]
     assert [r.data["txn_id"] for r in threats] == ["t-0", "t-2"]  # the newest entry first
     assert (threats[0].data["by"], threats[0].data["narrative"]) == (
         MODEL["model"],
