@@ -42,13 +42,19 @@ from sentinel_platform.streams.backlog.progress import last_publish, record_publ
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
 from sentinel_platform_tests.cli.test_operator_journey import (
-    _land_transactions,
+    ROWS,
     _shot,
     _ui_runs,
     assert_no_welcome,
 )
 from sentinel_platform_tests.harness.operations import read_alerts
-from sentinel_platform_tests.harness.platform import LOCATION, Platform, launch, wait_for_run
+from sentinel_platform_tests.harness.platform import (
+    LOCATION,
+    Platform,
+    land_transactions,
+    launch,
+    wait_for_run,
+)
 from sentinel_platform_tests.harness.waits import wait_until
 
 #: A Dagster start, a checks run, a demo run, a failed run and a landed day through
@@ -262,7 +268,7 @@ def test_first_hour_reads_true_and_a_fresh_materialize_gives_advice_that_works(
 
     # The user's own day lands before the rebuild (as the operator journey's does): the
     # advice builds it, a few hundred rows, rather than the 20,000 it generates without one.
-    _land_transactions(settings, today)
+    land_transactions(settings, today, ROWS, "landed")
     shell_env = {k: v for k, v in platform.env.items() if k != "DAGSTER_HOME"}
     followed = subprocess.run(
         ["bash", "-c", command],

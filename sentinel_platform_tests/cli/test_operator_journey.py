@@ -18,7 +18,6 @@ it generates without one.
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from sentinel_platform_tests.harness.platform import (
     LOCATION,
     SPIKE_ENV,
     Platform,
+    land_transactions,
     run_diagnosis,
     run_status,
     wait_for_run,
@@ -57,14 +57,6 @@ SENSOR_TICKS = """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s)
   ... on Sensor { sensorState { ticks(limit: 20) { skipReason } } } } }"""
 PARTITION_RUNS = """query($f: RunsFilter!) { runsOrError(filter: $f, limit: 20) { ... on Runs {
   results { runId assetSelection { path } tags { key value } } } } }"""
-
-
-def _land_transactions(settings: Settings, partition: str) -> None:
-    """``ROWS`` valid transactions as the landing file of ``partition`` (JSON lines)."""
-    day = settings.home_dir / "landing" / "transactions" / partition
-    day.mkdir(parents=True, exist_ok=True)
-    lines = (json.dumps(valid_transaction(f"landed-{n}")) for n in range(ROWS))
-    (day / "transactions.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def _ui_runs(platform: Platform, partition: str) -> list[str]:
@@ -133,7 +125,7 @@ def test_operator_launches_from_the_ui_and_finds_the_backpressure_spike(
     settings: Settings,
 ) -> None:
     today = datetime.now(UTC).date().isoformat()
-    _land_transactions(settings, today)
+    land_transactions(settings, today, ROWS, "landed")
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.set_default_timeout(60_000)
     shot = _shot(page, screenshots)

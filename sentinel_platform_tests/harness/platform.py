@@ -26,6 +26,7 @@ from sentinel_platform_tests.harness.sentinel_up import (
     dagster_log_tail,
     start_sentinel_up,
 )
+from sentinel_platform_tests.harness.strategies import valid_transaction
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -153,6 +154,20 @@ def run_diagnosis(platform: Platform, run_id: str, events: int = 25, lines: int 
         tail = log.read_text(errors="replace").splitlines()[-lines:]
         parts += [f"--- {log.name}", *tail]
     return "\n".join(parts)
+
+
+def land_transactions(settings: Settings, partition: str, rows: int, prefix: str) -> list[str]:
+    """``rows`` valid transactions (ids ``<prefix>-<n>``, stamped at noon of ``partition``)
+    as the landing file of ``partition`` (JSON lines), as a user's own data would be: a
+    publish run of that day sends these instead of the 20,000 it generates without one.
+    Their ids, in order."""
+    day = settings.home_dir / "landing" / "transactions" / partition
+    day.mkdir(parents=True, exist_ok=True)
+    ids = [f"{prefix}-{n}" for n in range(rows)]
+    noon = f"{partition}T12:00:00Z"
+    lines = (json.dumps({**valid_transaction(txn_id), "timestamp": noon}) for txn_id in ids)
+    (day / "transactions.jsonl").write_text("\n".join(lines) + "\n")
+    return ids
 
 
 def start_platform(
