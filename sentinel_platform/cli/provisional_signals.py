@@ -1,49 +1,31 @@
 """The provisional verdicts of each stream, as the exporter serves them.
 
-Read with the contract's one read
-(:func:`~sentinel_platform.streams.backlog.provisional.read_provisional`) on each shard
-on record of a stream (its own keys when it has one) and summed: the verdicts waiting
-in every shard's re-screen queue, and the oldest one's age over them all.
-:func:`provisional_families` is the pure translation into metric families.
+Read over the shards on record of a stream (its own keys when it has one) with
+:func:`~sentinel_platform.streams.backlog.provisional_shards.read_shards_provisional`,
+the read ``sentinel status`` shares: the verdicts waiting in every shard's re-screen
+queue, and the oldest one's age over them all. :func:`provisional_families` is the pure
+translation into metric families.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from sentinel_platform.registry import StreamSpec
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.backlog.provisional import (
-    NOTHING,
-    ProvisionalBacklog,
-    read_provisional,
-)
+from sentinel_platform.streams.backlog.provisional import ProvisionalBacklog
+from sentinel_platform.streams.backlog.provisional_shards import read_shards_provisional
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.sharding.shards import recorded_keys
-
-
-def combined(backlogs: Iterable[ProvisionalBacklog]) -> ProvisionalBacklog:
-    """The backlogs of a stream's shards as one: waiting summed, the oldest age the
-    largest of those known."""
-    waiting, ages = 0, []
-    for backlog in backlogs:
-        waiting += backlog.waiting
-        if backlog.oldest_age_s is not None:
-            ages.append(backlog.oldest_age_s)
-    if not waiting:
-        return NOTHING
-    return ProvisionalBacklog(waiting, max(ages) if ages else None)
 
 
 def read_stream_provisional(
     client: RedisClient, settings: Settings, spec: StreamSpec
 ) -> ProvisionalBacklog:
     """``spec``'s provisional verdicts over its shards on record."""
-    return combined(
-        read_provisional(client, keys) for keys in recorded_keys(client, settings, spec)
-    )
+    return read_shards_provisional(client, recorded_keys(client, settings, spec))
 
 
 def provisional_families(

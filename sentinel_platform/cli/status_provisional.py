@@ -2,24 +2,21 @@
 
 A provisional verdict is a rules fallback made only because the analyzer could not be
 asked; it waits in its stream's re-screen queue for the model
-(:mod:`~sentinel_platform.streams.backlog.provisional`). The status reads each queue with
-:func:`~sentinel_platform.streams.backlog.provisional.read_provisional`, the one read the
-exporter and Dagster share, and a sharded stream's queues are summed (:func:`combine`:
-the counts added, the oldest age the oldest of all). A queue whose oldest entry has
+(:mod:`~sentinel_platform.streams.backlog.provisional`). The status reads a stream's
+queues with
+:func:`~sentinel_platform.streams.backlog.provisional_shards.read_shards_provisional`,
+the read the exporter shares: a sharded stream's queues summed, the oldest age the
+oldest of all. A queue whose oldest entry has
 waited longer than :data:`WARN_AFTER_S` is a warning: the model has not come back, or
 re-screening does not keep up, and until it does those messages keep the rules' verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sentinel_platform.streams.backlog.provisional import (
-    NOTHING,
-    ProvisionalBacklog,
-    read_provisional,
-)
+from sentinel_platform.streams.backlog.provisional_shards import read_shards_provisional
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 
@@ -28,23 +25,10 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 WARN_AFTER_S = 600.0
 
 
-def combine(backlogs: Iterable[ProvisionalBacklog]) -> ProvisionalBacklog:
-    """Several queues as one: their waiting verdicts summed, the oldest age of all."""
-    waiting, ages = 0, []
-    for backlog in backlogs:
-        waiting += backlog.waiting
-        if backlog.oldest_age_s is not None:
-            ages.append(backlog.oldest_age_s)
-    if not waiting:
-        return NOTHING
-    return ProvisionalBacklog(waiting, max(ages) if ages else None)
-
-
 def read(client: RedisClient, shards: Sequence[StreamKeys]) -> dict[str, Any]:
-    """The provisional backlog of a stream whose shards' keys are ``shards`` (each queue
-    read once), as the status document holds it."""
-    queues = {shard.rescreen: shard for shard in shards if shard.rescreen}
-    return combine(read_provisional(client, keys) for keys in queues.values()).as_dict()
+    """The provisional backlog of a stream whose shards' keys are ``shards``, as the
+    status document holds it."""
+    return read_shards_provisional(client, shards).as_dict()
 
 
 def age_text(seconds: float) -> str:

@@ -5,18 +5,17 @@ contract shapes it, and warns while the oldest is older than its bound."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from sentinel_platform.cli.status_provisional import WARN_AFTER_S, age_text, combine, line
+from sentinel_platform.cli.status_provisional import WARN_AFTER_S, age_text, line
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
 from sentinel_platform.streams.backlog.provisional import (
-    NOTHING,
     QUEUE_CAUSE,
     QUEUE_DAY,
     QUEUE_RESULT_ID,
     QUEUE_SOURCE_ID,
-    ProvisionalBacklog,
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
@@ -36,7 +35,7 @@ def _queue(client: RedisClient, keys: StreamKeys, n: int, age_s: float = 0.0) ->
     contract's ``sentinel_`` fields), the first ``age_s`` seconds old."""
     now_ms = int(client.time()[0]) * 1000
     for i in range(n):
-        fields = {
+        fields: dict[Any, Any] = {
             **transaction_fields(f"tx-{i}"),
             QUEUE_RESULT_ID: f"{now_ms}-{i}",
             QUEUE_SOURCE_ID: f"{now_ms - 1000}-{i}",
@@ -76,21 +75,6 @@ def test_an_old_provisional_verdict_is_a_warning(
     [warning] = result.json()["warnings"]  # type: ignore[index]
     assert warning.startswith(f"{tx_keys.stream}: 2 provisional verdicts wait for the model")
     assert "(over 10m 00s)" in warning
-
-
-CASES = [
-    ([], NOTHING),
-    ([NOTHING, NOTHING], NOTHING),
-    ([ProvisionalBacklog(3, 10.0), NOTHING], ProvisionalBacklog(3, 10.0)),
-    ([ProvisionalBacklog(3, 10.0), ProvisionalBacklog(2, 70.5)], ProvisionalBacklog(5, 70.5)),
-]
-
-
-@pytest.mark.parametrize(("shards", "expected"), CASES)
-def test_a_sharded_streams_queues_are_summed(
-    shards: list[ProvisionalBacklog], expected: ProvisionalBacklog
-) -> None:
-    assert combine(shards) == expected
 
 
 @pytest.mark.parametrize(

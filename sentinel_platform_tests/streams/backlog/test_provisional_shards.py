@@ -1,11 +1,11 @@
-"""A stream's provisional verdicts over its shards: summed, the oldest age the largest."""
+"""A stream's provisional backlog over its shards: summed, the oldest age the largest."""
 
 from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.cli.provisional_signals import combined
 from sentinel_platform.streams.backlog.provisional import NOTHING, ProvisionalBacklog
+from sentinel_platform.streams.backlog.provisional_shards import combined
 
 B = ProvisionalBacklog
 
@@ -16,7 +16,9 @@ B = ProvisionalBacklog
         ([], NOTHING),
         ([NOTHING, NOTHING], NOTHING),
         ([B(3, 12.5)], B(3, 12.5)),
+        ([B(3, 10.0), NOTHING], B(3, 10.0)),
         ([B(3, 12.5), NOTHING, B(2, 40.0)], B(5, 40.0)),
+        ([B(3, 10.0), B(2, 70.5)], B(5, 70.5)),
         ([B(1, None), B(2, 4.0)], B(3, 4.0)),
     ],
 )
