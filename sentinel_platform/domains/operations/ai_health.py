@@ -242,31 +242,24 @@ def health_alerts(figures: AiFigures, source: str) -> list[Alert]:
     up or ageing; holds are alerted once per hold by the sensor, not per stream."""
     if not figures.analyzer_configured:
         return []
-    out = []
-    share = fallback_severity(figures.mix)
+    backlog_summary = (
+        f"{provisional_text(figures.provisional)}: the re-screening has not caught up "
+        "(is the analyzer back? `sentinel status` shows it)"
+    )
+    found = [
+        ("fallback_share", fallback_severity(figures.mix), fallback_text(figures)),
+        ("provisional_backlog", provisional_severity(figures.provisional), backlog_summary),
+    ]
     details = figures.metadata()
-    if share is not None:
-        out.append(
-            Alert(
-                severity="error" if share == ERROR else "warning",
-                source=source,
-                stream=figures.stream,
-                condition="fallback_share",
-                summary=fallback_text(figures),
-                details=details,
-            )
+    return [
+        Alert(
+            severity="error" if severity == ERROR else "warning",
+            source=source,
+            stream=figures.stream,
+            condition=condition,
+            summary=summary,
+            details=details,
         )
-    backlog = provisional_severity(figures.provisional)
-    if backlog is not None:
-        out.append(
-            Alert(
-                severity="error" if backlog == ERROR else "warning",
-                source=source,
-                stream=figures.stream,
-                condition="provisional_backlog",
-                summary=f"{provisional_text(figures.provisional)}: the re-screening has not "
-                "caught up (is the analyzer back? `sentinel status` shows it)",
-                details=details,
-            )
-        )
-    return out
+        for condition, severity, summary in found
+        if severity is not None
+    ]
