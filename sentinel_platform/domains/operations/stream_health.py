@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -45,6 +45,7 @@ from sentinel_platform.streams.operators.group_view import (
     recent_dead_letters,
     stream_snapshot,
 )
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.eviction_policy import EvictionVerdict, server_verdict
 
 LAG_CHECK = "consumer_lag_within_limits"
@@ -144,33 +145,70 @@ def dead_letter_verdict(
     return evaluate_dead_letters(keys.stream, reasons, depth)
 
 
+#: How a check reads its verdict: from one Redis connection, the current settings and
+#: the stream it checks.
+VerdictRead = Callable[[RedisClient, Settings, StreamTarget], Verdict]
+
+
+def _redis_check(
+    target: StreamTarget, name: str, description: str, read: VerdictRead, blocking: bool = False
+) -> dg.AssetChecksDefinition:
+    """A check on ``target``'s asset whose verdict ``read`` makes over one connection of
+    the ``stream_inspector`` resource with the settings of the moment, so every check
+    reads its resources the same way (the settings reloaded on each evaluation)."""
+
+    @dg.asset_check(asset=target.asset_key, name=name, blocking=blocking, description=description)
+    def _check(
+        settings: SettingsResource, stream_inspector: StreamInspector
+    ) -> dg.AssetCheckResult:
+        current = settings.load()
+        with stream_inspector.client(current) as client:
+            verdict = read(client, current, target)
+        return verdict.result()
+
+    return _check
+
+
+def _lag_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
+    """The lag at the fleet's drain rate; in a zone the analyzer's limits may explain,
+    judged again with the analyzer's bound."""
+    snapshot = stream_snapshot(client, current, target.spec)
+    verdict = evaluate_lag(snapshot, current)
+    if verdict.metadata["zone"] not in ADVISED_ZONES:
+        return verdict
+    keys = target.keys_of(current)
+    bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
+    return evaluate_lag(snapshot, current, analyzer=bound)
+
+
+def _delivery_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
+    keys = target.keys_of(current)
+    waits = partial(analyzer_explains_wait, client, target.name, keys, current)
+    return evaluate_delivery(find_anomalies(client, keys, current, analyzer_waits=waits))
+
+
+def _eviction_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
+    return evaluate_eviction(server_verdict(client, current.allow_evicting_server))
+
+
+def _ai_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
+    return judge(read_figures(client, target.name, target.keys_of(current), current))
+
+
 def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=target.asset_key,
-        name=LAG_CHECK,
-        blocking=True,
-        description="Consumer lag (backlog + pending) in seconds of work at the fleet's "
+    return _redis_check(
+        target,
+        LAG_CHECK,
+        "Consumer lag (backlog + pending) in seconds of work at the fleet's "
         "drain rate, past what the workers hold in flight: WARN from `SENTINEL_LAG_WARN_S` "
         "and under backpressure from `SENTINEL_LAG_PAUSE_S`, ERROR with no live worker "
         "(Sentinel-L7's counts `SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; "
         "docs/backpressure.md). Blocking: the lag gate launches no publish run under "
         "backpressure or with no live worker. "
         "Evaluated by `consumer_lag_sensor`.",
+        _lag_verdict,
+        blocking=True,
     )
-    def _check(
-        settings: SettingsResource, stream_inspector: StreamInspector
-    ) -> dg.AssetCheckResult:
-        current = settings.load()
-        with stream_inspector.client(current) as client:
-            snapshot = stream_snapshot(client, current, target.spec)
-            verdict = evaluate_lag(snapshot, current)
-            if verdict.metadata["zone"] in ADVISED_ZONES:
-                keys = target.keys_of(current)
-                bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
-                verdict = evaluate_lag(snapshot, current, analyzer=bound)
-        return verdict.result()
-
-    return _check
 
 
 def _dlq_check(target: StreamTarget) -> dg.AssetChecksDefinition:
@@ -190,70 +228,44 @@ def _dlq_check(target: StreamTarget) -> dg.AssetChecksDefinition:
 
 
 def _delivery_check(target: StreamTarget) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=target.asset_key,
-        name=DELIVERY_CHECK,
-        description="No pending message near the delivery limit, idle past "
+    return _redis_check(
+        target,
+        DELIVERY_CHECK,
+        "No pending message near the delivery limit, idle past "
         "`SENTINEL_RECLAIM_IDLE_MS` (unless the analyzer's limits explain the wait), or held "
         "by a "
         "consumer without a live lease. Messages a stopping worker handed back are counted "
         "apart (`handed_back`). Evaluated by `delivery_anomaly_sensor`.",
+        _delivery_verdict,
     )
-    def _check(
-        settings: SettingsResource, stream_inspector: StreamInspector
-    ) -> dg.AssetCheckResult:
-        current = settings.load()
-        with stream_inspector.client(current) as client:
-            keys = target.keys_of(current)
-            waits = partial(analyzer_explains_wait, client, target.name, keys, current)
-            anomalies = find_anomalies(client, keys, current, analyzer_waits=waits)
-        return evaluate_delivery(anomalies).result()
-
-    return _check
 
 
 def _eviction_check(target: StreamTarget) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=target.asset_key,
-        name=EVICTION_CHECK,
-        description="The Redis server's `maxmemory-policy` (from `INFO memory`, every "
+    return _redis_check(
+        target,
+        EVICTION_CHECK,
+        "The Redis server's `maxmemory-policy` (from `INFO memory`, every "
         "primary of a cluster) keeps this stream's keys: passes on `noeviction`; WARN on "
         "`volatile-*` (idempotency markers and leases may be evicted) or an `allkeys-*` "
         "accepted by `SENTINEL_ALLOW_EVICTING_SERVER`; ERROR on `allkeys-*` (the stream "
         "itself may be evicted; workers refuse to start); passes with a note when the "
         "server does not report it.",
+        _eviction_verdict,
     )
-    def _check(
-        settings: SettingsResource, stream_inspector: StreamInspector
-    ) -> dg.AssetCheckResult:
-        current = settings.load()
-        with stream_inspector.client(current) as client:
-            eviction = server_verdict(client, current.allow_evicting_server)
-        return evaluate_eviction(eviction).result()
-
-    return _check
 
 
 def _ai_check(target: StreamTarget) -> dg.AssetChecksDefinition:
-    @dg.asset_check(
-        asset=target.asset_key,
-        name=AI_CHECK,
-        description="The AI's health on this stream: the share of the last 5 minutes' "
+    return _redis_check(
+        target,
+        AI_CHECK,
+        "The AI's health on this stream: the share of the last 5 minutes' "
         "verdicts the model made (the demo's left out), the fallbacks by cause, the "
         "analyzer's holds and the provisional verdicts waiting for re-screening. ERROR when "
         "most verdicts were fallbacks, an analyzer is exhausted or a provisional verdict "
         "waited over an hour; WARN from 10% fallbacks, on another standing hold or "
         "provisional verdicts piling up. Evaluated by `ai_health_sensor`.",
+        _ai_verdict,
     )
-    def _check(
-        settings: SettingsResource, stream_inspector: StreamInspector
-    ) -> dg.AssetCheckResult:
-        current = settings.load()
-        with stream_inspector.client(current) as client:
-            figures = read_figures(client, target.name, target.keys_of(current), current)
-        return judge(figures).result()
-
-    return _check
 
 
 def build_stream_health_checks(
