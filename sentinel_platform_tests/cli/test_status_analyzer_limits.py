@@ -7,54 +7,55 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
 from sentinel_platform.exit_codes import EXIT_BACKPRESSURE, EXIT_ELEVATED
 from sentinel_platform.streams.backlog.drain import write_drain_rate
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.cli.test_status_verdicts import _verdict
-from sentinel_platform_tests.harness.cli import CliResult, run_sentinel, transaction_fields
+from sentinel_platform_tests.harness.cli import (
+    CliResult,
+    run_sentinel,
+    status_of_stream,
+    transaction_fields,
+    transaction_result,
+)
 
 DAILY_REASON = (
     "daily_tokens: daily token budget spent (9000 of SENTINEL_ANALYZER_DAILY_TOKENS=9000)"
 )
 
 
-@pytest.fixture
-def alive(
-    live_worker: Callable[[StreamKeys, str], None], tx_keys: StreamKeys, ax_keys: StreamKeys
-) -> None:
-    live_worker(tx_keys, "worker-a")
-    live_worker(ax_keys, "worker-b")
-
-
-def _tx(doc: dict, keys: StreamKeys) -> dict:
-    return next(s for s in doc["streams"] if s["stream"] == keys.stream)
-
-
 def test_a_spent_daily_budget_is_named_not_a_failing_analyzer(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     redis_client.set(
         holds.hold_key("gpt-eu"), holds.encode_hold("gpt-eu", "", "exhausted", DAILY_REASON, 3600)
     )
     redis_client.hset(holds.REGISTRY_KEY, "gpt-eu", "")
     for _ in range(8):
-        fields = {**_verdict("fallback"), "fallback_cause": "exhausted", "provisional": "true"}
+        fields = {
+            **transaction_result("fallback"),
+            "fallback_cause": "exhausted",
+            "provisional": "true",
+        }
         redis_client.xadd(tx_keys.results, fields)
     result = sentinel("status", "--json")
     assert result.code == EXIT_ELEVATED, result.err
     doc = result.json()
-    assert _tx(doc, tx_keys)["verdicts"]["fallback_causes"] == {"exhausted": 8}
+    assert status_of_stream(doc, tx_keys.stream)["verdicts"]["fallback_causes"] == {"exhausted": 8}
     fallbacks = next(w for w in doc["warnings"] if tx_keys.stream in w)
     assert "daily token budget of analyzer gpt-eu is spent" in fallbacks, fallbacks
     assert "the analyzer is failing" not in sentinel("status").out
 
 
 def test_waiting_for_a_down_analyzer_is_advised_about_the_analyzer_not_workers(
-    settings_env: dict[str, str], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    settings_env: dict[str, str],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     """The issue's case: ``wait`` mode, the model server down, the stream in
     backpressure at 0 rows/s. More workers cannot help: the advice names the analyzer."""
@@ -68,7 +69,7 @@ def test_waiting_for_a_down_analyzer_is_advised_about_the_analyzer_not_workers(
     }
     result = run_sentinel(env, "status", "--json")
     assert result.code == EXIT_BACKPRESSURE, result.err
-    tx = _tx(result.json(), tx_keys)  # type: ignore[arg-type]
+    tx = status_of_stream(result.json(), tx_keys.stream)  # type: ignore[arg-type]
     assert tx["zone"] == "backpressure"
     advice = tx["drain_advice"]
     assert advice and advice.startswith("the analyzer limits the drain"), advice
@@ -77,4 +78,4 @@ def test_waiting_for_a_down_analyzer_is_advised_about_the_analyzer_not_workers(
     assert "  advice: the analyzer limits the drain" in text, text
     # the same stream under the default (rules): the analyzer is not what stops it
     rules = run_sentinel({**env, "SENTINEL_ANALYZER_WHEN_DOWN": "rules"}, "status", "--json")
-    assert _tx(rules.json(), tx_keys)["drain_advice"] is None  # type: ignore[arg-type]
+    assert status_of_stream(rules.json(), tx_keys.stream)["drain_advice"] is None  # type: ignore[arg-type]

@@ -19,15 +19,7 @@ from sentinel_platform.streams.backlog.provisional import (
 )
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.harness.cli import CliResult, transaction_fields
-
-
-@pytest.fixture
-def alive(
-    live_worker: Callable[[StreamKeys, str], None], tx_keys: StreamKeys, ax_keys: StreamKeys
-) -> None:
-    live_worker(tx_keys, "worker-a")
-    live_worker(ax_keys, "worker-b")
+from sentinel_platform_tests.harness.cli import CliResult, status_of_stream, transaction_fields
 
 
 def _queue(client: RedisClient, keys: StreamKeys, n: int, age_s: float = 0.0) -> None:
@@ -46,18 +38,17 @@ def _queue(client: RedisClient, keys: StreamKeys, n: int, age_s: float = 0.0) ->
         client.xadd(keys.rescreen, fields, id=entry_id)
 
 
-def _tx(doc: dict, keys: StreamKeys) -> dict:
-    return next(s for s in doc["streams"] if s["stream"] == keys.stream)
-
-
 def test_the_provisional_verdicts_are_counted_with_the_oldest_age(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     _queue(redis_client, tx_keys, 3, age_s=250)
     result = sentinel("status", "--json")
     assert result.code == EXIT_OK, result.err  # under the bound: no warning
     doc: dict = result.json()  # type: ignore[assignment]
-    backlog = _tx(doc, tx_keys)["provisional"]
+    backlog = status_of_stream(doc, tx_keys.stream)["provisional"]
     assert backlog["waiting"] == 3
     assert 250 <= backlog["oldest_age_s"] < 250 + 60, backlog
     assert doc["warnings"] == []
@@ -67,7 +58,10 @@ def test_the_provisional_verdicts_are_counted_with_the_oldest_age(
 
 
 def test_an_old_provisional_verdict_is_a_warning(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     _queue(redis_client, tx_keys, 2, age_s=WARN_AFTER_S + 120)
     result = sentinel("status", "--json")

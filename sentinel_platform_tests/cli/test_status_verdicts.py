@@ -6,72 +6,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
-
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.streams.backlog.verdict_mix import MAX_ENTRIES
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform_tests.harness.cli import CliResult
-
-
-def _verdict(driver: str, tokens: tuple[int, int, int] | None = None) -> dict[str, str]:
-    """A transactions result entry as the worker writes it (``TransactionProcessor``,
-    plus the ``source_message_id`` the consumer loop adds)."""
-    fields = {
-        "txn_id": "tx-1",
-        "merchant": "acme",
-        "amount": "12.50",
-        "currency": "EUR",
-        "is_threat": "false",
-        "risk_level": "low",
-        "driver_used": driver,
-        "processed_at": "2026-11-27T06:00:00.000Z",
-        "source_message_id": "1-0",
-    }
-    if tokens is not None:
-        fields |= {
-            "narrative": "ordinary purchase",
-            "model": "gpt-4o-mini",
-            "prompt_version": "3f2a9c1e",
-            "input_tokens": str(tokens[0]),
-            "output_tokens": str(tokens[1]),
-            "cached_input_tokens": str(tokens[2]),
-        }
-    return fields
+from sentinel_platform_tests.harness.cli import CliResult, status_of_stream, transaction_result
 
 
 def _write(client: RedisClient, keys: StreamKeys, drivers: dict[str, int]) -> None:
     for driver, n in drivers.items():
         for _ in range(n):
             tokens = (300, 60, 200) if driver == "analyzer" else None
-            client.xadd(keys.results, _verdict(driver, tokens))
-
-
-@pytest.fixture
-def alive(
-    live_worker: Callable[[StreamKeys, str], None], tx_keys: StreamKeys, ax_keys: StreamKeys
-) -> None:
-    live_worker(tx_keys, "worker-a")
-    live_worker(ax_keys, "worker-b")
-
-
-def _tx(doc: dict, keys: StreamKeys) -> dict:
-    return next(s for s in doc["streams"] if s["stream"] == keys.stream)
+            client.xadd(keys.results, transaction_result(driver, tokens))
 
 
 def test_mostly_fallbacks_make_the_status_a_warning_naming_the_stream(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     _write(redis_client, tx_keys, {"analyzer": 2, "fallback": 6})
     result = sentinel("status", "--json")
     doc = result.json()
     assert result.code == EXIT_ELEVATED, result.err
     assert doc["zone"] == "elevated"
-    assert _tx(doc, tx_keys)["zone"] == "nominal"  # the lag zone producers act on stays
-    mix = _tx(doc, tx_keys)["verdicts"]
+    assert (
+        status_of_stream(doc, tx_keys.stream)["zone"] == "nominal"
+    )  # the lag zone producers act on stays
+    mix = status_of_stream(doc, tx_keys.stream)["verdicts"]
     assert mix["by_driver"] == {"analyzer": 2, "fallback": 6, "rules": 0}
     assert (mix["ai_share"], mix["fallback_share"], mix["mostly_fallback"]) == (0.25, 0.75, True)
     assert [w for w in doc["warnings"] if tx_keys.stream in w and "75%" in w]
@@ -83,14 +48,17 @@ def test_mostly_fallbacks_make_the_status_a_warning_naming_the_stream(
 
 
 def test_ai_verdicts_show_their_share_and_tokens_per_minute_and_stay_nominal(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     _write(redis_client, tx_keys, {"analyzer": 10, "fallback": 2})
     result = sentinel("status", "--json")
     doc = result.json()
     assert result.code == EXIT_OK, result.err
     assert doc["warnings"] == []
-    mix = _tx(doc, tx_keys)["verdicts"]
+    mix = status_of_stream(doc, tx_keys.stream)["verdicts"]
     # 10 verdicts of 300 in / 60 out / 200 cached over the 5-minute window
     assert (mix["input_tokens_per_min"], mix["output_tokens_per_min"]) == (600.0, 120.0)
     assert mix["cached_input_tokens_per_min"] == 400.0
@@ -100,13 +68,16 @@ def test_ai_verdicts_show_their_share_and_tokens_per_minute_and_stay_nominal(
 
 
 def test_a_busy_streams_verdicts_say_they_are_the_newest_not_the_windows_count(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     """More verdicts in the window than one read takes: the line names the span those
     cover, never the read's size as the window's count (20,000 processed read "2000")."""
     pipe = redis_client.pipeline(transaction=False)
     for _ in range(MAX_ENTRIES + 500):
-        pipe.xadd(tx_keys.results, _verdict("rules"))
+        pipe.xadd(tx_keys.results, transaction_result("rules"))
     pipe.execute()
     text = sentinel("status").out
     assert f"verdicts (last 5 min) {MAX_ENTRIES}" not in text, text
@@ -116,7 +87,7 @@ def test_a_busy_streams_verdicts_say_they_are_the_newest_not_the_windows_count(
 
 
 def test_an_exhausted_analyzer_makes_the_status_a_warning_with_its_cause(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient
+    sentinel: Callable[..., CliResult], streams_alive: None, redis_client: RedisClient
 ) -> None:
     reason = "insufficient_quota: You exceeded your current quota"
     record = holds.encode_hold("gpt-eu", "", "exhausted", reason, None)
@@ -128,29 +99,37 @@ def test_an_exhausted_analyzer_makes_the_status_a_warning_with_its_cause(
 
 
 def test_an_old_fallback_outside_the_window_does_not_count(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     old_ms = int(redis_client.time()[0]) * 1000 - 600_000
     for i in range(6):
-        redis_client.xadd(tx_keys.results, _verdict("fallback"), id=f"{old_ms}-{i}")
+        redis_client.xadd(tx_keys.results, transaction_result("fallback"), id=f"{old_ms}-{i}")
     result = sentinel("status", "--json")
     assert result.code == EXIT_OK, result.err
-    assert _tx(result.json(), tx_keys)["verdicts"]["verdicts"] == 0
+    assert status_of_stream(result.json(), tx_keys.stream)["verdicts"]["verdicts"] == 0
     assert redis_client.xlen(tx_keys.results) == 6
 
 
 def test_the_demos_verdicts_are_left_out_of_the_status(
-    sentinel: Callable[..., CliResult], alive: None, redis_client: RedisClient, tx_keys: StreamKeys
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
 ) -> None:
     """README: the reports and ``sentinel status`` leave the demo's traffic out. Its
     results carry the demo's mark (``DEMO_FIELD``), and they are rules verdicts: counted,
     a fresh install said "200: rules 100%" before any user data."""
     for _ in range(8):
-        redis_client.xadd(tx_keys.results, {**_verdict("fallback"), DEMO_FIELD: DEMO_VALUE})
+        redis_client.xadd(
+            tx_keys.results, {**transaction_result("fallback"), DEMO_FIELD: DEMO_VALUE}
+        )
     _write(redis_client, tx_keys, {"analyzer": 3})
     result = sentinel("status", "--json")
     assert result.code == EXIT_OK, result.err
-    mix = _tx(result.json(), tx_keys)["verdicts"]
+    mix = status_of_stream(result.json(), tx_keys.stream)["verdicts"]
     assert mix["by_driver"] == {"analyzer": 3, "fallback": 0, "rules": 0}
     assert (mix["verdicts"], mix["mostly_fallback"]) == (3, False)
     assert "verdicts (last 5 min) 3: AI 100%" in sentinel("status").out
