@@ -21,7 +21,6 @@ server comes back, and afterwards:
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -39,11 +38,10 @@ from sentinel_platform_tests.harness.platform import (
     Platform,
     land_transactions,
     launch,
-    start_platform,
+    serving_platform,
     wait_for_run,
 )
 from sentinel_platform_tests.harness.processes import MODEL_NAMES
-from sentinel_platform_tests.harness.sentinel_up import http_ok
 from sentinel_platform_tests.harness.waits import wait_until
 
 #: A Spark publish of three steps, an outage of at least 30 s, the breaker's cool-down and
@@ -85,13 +83,8 @@ def outage_platform(
         "SENTINEL_ANALYZER_BREAKER_COOLDOWN_S": "2",
         **PRICES,
     }
-    running, up = start_platform(settings, settings_env, analyzer)
-    try:
-        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
+    with serving_platform(settings, settings_env, analyzer) as running:
         yield running
-    finally:
-        up.send_signal(signal.SIGTERM)
-        up.communicate(timeout=120)
 
 
 def _day_verdicts(client: RedisClient, settings: Settings) -> dict[str, list[dict[str, str]]]:

@@ -12,9 +12,12 @@ Screenshots go to the test's temporary directory, or to ``docs/ui/`` when
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,11 @@ from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.sentinel_up import (
     SENTINEL,
     dagster_log_tail,
+    http_ok,
     start_sentinel_up,
 )
 from sentinel_platform_tests.harness.strategies import valid_transaction
+from sentinel_platform_tests.harness.waits import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -179,3 +184,18 @@ def start_platform(
     ensure_dagster_home(settings.dagster_home)
     port, up = start_sentinel_up(env)
     return Platform(port, env, settings.home_dir), up
+
+
+@contextmanager
+def serving_platform(
+    settings: Settings, settings_env: dict[str, str], extra_env: dict[str, str]
+) -> Iterator[Platform]:
+    """:func:`start_platform` with ``extra_env`` over the test settings, once its UI
+    answers (within 120 s); SIGTERM on leaving, waiting up to 120 s for it to stop."""
+    running, up = start_platform(settings, settings_env, extra_env)
+    try:
+        wait_until(lambda: http_ok(running.url), timeout_s=120, interval_s=0.5)
+        yield running
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.communicate(timeout=120)
