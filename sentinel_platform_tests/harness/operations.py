@@ -1,6 +1,7 @@
 """The operations domain as its tests drive it: small real stand-ins for the publish
 assets and job, a capturing webhook server (healthy, hanging or failing), a settable
-clock, one real sensor tick, and the alerts read back from the Redis alert stream.
+clock, one real sensor tick, one real run of the checks job, and the alerts read back
+from the Redis alert stream.
 
 The fixtures built on them (``webhook_factory``, ``make_resources``, ``clock``, ...) are
 registered by the suite's plugin.
@@ -17,9 +18,14 @@ from typing import Any
 import dagster as dg
 
 from sentinel_platform.alerting.model import Alert
+from sentinel_platform.domains.operations.stream_health import (
+    build_checks_schedule,
+    build_stream_health_checks,
+)
 from sentinel_platform.domains.operations.targets import (
     AXIOM_STREAM_ASSET,
     TRANSACTION_STREAM_ASSET,
+    TRANSACTIONS,
 )
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -118,6 +124,23 @@ def tick(
         instance=instance, cursor=cursor, resources=resources, definitions=definitions
     ) as context:
         return sensor.evaluate_tick(context)
+
+
+def run_checks_job(instance: dg.DagsterInstance, resources: dict[str, Any]) -> Any:
+    """Execute the scheduled stream-health checks job of the transactions stream for real
+    (its stand-in asset, every check, the checks schedule's job), a failing run not
+    raised; returns Dagster's ``ExecuteInProcessResult``."""
+    checks = build_stream_health_checks([TRANSACTIONS])
+    schedule = build_checks_schedule(checks)
+    defs = dg.Definitions(
+        assets=[transaction_stream],
+        asset_checks=checks,
+        schedules=[schedule],
+        resources=resources,
+    )
+    return defs.resolve_job_def(schedule.job_name).execute_in_process(
+        instance=instance, raise_on_error=False
+    )
 
 
 #: Lag thresholds the lag-sensor tests drive through: warn above 5, pause above 10.

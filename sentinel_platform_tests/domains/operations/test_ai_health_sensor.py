@@ -19,10 +19,6 @@ from sentinel_platform.domains.operations.ai_health_sensor import (
     SENSOR_NAME,
     build_ai_health_sensor,
 )
-from sentinel_platform.domains.operations.stream_health import (
-    build_checks_schedule,
-    build_stream_health_checks,
-)
 from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.redis_server import free_port
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
@@ -36,7 +32,7 @@ from sentinel_platform.streams.backlog.provisional import (
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, transaction_keys
-from sentinel_platform_tests.harness.operations import read_alerts, tick, transaction_stream
+from sentinel_platform_tests.harness.operations import read_alerts, run_checks_job, tick
 from sentinel_platform_tests.harness.streams import sample_transaction
 from sentinel_platform_tests.harness.waits import wait_until
 
@@ -110,18 +106,9 @@ def test_the_checks_job_evaluates_the_ai_check_without_failing_its_run(
     keys = transaction_keys(settings)
     redis_client.xgroup_create(keys.stream, keys.group, id="0", mkstream=True)
     outage(redis_client, keys)
-    checks = build_stream_health_checks([TRANSACTIONS])
-    schedule = build_checks_schedule(checks)
-    defs = dg.Definitions(
-        assets=[transaction_stream],
-        asset_checks=checks,
-        schedules=[schedule],
-        resources=make_resources(analyzer_url=ANALYZER, analyzer_id="gpt"),
-    )
+    resources = make_resources(analyzer_url=ANALYZER, analyzer_id="gpt")
 
-    result = defs.resolve_job_def(schedule.job_name).execute_in_process(
-        instance=dagster_instance, raise_on_error=False
-    )
+    result = run_checks_job(dagster_instance, resources)
 
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     ai = evaluations[CHECK_NAME]

@@ -14,16 +14,13 @@ from sentinel_platform.domains.operations.stream_health import (
     DLQ_ERROR_COUNT,
     EVICTION_CHECK,
     LAG_CHECK,
-    build_checks_schedule,
-    build_stream_health_checks,
 )
-from sentinel_platform.domains.operations.targets import TRANSACTIONS
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.lag import write_lag_key
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.domains.operations.test_dead_letters import dead_letter
-from sentinel_platform_tests.harness.operations import transaction_stream
+from sentinel_platform_tests.harness.operations import run_checks_job
 
 PASS, WARN, ERROR = "pass", dg.AssetCheckSeverity.WARN, dg.AssetCheckSeverity.ERROR
 
@@ -36,17 +33,7 @@ def run_checks(instance: dg.DagsterInstance, resources: dict[str, Any]) -> dict[
     run succeeds and raises no run-failure alert; only a stream without a live worker
     fails it.
     """
-    checks = build_stream_health_checks([TRANSACTIONS])
-    schedule = build_checks_schedule(checks)
-    defs = dg.Definitions(
-        assets=[transaction_stream],
-        asset_checks=checks,
-        schedules=[schedule],
-        resources=resources,
-    )
-    result = defs.resolve_job_def(schedule.job_name).execute_in_process(
-        instance=instance, raise_on_error=False
-    )
+    result = run_checks_job(instance, resources)
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     lag_meta = evaluations[LAG_CHECK].metadata
     assert result.success is (lag_meta["zone"].value != "worker_off")
