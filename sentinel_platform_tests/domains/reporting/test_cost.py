@@ -57,6 +57,31 @@ PRICED = {
 }
 
 
+def _read_back_priced(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    instance: Any,
+    asset: str,
+    prices: dict[str, str] | None = None,
+) -> Any:
+    """Materialise the read-back ``asset`` for real with :data:`PRICED` (and ``prices``)
+    over the test settings; a failed run returned, not raised."""
+    priced = {
+        "redis_url": settings.redis_url_value,
+        "home": str(settings.home_dir),
+        **PRICED,
+        **(prices or {}),
+    }
+    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
+    return dg.materialize(
+        REPORTING_ASSETS,
+        resources=resources,
+        instance=instance,
+        selection=[asset],
+        raise_on_error=False,
+    )
+
+
 def _verdict(
     driver: str, tokens: tuple[int, int, int] | None, day: str | None, lane: str | None = None
 ) -> dict[str, str]:
@@ -113,18 +138,9 @@ def test_the_verdicts_read_back_shows_tokens_and_cost_per_data_day_lane_and_mode
     ]
     for millis, driver, tokens, day, lane in sorted(rows, key=lambda r: r[0]):
         redis_client.xadd(txn.results, _verdict(driver, tokens, day, lane), id=f"{millis}-0")
-    priced = {
-        "redis_url": settings.redis_url_value,
-        "home": str(settings.home_dir),
-        **PRICED,
-        "analyzer_price_cached_input_per_mtok": "0.075",
-    }
-    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
-    result = dg.materialize(
-        REPORTING_ASSETS,
-        resources=resources,
-        instance=dagster_instance,
-        selection=["transaction_verdicts"],
+    cached = {"analyzer_price_cached_input_per_mtok": "0.075"}
+    result = _read_back_priced(
+        settings, data_resources, dagster_instance, "transaction_verdicts", cached
     )
     assert result.success
     (verdicts,) = result.asset_materializations_for_node("transaction_verdicts")
@@ -169,15 +185,7 @@ def test_a_stream_without_any_ai_verdict_reads_back_with_prices_set(
     for i, risk in enumerate(["low", "high"]):
         event = {"source_id": f"aml-{i}", "domain": "aml", "risk_level": risk}
         redis_client.xadd(axm.results, {**event, "driver_used": "rules"})
-    priced = {"redis_url": settings.redis_url_value, "home": str(settings.home_dir), **PRICED}
-    resources = {**data_resources, "settings": SettingsResource(overrides=priced)}
-    result = dg.materialize(
-        REPORTING_ASSETS,
-        resources=resources,
-        instance=dagster_instance,
-        selection=["compliance_events"],
-        raise_on_error=False,
-    )
+    result = _read_back_priced(settings, data_resources, dagster_instance, "compliance_events")
     assert result.success
     (events,) = result.asset_materializations_for_node("compliance_events")
     assert events.metadata["cost"].value == 0.0
