@@ -59,10 +59,12 @@ def transaction_fields(tx_id: str, amount: float = 12.5) -> dict[str, str]:
     return {"data": json.dumps(data)}
 
 
-def transaction_result(driver: str, tokens: tuple[int, int, int] | None = None) -> dict[str, str]:
+def transaction_result(
+    driver: str, tokens: tuple[int, int, int] | None = None, model: str = "gpt-4o-mini"
+) -> dict[str, str]:
     """A transactions result entry as the worker writes it (``TransactionProcessor``, plus
     the ``source_message_id`` the consumer loop adds); ``tokens`` (input, output, cached
-    input) make it a model's verdict with its narrative, model and prompt version."""
+    input) make it ``model``'s verdict with its narrative and prompt version."""
     fields = {
         "txn_id": "tx-1",
         "merchant": "acme",
@@ -77,7 +79,7 @@ def transaction_result(driver: str, tokens: tuple[int, int, int] | None = None) 
     if tokens is not None:
         fields |= {
             "narrative": "ordinary purchase",
-            "model": "gpt-4o-mini",
+            "model": model,
             "prompt_version": "3f2a9c1e",
             "input_tokens": str(tokens[0]),
             "output_tokens": str(tokens[1]),

@@ -15,6 +15,7 @@ from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.harness.cli import transaction_result
 
 MINI = Prices(input=0.15, output=0.60, cached_input=0.075)
 CASES = [
@@ -87,30 +88,11 @@ def _verdict(
 ) -> dict[str, str]:
     """A transactions result entry as the worker writes it (``day`` None: as written
     before results carried the data's day)."""
-    fields = {
-        "txn_id": "t-1",
-        "merchant": "acme",
-        "amount": "12.00",
-        "currency": "USD",
-        "is_threat": "false",
-        "risk_level": "low",
-        "driver_used": driver,
-        "processed_at": "2026-11-21T08:00:00.000Z",
-        "source_message_id": "1700000000000-0",
-    }
+    fields = transaction_result(driver, tokens, model=MODEL)
     if day is not None:
         fields["day"] = day
     if lane is not None:
         fields["lane"] = lane
-    if tokens is not None:
-        fields |= {
-            "narrative": "ordinary",
-            "model": "gpt-4o-mini-2024-07-18",
-            "prompt_version": "3f2a9c1e",
-            "input_tokens": str(tokens[0]),
-            "output_tokens": str(tokens[1]),
-            "cached_input_tokens": str(tokens[2]),
-        }
     return fields
 
 
