@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.provisional import RESCREEN_OF
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
@@ -83,9 +84,15 @@ def one_at_a_time(
 
 
 def verdicts(redis_client: RedisClient, settings: Settings, batch: str) -> list[str]:
-    """Who decided each verdict of ``batch`` (``analyzer`` or ``fallback``)."""
+    """Who decided each message of ``batch`` when it came (``analyzer`` or ``fallback``):
+    a re-screen of a held worker's provisional fallback (``rescreen_of``), which the
+    worker on the valid key makes meanwhile, is a second verdict of the same message."""
     results = redis_client.xrange(transaction_keys(settings).results)
-    return [f["driver_used"] for _, f in results if f["txn_id"].startswith(f"txn-{batch}-")]
+    return [
+        f["driver_used"]
+        for _, f in results
+        if f["txn_id"].startswith(f"txn-{batch}-") and RESCREEN_OF not in f
+    ]
 
 
 def sent_with(server: ModelApiServer, key: str) -> list[dict[str, Any]]:
