@@ -89,7 +89,7 @@ def _suspicious_category(txn: ShownTransaction, settings: Settings) -> bool:
 
 def _structuring_band(txn: ShownTransaction, settings: Settings) -> bool:
     # Many payments just under a reporting threshold is the classic "smurfing" pattern;
-    # the simulator injects its threats in exactly this band.
+    # the generator's structuring typology sits in exactly this band.
     return (
         txn.currency == STRUCTURING_CURRENCY and STRUCTURING_LOW <= txn.amount <= STRUCTURING_HIGH
     )
