@@ -35,6 +35,7 @@ from bench import timing
 from bench.fleet import started, transactions
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
+from sentinel_platform.shown import shown
 from sentinel_platform_tests.harness.llama_server import MODEL_ALIAS, find_gguf, serving_llama
 from sentinel_platform_tests.harness.proc_stats import child_pid, cpu_seconds, spent
 from sentinel_platform_tests.harness.processes import child_env
@@ -99,13 +100,13 @@ def worker_settings(url: str, home: Path, analyzer_url: str, model: str) -> Sett
 def worker_bodies(settings: Settings, calls: int) -> list[bytes]:
     """The worker's own request for each of the ``calls`` transactions it gets, built by
     the worker's code (its API from the settings, the stream's prompt, the payload as the
-    analyzer client dumps a parsed :class:`Transaction`)."""
+    analyzer client shows of a parsed :class:`Transaction`)."""
     api = model_api_from_settings(settings)
     prompt = load_prompt(transactions_processor.PROMPT, settings)
     return [
         api.request(
             "transaction",
-            Transaction.from_fields(fields).model_dump(mode="json", exclude_none=True),
+            shown(Transaction.from_fields(fields)).payload(),
             prompt,
         )
         for fields in transactions(calls)

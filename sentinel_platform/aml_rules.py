@@ -7,7 +7,7 @@ definitions live here once.
 
 from __future__ import annotations
 
-#: Amounts just under a USD 500 reporting threshold: the simulator's threat band.
+#: Amounts just under a USD 500 reporting threshold: the generator's structuring typology.
 STRUCTURING_LOW, STRUCTURING_HIGH = 495.00, 499.99
 STRUCTURING_CURRENCY = "USD"
 

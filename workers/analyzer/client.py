@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import redact_url, url_problem
+from sentinel_platform.shown import shown
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -233,7 +234,7 @@ class HttpAnalyzer:
         self.budget.bind_stop(stop)
 
     def assess_transaction(self, txn: Transaction) -> Assessment:
-        return self._post("transaction", txn.model_dump(mode="json", exclude_none=True), {})
+        return self._post("transaction", shown(txn).payload(), {})  # never its truth
 
     def assess_axiom(self, axiom: Axiom) -> Assessment:
         trace = {"traceparent", "tracestate"}

@@ -39,6 +39,7 @@ from sentinel_platform.aml_rules import (
 )
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
+from sentinel_platform.shown import ShownTransaction, shown, truth_of
 from sentinel_platform.streams.backlog.provisional import DAY
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
@@ -75,35 +76,35 @@ PROMPT = StreamPrompt(
 class Rule:
     name: str
     weight: int
-    fires: Callable[[Transaction, Settings], bool]
+    fires: Callable[[ShownTransaction, Settings], bool]
 
 
-def _above_high_risk_amount(txn: Transaction, settings: Settings) -> bool:
+def _above_high_risk_amount(txn: ShownTransaction, settings: Settings) -> bool:
     return txn.amount > settings.high_risk_amount
 
 
-def _suspicious_category(txn: Transaction, settings: Settings) -> bool:
+def _suspicious_category(txn: ShownTransaction, settings: Settings) -> bool:
     return txn.category == "suspicious"
 
 
-def _structuring_band(txn: Transaction, settings: Settings) -> bool:
+def _structuring_band(txn: ShownTransaction, settings: Settings) -> bool:
     # Many payments just under a reporting threshold is the classic "smurfing" pattern;
-    # the simulator injects its threats in exactly this band.
+    # the generator's structuring typology sits in exactly this band.
     return (
         txn.currency == STRUCTURING_CURRENCY and STRUCTURING_LOW <= txn.amount <= STRUCTURING_HIGH
     )
 
 
-def _large_forex(txn: Transaction, settings: Settings) -> bool:
+def _large_forex(txn: ShownTransaction, settings: Settings) -> bool:
     # Currency exchange is a common laundering channel, so it gets a lower bar.
     return txn.category == "forex" and txn.amount > settings.high_risk_amount / 2
 
 
-def _threat_keyword(txn: Transaction, settings: Settings) -> bool:
+def _threat_keyword(txn: ShownTransaction, settings: Settings) -> bool:
     return THREAT_KEYWORDS.search(txn.message) is not None
 
 
-def _round_amount(txn: Transaction, settings: Settings) -> bool:
+def _round_amount(txn: ShownTransaction, settings: Settings) -> bool:
     cents = round(txn.amount * 100)
     return cents >= 100_00 and cents % 100_00 == 0
 
@@ -135,7 +136,9 @@ class RuleVerdict:
 
 
 def evaluate_rules(txn: Transaction, settings: Settings) -> RuleVerdict:
-    fired = tuple(rule for rule in RULES if rule.fires(txn, settings))
+    """The rules' verdict on what they are shown of ``txn`` (:func:`shown`): never its truth."""
+    payment = shown(txn)
+    fired = tuple(rule for rule in RULES if rule.fires(payment, settings))
     return RuleVerdict(sum(r.weight for r in fired), tuple(r.name for r in fired))
 
 
@@ -152,7 +155,9 @@ class TransactionProcessor(WireProcessor[Transaction]):
     or ``fallback`` (the analyzer failed and the rules decided, saying why:
     ``fallback_cause``, and ``provisional`` when the model is to be asked again,
     :meth:`~workers.processors.base.WireProcessor.fallback_of`). Every verdict has the
-    transaction's ``day``. An analyzer's verdict
+    transaction's ``day``, and its truth when it has one (``label``,
+    :func:`~sentinel_platform.shown.truth_of`), which neither the rules nor the analyzer
+    are shown. An analyzer's verdict
     also keeps its ``narrative`` and, from a model API, ``model``, ``prompt_version`` and
     the tokens (``Assessment.recorded``): extra fields, which Sentinel-L7's readers
     ignore. A busy analyzer is
@@ -199,6 +204,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "driver_used": driver,
             "processed_at": utc_now_iso(),
             DAY: day,
+            **truth_of(message),
             **said,
         }
         result = self.marked(message, result)

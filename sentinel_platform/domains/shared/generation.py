@@ -5,82 +5,28 @@ so a partition regenerates identically on any cluster and with any number of Spa
 partitions, and no Python loop runs on the driver: ``spark.range`` spreads the row ids
 over the executors and the rest are column expressions.
 
-Transactions follow the Sentinel-L7 simulator's merchant profiles (weights 30/20/5/3);
-RapidRemit's payments are the injected threats, all USD 495.00-499.99. Telemetry is a
-per-source baseline with a daily cycle, small noise and rare injected spikes.
+Transactions follow the profiles of :mod:`~sentinel_platform.domains.shared.typologies`:
+the Sentinel-L7 simulator's merchants and, at a 2% base rate of threats, labelled
+typologies the rules catch and miss and harmless ones they flag; each row carries its
+truth (``is_threat``, on the wire) and its ``typology`` (a column of the generated frame
+only: the wire serialises the stream's declared columns, so it never reaches a worker).
+Telemetry is a per-source baseline with a daily cycle, small noise and rare injected
+spikes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sentinel_platform.aml_rules import STRUCTURING_CURRENCY, STRUCTURING_HIGH, STRUCTURING_LOW
+from sentinel_platform.domains.shared.typologies import PROFILES, Profile
 
 MILLIS_PER_DAY = 86_400_000
 _MODULUS = 1_000_003
 DOMAINS: tuple[str, ...] = ("aml", "gdpr", "saas", "pci", "sox", "hipaa")
-
-
-@dataclass(frozen=True)
-class Profile:
-    merchant: str
-    weight: int
-    category: str
-    currencies: tuple[str, ...]
-    low: float
-    high: float
-    messages: tuple[str, ...]
-    is_threat: bool = False
-
-
-PROFILES: tuple[Profile, ...] = (
-    Profile(
-        "Costco Wholesale",
-        30,
-        "retail",
-        ("USD",),
-        25.00,
-        380.00,
-        ("Bulk household supplies", "Weekly groceries", "Gas station fill-up", "Tire service"),
-    ),
-    Profile(
-        "Kim's Convenience",
-        20,
-        "grocery",
-        ("USD", "CAD"),
-        2.50,
-        65.00,
-        ("Snacks and drinks", "Milk and bread", "Coffee and a paper", "Phone top-up"),
-    ),
-    Profile(
-        "Pacific Forex",
-        5,
-        "forex",
-        ("EUR", "GBP", "JPY", "CAD", "AUD"),
-        150.00,
-        2500.00,
-        ("Currency exchange at counter", "Travel money order", "FX settlement"),
-    ),
-    Profile(
-        "RapidRemit",
-        3,
-        "suspicious",
-        (STRUCTURING_CURRENCY,),
-        STRUCTURING_LOW,
-        STRUCTURING_HIGH,
-        (
-            "URGENT wire transfer, no questions",
-            "Gift card reload - send asap",
-            "Crypto top-up for family abroad",
-        ),
-        is_threat=True,
-    ),
-)
 
 
 def uniform(seed: int, day: date, purpose: str) -> Column:
@@ -104,6 +50,14 @@ def _by_profile(u: Column, choose: Any) -> Column:
         upper += profile.weight
         expr = expr.when(u * F.lit(total) < F.lit(upper), choose(profile))
     return expr.otherwise(choose(PROFILES[-1]))
+
+
+def _amount(profile: Profile, u: Column) -> Column:
+    """The profile's amount for the uniform ``u``: to the cent, or one of its steps."""
+    if profile.step is None:
+        return F.round(F.lit(profile.low) + u * F.lit(profile.high - profile.low), 2)
+    steps = F.floor(u * F.lit(profile.amounts()))
+    return F.round(F.lit(profile.low) + steps * F.lit(profile.step), 2)
 
 
 def day_start_ms(day: date) -> int:
@@ -140,10 +94,7 @@ def generate_transactions(
     u_currency = uniform(seed, day, "currency")
     u_message = uniform(seed, day, "message")
     u_time = uniform(seed, day, "time")
-    amount = _by_profile(
-        u_profile,
-        lambda p: F.round(F.lit(p.low) + u_amount * F.lit(p.high - p.low), 2),
-    )
+    amount = _by_profile(u_profile, lambda p: _amount(p, u_amount))
     millis = F.lit(day_start_ms(day)) + F.floor(
         (F.col("id") + u_time) * F.lit(MILLIS_PER_DAY / max(rows, 1))
     ).cast("long")
@@ -157,6 +108,7 @@ def generate_transactions(
         _by_profile(u_profile, lambda p: F.lit(p.is_threat)).alias("is_threat"),
         F.lit("simulator").alias("source"),
         iso_from_millis(millis).alias("timestamp"),
+        _by_profile(u_profile, lambda p: F.lit(p.typology)).alias("typology"),
     )
 
 

@@ -260,3 +260,13 @@ def test_a_fallback_for_an_unusable_answer_is_final_and_not_queued(
     effect = _model_api_processor(model_api_server, rules_settings).process(make_txn())
     assert effect.result["fallback_cause"] == "unusable"
     assert "provisional" not in effect.result and effect.provisional is None
+
+
+@pytest.mark.parametrize("amount", [42.17, 497.5, 300.0])
+def test_the_rules_never_read_the_label(amount: float, rules_settings: Settings) -> None:
+    """The same payment gets the same rules' verdict whatever its truth says."""
+    verdicts = {
+        evaluate_rules(make_txn(amount=amount, is_threat=label), rules_settings)
+        for label in (True, False, None)
+    }
+    assert len(verdicts) == 1
