@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import AliasChoices, SecretStr
 from pydantic.fields import FieldInfo
 
-from sentinel_platform.settings import Settings
+from sentinel_platform.settings import ROLE_FIELDS, ROLES, Settings, role_env_name
 
 COMMAND = "python -m sentinel_platform.settings_reference > docs/settings.md"
 
@@ -79,7 +79,29 @@ def render() -> str:
     for name, field in Settings.model_fields.items():
         description = _cell(field.description or "")
         lines.append(f"| `{env_name(name, field)}` | {shown_default(field)} | {description} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_roles()]) + "\n"
+
+
+def _roles() -> list[str]:
+    """The second analyzers' settings: each role takes every analyzer setting under its
+    prefix (:mod:`sentinel_platform.settings.roles`), listed by the setting it mirrors."""
+    lines = [
+        "",
+        "## A second analyzer: fallback and shadow",
+        "",
+        "Each role takes the analyzer's settings under its own prefix, with the analyzer's",
+        "defaults (never the live analyzer's values); a role is on when its `_URL` is set.",
+        "`FALLBACK` is asked when the live analyzer cannot be, before the rules; `SHADOW`",
+        "beside it, never deciding ([analyzer.md](analyzer.md)).",
+        "",
+        "| variables | default | meaning |",
+        "|---|---|---|",
+    ]
+    for field in ROLE_FIELDS:
+        names = ", ".join(f"`{role_env_name(role, field)}`" for role in ROLES)
+        live = env_name(field, Settings.model_fields[field])
+        lines.append(f"| {names} | {shown_default(Settings.model_fields[field])} | as {live} |")
+    return lines
 
 
 if __name__ == "__main__":

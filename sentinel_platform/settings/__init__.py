@@ -30,6 +30,7 @@ from sentinel_platform.settings.dagster import POSTGRES_URL_SCHEMES, parse_spark
 from sentinel_platform.settings.delivery import AUTO, DEFAULT_MAX_CONCURRENCY, AutoConcurrency
 from sentinel_platform.settings.loading import SettingsError, load_settings
 from sentinel_platform.settings.model import ENV_PREFIX, Settings
+from sentinel_platform.settings.roles import ROLE_FIELDS, ROLES, Role, role_env_name, role_settings
 from sentinel_platform.settings.urls import tls_problem, url_problem
 
 __all__ = [
@@ -40,7 +41,10 @@ __all__ = [
     "MODEL_API_HOSTS",
     "POSTGRES_URL_SCHEMES",
     "REDIS_URL_SCHEMES",
+    "ROLES",
+    "ROLE_FIELDS",
     "AutoConcurrency",
+    "Role",
     "Settings",
     "SettingsError",
     "check_model_api",
@@ -49,6 +53,8 @@ __all__ = [
     "parse_spark_conf",
     "read_key_file",
     "redact_url",
+    "role_env_name",
+    "role_settings",
     "tls_problem",
     "url_problem",
 ]

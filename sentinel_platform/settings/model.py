@@ -29,6 +29,7 @@ from sentinel_platform.settings.backpressure import BackpressureSettings, check_
 from sentinel_platform.settings.connection import ConnectionSettings
 from sentinel_platform.settings.dagster import DagsterSettings
 from sentinel_platform.settings.delivery import DeliverySettings, check_hang_timeout
+from sentinel_platform.settings.lanes import LaneSettings
 from sentinel_platform.settings.retention import (
     RetentionSettings,
     check_retention_within_markers,
@@ -42,6 +43,7 @@ ENV_PREFIX = "SENTINEL_"
 class Settings(
     DagsterSettings,
     AlertingSettings,
+    LaneSettings,
     AnalyzerSettings,
     BackpressureSettings,
     RetentionSettings,

@@ -17,6 +17,7 @@ from sentinel_platform.settings.backpressure import BackpressureSettings
 from sentinel_platform.settings.connection import ConnectionSettings
 from sentinel_platform.settings.dagster import DagsterSettings
 from sentinel_platform.settings.delivery import DeliverySettings
+from sentinel_platform.settings.lanes import LaneSettings
 from sentinel_platform.settings.retention import RetentionSettings
 from sentinel_platform.settings.streams import StreamSettings
 
@@ -28,6 +29,7 @@ PARTS = (
     RetentionSettings,
     BackpressureSettings,
     AnalyzerSettings,
+    LaneSettings,
     AlertingSettings,
     DagsterSettings,
 )

@@ -37,12 +37,14 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer import Analyzer
+from workers.analyzer import Analyzer, StreamPrompt
+from workers.analyzer.lanes.configured import lanes_from_settings
 from workers.processors.provisional import (
     Fallback,
     fallback,
     fallback_cause,
     model_only_error,
+    primary_unavailable,
 )
 
 M = TypeVar("M", bound=WireModel)
@@ -140,6 +142,13 @@ class WireProcessor(Generic[M]):
 
     def process(self, message: M, model_only: bool = False) -> Effect:
         raise NotImplementedError
+
+
+def analyzer_of(settings: Settings, prompt: StreamPrompt) -> Analyzer | None:
+    """The analyzer a processor of ``prompt``'s stream asks, its lanes included (a
+    fallback model asked when the live one could not be, :func:`primary_unavailable`),
+    or None for rules only."""
+    return lanes_from_settings(settings, prompt, falls_through=primary_unavailable)
 
 
 def _is_demo(message: object) -> bool:

@@ -62,6 +62,14 @@ def fallback_cause(exc: BaseException) -> FallbackCause:
     return "down"
 
 
+def primary_unavailable(exc: BaseException) -> bool:
+    """The live analyzer could not be asked (a cause a rules verdict would call
+    provisional: exhausted, held until released, down, its breaker open), so a fallback
+    analyzer is (:class:`~workers.analyzer.lanes.fallback.FallbackAnalyzer`): never for
+    :class:`Busy`, which waits for the live one."""
+    return not isinstance(exc, Busy) and is_provisional_cause(fallback_cause(exc))
+
+
 def day_of(stamp: str) -> str:
     """The UTC day (``YYYY-MM-DD``) of an ISO-8601 time (one without an offset is UTC):
     the daily partition a message belongs to."""

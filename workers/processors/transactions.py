@@ -42,8 +42,8 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.shown import ShownTransaction, shown, truth_of
 from sentinel_platform.streams.backlog.provisional import DAY
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
-from workers.analyzer import StreamPrompt, analyzer_from_settings, billed_fields
-from workers.processors.base import WireProcessor
+from workers.analyzer import StreamPrompt, billed_fields
+from workers.processors.base import WireProcessor, analyzer_of
 from workers.processors.provisional import day_of
 
 log = logging.getLogger(__name__)
@@ -220,4 +220,4 @@ def from_settings(settings: Settings) -> TransactionProcessor:
     Called once per worker process, so the worker keeps one analyzer, and with it one
     pool of kept-alive connections, for all its messages.
     """
-    return TransactionProcessor(settings, analyzer_from_settings(settings, PROMPT))
+    return TransactionProcessor(settings, analyzer_of(settings, PROMPT))

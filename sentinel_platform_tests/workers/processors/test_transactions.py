@@ -186,10 +186,15 @@ def test_an_analyzer_verdict_keeps_the_models_narrative(
 @pytest.mark.parametrize(
     ("assessment", "recorded"),
     [
-        (Assessment(True, "high", "n"), {}),
+        (Assessment(True, "high", "n"), {"analyzer_role": "primary"}),
+        (
+            Assessment(True, "high", "n", "m", None, None, "fallback"),
+            {"analyzer_role": "fallback", "model": "m"},
+        ),
         (
             Assessment(True, "high", "n", "gpt-4o", "abc123", Usage(70, 105)),
             {
+                "analyzer_role": "primary",
                 "model": "gpt-4o",
                 "prompt_version": "abc123",
                 "input_tokens": "70",
@@ -199,6 +204,7 @@ def test_an_analyzer_verdict_keeps_the_models_narrative(
         (
             Assessment(False, "low", "n", "claude", "abc123", Usage(1500, 90, 1400)),
             {
+                "analyzer_role": "primary",
                 "model": "claude",
                 "prompt_version": "abc123",
                 "input_tokens": "1500",
@@ -206,7 +212,10 @@ def test_an_analyzer_verdict_keeps_the_models_narrative(
                 "cached_input_tokens": "1400",
             },
         ),
-        (Assessment(False, "low", "n", "m", "v", None), {"model": "m", "prompt_version": "v"}),
+        (
+            Assessment(False, "low", "n", "m", "v", None),
+            {"analyzer_role": "primary", "model": "m", "prompt_version": "v"},
+        ),
     ],
 )
 def test_a_verdict_records_what_its_api_reported(

@@ -151,11 +151,14 @@ class Assessment:
     model: str | None = None
     prompt_version: str | None = None
     usage: Usage | None = None
+    #: which analyzer decided: ``primary``, or ``fallback`` (the second model asked when
+    #: the first could not be, :class:`~workers.analyzer.lanes.fallback.FallbackAnalyzer`)
+    role: str = "primary"
 
     def recorded(self) -> dict[str, str]:
         """The extra fields a result entry records for this verdict (strings, as stream
-        fields are); empty for a verdict that reports none."""
-        fields: dict[str, str] = {}
+        fields are): always ``analyzer_role``, then what the verdict reports."""
+        fields: dict[str, str] = {"analyzer_role": self.role}
         if self.model is not None:
             fields["model"] = self.model
         if self.prompt_version is not None:

@@ -99,6 +99,7 @@ def test_the_documented_reply_is_a_verdict_with_model_version_and_usage(prompt: 
     assert (verdict.model, verdict.prompt_version) == (OPENAI_MODEL, prompt.version)
     assert verdict.usage == Usage(1117, 46, 1024)
     assert verdict.recorded() == {
+        "analyzer_role": "primary",
         "model": OPENAI_MODEL,
         "prompt_version": prompt.version,
         "input_tokens": "1117",
