@@ -37,6 +37,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Effect
 from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import keys_for
 from workers.analyzer import Analyzer, StreamPrompt
 from workers.analyzer.lanes.configured import lanes_from_settings
 from workers.processors.provisional import (
@@ -76,6 +77,9 @@ class WireProcessor(Generic[M]):
         self.settings = settings
         self.analyzer = analyzer
         self.wire_model: type[WireModel] = spec_for(self.stream).wire_model
+        bind_keys = getattr(analyzer, "bind_keys", None)  # a shadow writes beside the results
+        if bind_keys is not None:
+            bind_keys(keys_for(settings, self.stream))
         #: an analyzer call is paid for: copies of a key on other workers wait for its
         #: claim instead of calling again (``Claims``)
         self.paid_calls = analyzer is not None

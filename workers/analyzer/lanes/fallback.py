@@ -79,26 +79,26 @@ class FallbackAnalyzer:
     # gauge per worker, the live model's) -------------------------------------------------
 
     def bind_log_fields(self, fields: Mapping[str, Any]) -> None:
-        _bind(self.primary, "bind_log_fields", fields)
-        _bind(self.fallback, "bind_log_fields", {**fields, "analyzer_role": FALLBACK})
+        bind_if_any(self.primary, "bind_log_fields", fields)
+        bind_if_any(self.fallback, "bind_log_fields", {**fields, "analyzer_role": FALLBACK})
 
     def bind_metrics(self, metrics: Any) -> None:
-        _bind(self.primary, "bind_metrics", metrics)
+        bind_if_any(self.primary, "bind_metrics", metrics)
 
     def bind_redis(self, client: Any) -> None:
         for analyzer in (self.primary, self.fallback):
-            _bind(analyzer, "bind_redis", client)
+            bind_if_any(analyzer, "bind_redis", client)
 
     def bind_stop(self, stop: threading.Event) -> None:
         for analyzer in (self.primary, self.fallback):
-            _bind(analyzer, "bind_stop", stop)
+            bind_if_any(analyzer, "bind_stop", stop)
 
     def close(self) -> None:
         for analyzer in (self.primary, self.fallback):
-            _bind(analyzer, "close")
+            bind_if_any(analyzer, "close")
 
 
-def _bind(analyzer: object, name: str, *args: Any) -> None:
+def bind_if_any(analyzer: object, name: str, *args: Any) -> None:
     """Call ``analyzer.name(*args)`` when it has it (a plain analyzer has no binds)."""
     method = getattr(analyzer, name, None)
     if method is not None:

@@ -1,0 +1,90 @@
+"""Which messages the shadow is asked about, and what its verdict records."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from sentinel_platform.schemas import Transaction
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.workers.processors.test_transactions import BASE
+from workers.analyzer import Assessment, Usage
+from workers.analyzer.lanes.shadow import ShadowAnalyzer, chosen
+from workers.analyzer.lanes.shadow_record import shadow_entry, shadow_results_key
+
+KEYS = [f"txn-{i}" for i in range(10_000)]
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.5, 0.9, 1.0])
+def test_the_fraction_chosen_is_the_setting(fraction: float) -> None:
+    share = sum(chosen(key, fraction) for key in KEYS) / len(KEYS)
+    assert share == pytest.approx(fraction, abs=0.015)
+
+
+@pytest.mark.parametrize(("key", "fraction"), [("t-1", 0.5), ("t-2", 0.5), ("s|2026", 0.3)])
+def test_a_message_is_chosen_alike_every_time(key: str, fraction: float) -> None:
+    assert len({chosen(key, fraction) for _ in range(5)}) == 1
+
+
+def test_a_smaller_fraction_chooses_a_subset_of_a_larger_one() -> None:
+    small = {k for k in KEYS if chosen(k, 0.1)}
+    assert small <= {k for k in KEYS if chosen(k, 0.3)}
+
+
+@pytest.mark.parametrize(
+    ("results", "shadow"),
+    [
+        ("sentinel:verdicts", "sentinel:verdicts:shadow"),
+        ("{sentinel:transactions}:verdicts", "{sentinel:transactions}:verdicts:shadow"),
+    ],
+)
+def test_the_shadow_stream_is_named_after_the_results(results: str, shadow: str) -> None:
+    keys = StreamKeys("s", "g", "d", results, "l", "p", "lease:", "done:", "c")
+    assert shadow_results_key(keys) == shadow
+
+
+def test_a_shadow_entry_names_the_message_its_truth_and_what_the_model_said() -> None:
+    txn = Transaction.model_validate({**BASE, "id": "t-7", "is_threat": True})
+    verdict = Assessment(False, "low", "fine", "m2", "v2", Usage(10, 5))
+    entry = shadow_entry(txn, verdict)
+    assert {k: entry[k] for k in ("shadow_of", "txn_id", "label", "analyzer_role")} == {
+        "shadow_of": "t-7",
+        "txn_id": "t-7",
+        "label": "true",
+        "analyzer_role": "shadow",
+    }
+    assert (entry["model"], entry["prompt_version"], entry["input_tokens"]) == ("m2", "v2", "10")
+    assert (entry["is_threat"], entry["risk_level"]) == ("false", "low")
+
+
+class Fixed:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def assess_transaction(self, txn: Transaction) -> Assessment:
+        self.calls += 1
+        return Assessment(True, "high", "live", "m1")
+
+    def assess_axiom(self, axiom: object) -> Assessment:
+        raise NotImplementedError
+
+
+def test_a_full_queue_drops_and_counts_and_the_live_verdict_is_unchanged() -> None:
+    live, trial = Fixed(), Fixed()
+    lane = ShadowAnalyzer(live, trial, 1.0, deadline_s=5.0, queue_size=1)  # no threads started
+    txn = Transaction.model_validate(BASE)
+    verdicts = [lane.assess_transaction(txn) for _ in range(3)]
+    assert all(v.narrative == "live" for v in verdicts) and live.calls == 3
+    assert lane.dropped["queue_full"] == 2 and trial.calls == 0
+
+
+def test_a_stale_job_is_dropped_without_asking_the_shadow() -> None:
+    trial = Fixed()
+    lane = ShadowAnalyzer(Fixed(), trial, 1.0, deadline_s=0.0)
+    lane.assess_transaction(Transaction.model_validate(BASE))
+    job = lane._jobs.get_nowait()
+    lane._handle(job)
+    assert lane.dropped["late"] == 1 and trial.calls == 0
+    with pytest.raises(queue.Empty):
+        lane._jobs.get_nowait()
