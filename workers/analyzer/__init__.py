@@ -27,8 +27,11 @@ module, in rooms as the consumer has:
 * :mod:`workers.analyzer.keys`: the key in use, re-read when its file changes, held alone
   when it is rejected, shown only as ``sk-...abcd``.
 
-A lane (a shadow, a fallback, a batch) belongs beside these as a wrapper of the one
-:class:`~workers.analyzer.apis.model_api.Analyzer` protocol, not as a branch in the client.
+* :mod:`workers.analyzer.lanes`: analyzers made of analyzers, each a wrapper of the one
+  :class:`~workers.analyzer.apis.model_api.Analyzer` protocol rather than a branch in the
+  client: a second model before the rules (:mod:`~workers.analyzer.lanes.fallback`), a
+  model on trial in shadow (:mod:`~workers.analyzer.lanes.shadow`), and the lanes the
+  settings describe (:mod:`~workers.analyzer.lanes.configured`).
 Callers import from the package (``from workers.analyzer import HttpAnalyzer``), so the
 modules can be rearranged without touching them.
 """

@@ -45,7 +45,12 @@ def rescreen_room(live_limit: int, live_held: int, caught_up: bool, analyzer_rea
 def analyzer_ready(analyzer: object) -> bool:
     """Whether a call to ``analyzer`` may go now as far as this worker knows: its breaker
     does not refuse calls and the fleet holds none (a ``Retry-After``, an exhaustion).
-    An analyzer without a breaker or fleet limits is always ready."""
+    An analyzer without a breaker or fleet limits is always ready. A lane (a wrapper of
+    analyzers, :mod:`workers.analyzer.lanes`) is ready when any analyzer that may decide
+    through it (its ``deciders()``) is."""
+    deciders = getattr(analyzer, "deciders", None)
+    if callable(deciders):
+        return any(analyzer_ready(inner) for inner in deciders())
     breaker = getattr(analyzer, "breaker", None)
     if breaker is not None and breaker.state_now() == "open":
         return False

@@ -43,3 +43,21 @@ def test_an_analyzer_is_not_ready_while_its_breaker_is_open_or_the_fleet_is_held
     other.breaker.failed(ticket, "refused")
     assert not analyzer_ready(other)
     assert analyzer_ready(object())  # no breaker, no limits: nothing holds it
+
+
+def test_a_lane_is_ready_when_an_analyzer_that_may_decide_through_it_is() -> None:
+    class Held:
+        def __init__(self) -> None:
+            self.limits = FleetLimits("held")
+            self.limits.hold(30.0, "retry_after: 429")
+
+    class Lane:
+        def __init__(self, *deciders: object) -> None:
+            self._deciders = deciders
+
+        def deciders(self) -> tuple[object, ...]:
+            return self._deciders
+
+    assert not analyzer_ready(Lane(Held()))  # a shadow over a held live analyzer
+    assert analyzer_ready(Lane(Held(), object()))  # a fallback that may still be asked
+    assert not analyzer_ready(Lane(Lane(Held())))

@@ -52,6 +52,11 @@ class FallbackAnalyzer:
     def __repr__(self) -> str:
         return f"FallbackAnalyzer({self.primary!r}, fallback={self.fallback!r})"
 
+    def deciders(self) -> tuple[Analyzer, ...]:
+        """The analyzers that may decide through this one: both (a gate waiting for an
+        analyzer that may be asked waits for either)."""
+        return (self.primary, self.fallback)
+
     def assess_transaction(self, txn: Transaction) -> Assessment:
         return self._ask(lambda a: a.assess_transaction(txn))
 

@@ -106,6 +106,10 @@ class ShadowAnalyzer:
 
     # --- the live path ------------------------------------------------------------------
 
+    def deciders(self) -> tuple[Analyzer, ...]:
+        """The analyzers that may decide through this one: the live one alone."""
+        return (self.live,)
+
     def assess_transaction(self, txn: Transaction) -> Assessment:
         self._offer(txn)
         return self.live.assess_transaction(txn)
