@@ -151,11 +151,16 @@ class Assessment:
     model: str | None = None
     prompt_version: str | None = None
     usage: Usage | None = None
+    #: how long the call took, from sending the request to reading the answer (not the
+    #: waits for a rate slot or a connection before it)
+    latency_ms: int | None = None
 
     def recorded(self) -> dict[str, str]:
         """The extra fields a result entry records for this verdict (strings, as stream
         fields are); empty for a verdict that reports none."""
         fields: dict[str, str] = {}
+        if self.latency_ms is not None:
+            fields["latency_ms"] = str(self.latency_ms)
         if self.model is not None:
             fields["model"] = self.model
         if self.prompt_version is not None:
