@@ -133,3 +133,19 @@ def test_a_days_quality_per_model_and_prompt_against_the_truth_and_the_rules(
     assert shortfalls == {
         "m1 · p1": "recall 0.800 below the rules' 1.000; precision 0.800 below the rules' 1.000"
     }, "m2 beats the rules on its messages"
+
+
+def test_a_day_without_verdicts_is_empty_and_its_check_passes_saying_so(
+    data_resources: dict[str, Any], redis_client: RedisClient, dagster_instance: Any
+) -> None:
+    assert redis_client.dbsize() == 0  # a fresh server: no results at all
+    result = dg.materialize(
+        [verdict_quality], resources=data_resources, instance=dagster_instance, partition_key=DAY
+    )
+    assert result.success
+    assert result.output_for_node("verdict_quality").count() == 0
+    (materialization,) = result.asset_materializations_for_node("verdict_quality")
+    assert materialization.metadata["verdicts"].value == 0
+    assert "precision" not in materialization.metadata, "an unknown figure is not plotted as 0"
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed and "nothing to measure" in str(check.metadata["note"].value)
