@@ -39,7 +39,7 @@ from sentinel_platform.verdict_quality import (
 #: something, recent enough that a prompt change shows the same day.
 WINDOW_S = 6 * 3600
 #: At most this many results are read per stream and per call (the newest ones).
-MAX_ENTRIES = 10_000
+MAX_ENTRIES = 5_000
 RULES_DRIVERS = ("rules", "fallback")
 
 
