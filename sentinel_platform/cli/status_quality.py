@@ -4,7 +4,7 @@ One short line per stream whose results carry labelled model verdicts (the figur
 :func:`~sentinel_platform.streams.backlog.recent_quality.read_quality`), each model and
 prompt version with its precision and recall and the rules' on the same messages, so an
 operator sees at a glance whether the model beats the rules it replaces. A stream
-without model verdicts in the window gets no line.
+without labelled model verdicts in the window (a source without truth) gets no line.
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ def _model(row: Mapping[str, Any]) -> str:
 
 def line(doc: Mapping[str, Any] | None) -> str | None:
     """``  quality (last 6 h): gpt-4o-mini·3f2a9c1e precision 0.80 recall 0.75 (rules
-    1.00/0.60) on 120 labelled``; None without model verdicts (or not read)."""
-    if not doc or not doc.get("models"):
+    1.00/0.60) on 120 labelled``; None without labelled model verdicts (or not read)."""
+    labelled = [row for row in (doc or {}).get("models") or [] if row["labelled"]]
+    if not doc or not labelled:  # no truth (the axioms', a partner feed's): nothing to say
         return None
     hours = f"{doc['window_s'] / 3600:g} h"
-    labelled = [row for row in doc["models"] if row["labelled"]]
-    if not labelled:
-        verdicts = sum(row["verdicts"] for row in doc["models"])
-        return f"  quality (last {hours}): none of {verdicts} model verdicts labelled"
     return f"  quality (last {hours}): " + "; ".join(_model(row) for row in labelled)

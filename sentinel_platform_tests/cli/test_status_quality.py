@@ -94,7 +94,7 @@ def _row(**values: Any) -> dict[str, Any]:
         ({"window_s": 21600, "models": []}, None),
         (
             {"window_s": 21600, "models": [_row(labelled=0)]},
-            "  quality (last 6 h): none of 10 model verdicts labelled",
+            None,  # no truth: nothing to say
         ),
         (
             {"window_s": 3600, "models": [_row(), _row(model="n", labelled=0)]},
