@@ -49,11 +49,13 @@ def test_data_assets_jobs_and_resources_are_registered(settings: Settings) -> No
         "transaction_verdicts",
         "compliance_events",
         "compliance_report",
+        "verdict_quality",
     } <= keys
     for job in (
         "publish_transactions",
         "publish_axioms",
         "report_compliance",
+        "report_quality",
         "rescreen_transactions",
         "rescreen_axioms",
     ):
@@ -93,7 +95,13 @@ def test_every_job_and_the_uis_materialize_run_a_run_in_one_spark_session(
 
     jobs = [defs.resolve_implicit_global_asset_job_def()] + [
         defs.resolve_job_def(name)
-        for name in ("publish_transactions", "publish_axioms", "report_compliance", "demo_publish")
+        for name in (
+            "publish_transactions",
+            "publish_axioms",
+            "report_compliance",
+            "report_quality",
+            "demo_publish",
+        )
     ]
     for job in jobs:
         assert job.executor_def is spark_executor, job.name

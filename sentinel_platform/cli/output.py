@@ -110,6 +110,29 @@ class Provisional(Document):
     oldest_age_s: float | None = Field(description="the oldest one's age; null: none waits")
 
 
+class ModelQuality(Document):
+    model: str = Field(description="the model that answered")
+    prompt_version: str = Field(description="its prompt's version (`-`: none recorded)")
+    verdicts: int = Field(description="its verdicts (a superseded one left out)")
+    labelled: int = Field(description="those whose message carried its truth (`label`)")
+    tp: int = Field(description="threats it flagged")
+    fp: int = Field(description="harmless messages it flagged")
+    tn: int = Field(description="harmless messages it passed")
+    fn: int = Field(description="threats it missed")
+    precision: float | None = Field(description="tp / (tp + fp); null: it flagged none")
+    recall: float | None = Field(description="tp / (tp + fn); null: no labelled threat")
+    f1: float | None = Field(description="the harmonic mean of the two")
+    rules_precision: float | None = Field(description="the rules' on the same messages")
+    rules_recall: float | None = Field(description="the rules' on the same messages")
+    rules_f1: float | None = Field(description="the rules' on the same messages")
+    agreement: float | None = Field(description="share of its verdicts the rules shared")
+
+
+class RecentQuality(Document):
+    window_s: int = Field(description="how far back the verdicts were read, seconds")
+    models: list[ModelQuality] = Field(description="one per model and prompt version")
+
+
 class StreamFigures(Document):
     """What a stream and each shard of a sharded one report alike."""
 
@@ -149,6 +172,9 @@ class StreamStatus(StreamFigures):
         None,
         description="the re-screen queue (a sharded stream's summed); a warning while the "
         "oldest waits over 10 minutes",
+    )
+    quality: RecentQuality | None = Field(
+        None, description="the last hours' model verdicts against the truth and the rules"
     )
     drain_advice: str | None = Field(
         None,

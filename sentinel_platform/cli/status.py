@@ -10,7 +10,9 @@ the worst zone, so the command doubles as a health probe. Every hold on the anal
 (no worker calls it meanwhile) is shown with its cause, seconds left and analyzer. Per
 stream it says who decided the last minutes' verdicts and their tokens per minute; while
 most are fallbacks, or the analyzer is exhausted, the overall state is a warning
-(:mod:`~sentinel_platform.cli.status_verdicts`).
+(:mod:`~sentinel_platform.cli.status_verdicts`). Per stream with labelled model verdicts
+it also measures the last hours' verdicts against the truth and the rules
+(:mod:`~sentinel_platform.cli.status_quality`).
 
 A stream counts as having a live worker when at least one consumer holds its lease or a
 worker published the lag key within its TTL; otherwise its zone is ``worker_off``.
@@ -50,6 +52,7 @@ from sentinel_platform.streams.backlog.drain import card_rate, read_drain_rate
 from sentinel_platform.streams.backlog.holdings import most_held, read_holdings
 from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.backlog.progress import last_publish, progress
+from sentinel_platform.streams.backlog.recent_quality import read_quality
 from sentinel_platform.streams.backlog.retention import retention_summary
 from sentinel_platform.streams.backlog.verdict_mix import read_mix
 from sentinel_platform.streams.backlog.zones import (
@@ -184,6 +187,7 @@ def stream_doc(
     verdicts = {
         "verdicts": asdict(read_mix(client, shards)),
         "provisional": status_provisional.read(client, shards),
+        "quality": read_quality(client, shards),
     }
     if len(shards) == 1:  # one shard, or none recorded yet
         return {**base, **verdicts}

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from sentinel_platform.cli import status_provisional, status_shards, status_verdicts
+from sentinel_platform.cli import (
+    status_provisional,
+    status_quality,
+    status_shards,
+    status_verdicts,
+)
 from sentinel_platform.cli import status_records as records
 from sentinel_platform.cli.common import human_ms, paint
 from sentinel_platform.streams.backlog.retention import describe as describe_retention
@@ -113,6 +118,8 @@ def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
         lines.append(status_verdicts.verdict_line(s.get("verdicts")))
         if provisional := status_provisional.line(s.get("provisional")):
             lines.append(provisional)
+        if quality := status_quality.line(s.get("quality")):
+            lines.append(quality)
         if s.get("drain_advice"):
             lines.append(paint(f"  advice: {s['drain_advice']}", "elevated", out))
         if s.get("retained"):

@@ -54,6 +54,22 @@ class DagsterSettings(BaseModel):
         description="start the demo schedule (a small generated batch every few minutes) "
         "switched on; `sentinel up` sets it with the embedded Redis",
     )
+    quality_min_recall: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="the least recall (share of labelled threats flagged, 0-1) a model's "
+        "verdicts may have before the verdict_quality check warns; unset: only the rules' "
+        "recall on the same messages is the bar",
+    )
+    quality_min_precision: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="the least precision (share of threat verdicts that were threats, 0-1) a "
+        "model's verdicts may have before the verdict_quality check warns; unset: only the "
+        "rules' precision on the same messages is the bar",
+    )
 
     # --- the Dagster instance ------------------------------------------------------------
     dagster_postgres_url: SecretStr | None = Field(

@@ -125,6 +125,8 @@ def served_texts(settings: Settings, redis_client: RedisClient) -> Iterator[list
     worker.observe_processing(0.1)
     worker.observe_commit(0.01)
     worker.tokens.count("gpt-4o-mini", 100, 20, 0)  # the tokens series exist once counted
+    labelled = {"driver_used": "analyzer", "model": "m", "label": "true", "is_threat": "true"}
+    worker.outcomes.count(labelled)  # as do the outcomes'
     for spec in stream_specs(settings):  # work_seconds and the rate need a drain rate
         write_drain_rate(redis_client, keys_for(settings, spec), 100.0, 0)
     analyzer_holds.register(redis_client, "gpt-eu", "https://api.example.com/v1")

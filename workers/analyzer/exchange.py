@@ -16,6 +16,7 @@ but busy into *down*), an exhaustion's hold, a rejected key's own hold.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from datetime import datetime, timezone
@@ -91,7 +92,10 @@ class Exchange:
         try:
             self.limits.check_remembered()  # refused while this call waited for a connection
             key = self.keys.current()  # a changed key file re-read; raises if it is held
+            sent = time.monotonic()
             assessment = self._send(body, prompt, {**key.headers, **headers})
+            took_ms = round((time.monotonic() - sent) * 1000)
+            assessment = dataclasses.replace(assessment, latency_ms=took_ms)
         except AnalyzerBusy as answered:  # no wait given: a backoff; down past the bound
             busy = self.busy_spell.busy(answered, sent_at)
             if isinstance(busy, AnalyzerBusy) and busy.retry_after_s:

@@ -42,6 +42,7 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.shown import ShownTransaction, shown, truth_of
 from sentinel_platform.streams.backlog.provisional import DAY
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
+from sentinel_platform.verdict_quality import RULES_IS_THREAT, RULES_RISK_LEVEL
 from workers.analyzer import StreamPrompt, billed_fields
 from workers.processors.base import WireProcessor, analyzer_of
 from workers.processors.provisional import day_of
@@ -134,6 +135,15 @@ class RuleVerdict:
     def is_threat(self) -> bool:
         return self.risk_level == "high"
 
+    def recorded(self) -> dict[str, str]:
+        """The rules' verdict as every result entry keeps it, beside whoever decided, so
+        a model is measured against the rules on the same messages
+        (:mod:`sentinel_platform.verdict_quality`)."""
+        return {
+            RULES_IS_THREAT: "true" if self.is_threat else "false",
+            RULES_RISK_LEVEL: self.risk_level,
+        }
+
 
 def evaluate_rules(txn: Transaction, settings: Settings) -> RuleVerdict:
     """The rules' verdict on what they are shown of ``txn`` (:func:`shown`): never its truth."""
@@ -155,9 +165,10 @@ class TransactionProcessor(WireProcessor[Transaction]):
     or ``fallback`` (the analyzer failed and the rules decided, saying why:
     ``fallback_cause``, and ``provisional`` when the model is to be asked again,
     :meth:`~workers.processors.base.WireProcessor.fallback_of`). Every verdict has the
-    transaction's ``day``, and its truth when it has one (``label``,
+    transaction's ``day``, its truth when it has one (``label``,
     :func:`~sentinel_platform.shown.truth_of`), which neither the rules nor the analyzer
-    are shown. An analyzer's verdict
+    are shown, and the rules' verdict (``rules_is_threat``, ``rules_risk_level``,
+    :meth:`RuleVerdict.recorded`) whoever decided. An analyzer's verdict
     also keeps its ``narrative`` and, from a model API, ``model``, ``prompt_version`` and
     the tokens (``Assessment.recorded``): extra fields, which Sentinel-L7's readers
     ignore. A busy analyzer is
@@ -205,6 +216,7 @@ class TransactionProcessor(WireProcessor[Transaction]):
             "processed_at": utc_now_iso(),
             DAY: day,
             **truth_of(message),
+            **rules.recorded(),
             **said,
         }
         result = self.marked(message, result)

@@ -34,6 +34,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sentinel_platform.metrics_server import serve_registry
 from sentinel_platform.streams.backlog.entry_ages import age_s
+from sentinel_platform.streams.consumer.outcome_metrics import OutcomeCounter
 from sentinel_platform.streams.consumer.token_metrics import TokenCounter
 
 # ``*_created`` series double every counter for no use here.
@@ -167,6 +168,8 @@ class Metrics:
         }
         #: the tokens the analyzer's model calls reported, by model (``count(...)``)
         self.tokens = TokenCounter(self.registry, prefix, self.labels)
+        #: model verdicts of labelled messages by outcome (``count(result)``)
+        self.outcomes = OutcomeCounter(self.registry, prefix, self.labels)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 

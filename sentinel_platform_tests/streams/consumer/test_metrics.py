@@ -82,7 +82,7 @@ def test_render_is_valid_prometheus_text_with_help_type_and_labels(metrics: Metr
         f"sentinel_worker_{n}_total" for n in COUNTERS
     } | {f"sentinel_worker_{n}" for n in GAUGES} | {f"sentinel_worker_{n}" for n in HISTOGRAMS} | {
         f"sentinel_worker_{n}_total" for n in LABELLED_COUNTERS
-    } | {"sentinel_worker_analyzer_tokens_total"}
+    } | {"sentinel_worker_analyzer_tokens_total", "sentinel_worker_verdict_outcomes_total"}
     processed = families["sentinel_worker_processed_total"]
     assert (processed["type"], processed["value"]) == ("counter", 3.0)
     assert processed["help"] == COUNTERS["processed"]

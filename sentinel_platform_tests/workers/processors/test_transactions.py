@@ -147,6 +147,8 @@ def test_verdict_fields_are_strings_for_the_verdicts_stream(rules_settings: Sett
         "driver_used",
         "processed_at",
         "day",
+        "rules_is_threat",
+        "rules_risk_level",
     }
     assert effect.result["day"] == "2026-11-21"
     assert all(isinstance(v, str) for v in effect.result.values())
@@ -181,6 +183,9 @@ def test_an_analyzer_verdict_keeps_the_models_narrative(
     assert effect.recent is not None and json.loads(effect.recent)["narrative"] == "smurfing"
     # today's contract names no model nor prompt: the verdict records none
     assert not {"model", "prompt_version", "input_tokens"} & set(effect.result)
+    # the rules' verdict on the same message is kept beside the model's, and the call's time
+    assert (effect.result["rules_is_threat"], effect.result["rules_risk_level"]) == ("false", "low")
+    assert int(effect.result["latency_ms"]) >= 0
 
 
 @pytest.mark.parametrize(
@@ -215,6 +220,10 @@ def test_an_analyzer_verdict_keeps_the_models_narrative(
         (
             Assessment(False, "low", "n", "m", "v", None),
             {"analyzer_role": "primary", "model": "m", "prompt_version": "v"},
+        ),
+        (
+            Assessment(False, "low", "n", latency_ms=812),
+            {"analyzer_role": "primary", "latency_ms": "812"},
         ),
     ],
 )

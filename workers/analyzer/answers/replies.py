@@ -154,11 +154,16 @@ class Assessment:
     #: which analyzer decided: ``primary``, or ``fallback`` (the second model asked when
     #: the first could not be, :class:`~workers.analyzer.lanes.fallback.FallbackAnalyzer`)
     role: str = "primary"
+    #: how long the call took, from sending the request to reading the answer (not the
+    #: waits for a rate slot or a connection before it)
+    latency_ms: int | None = None
 
     def recorded(self) -> dict[str, str]:
         """The extra fields a result entry records for this verdict (strings, as stream
         fields are): always ``analyzer_role``, then what the verdict reports."""
         fields: dict[str, str] = {"analyzer_role": self.role}
+        if self.latency_ms is not None:
+            fields["latency_ms"] = str(self.latency_ms)
         if self.model is not None:
             fields["model"] = self.model
         if self.prompt_version is not None:

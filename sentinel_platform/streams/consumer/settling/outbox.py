@@ -137,13 +137,17 @@ class Outbox:
 
     def _applied(self, commits: Sequence[Commit]) -> None:
         """Count committed effects once per flush: how many, their age at commit (from
-        their stream entry ids) and who decided each verdict (``driver_used``)."""
+        their stream entry ids), who decided each verdict (``driver_used``) and, for a
+        model's verdict of a labelled message, whether it was right
+        (:class:`~sentinel_platform.streams.consumer.outcome_metrics.OutcomeCounter`)."""
         self.metrics.inc("processed", len(commits))
         self.metrics.observe_commit_ages([c.delivery.id for c in commits])
         drivers = Counter(c.effect.log_fields.get("driver_used") for c in commits)
         for driver, count in drivers.items():
             if driver in VERDICT_DRIVERS:
                 self.metrics.count_verdict(driver, count)
+        for commit in commits:  # right or wrong, for labelled model verdicts
+            self.metrics.outcomes.count(commit.effect.result)
         if log.isEnabledFor(logging.DEBUG):
             for commit in commits:
                 details = {"message_id": commit.delivery.id, **commit.effect.log_fields}

@@ -1,0 +1,201 @@
+"""Verdict quality of one data day: each group of verdicts set against the truth and the
+rules, as the rows of the ``verdict_quality`` asset.
+
+A group is a stream, a driver (``driver_used``) and, for a model's verdicts, its model
+and prompt version, so a new prompt or a cheaper model is its own row. Each message
+counts once, by its decision: a re-screen's model verdict supersedes the provisional
+fallback it names (:func:`~sentinel_platform.domains.reporting.decisions.decisions`).
+Every entry of a labelled message carries the truth (``label``) and the rules' verdict
+on the same message (``rules_is_threat``), so each row has its confusion matrix, the
+rules' on the same messages beside it, and how often the two agreed; the figures are
+computed from the counts by :mod:`sentinel_platform.verdict_quality`, the one place
+that says what precision and recall are. Only the counts (groups x figures) reach the
+driver.
+
+A verdict decided by the rules (``rules``, ``fallback``) names no model: its group's
+model and prompt version are :data:`NONE`. The ``fallback_share`` of every row is the
+day's: the share of the stream's decisions that fell back to the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from sentinel_platform.domains.reporting.cost import Prices, cost, data_day
+from sentinel_platform.domains.reporting.decisions import decisions, with_supersession
+from sentinel_platform.streams.backlog.provisional import RESCREEN_OF
+from sentinel_platform.verdict_quality import (
+    LABEL,
+    LATENCY_MS,
+    OUTCOMES,
+    RULES_IS_THREAT,
+    agreement,
+    confusion_of,
+)
+
+#: The model and prompt version of a verdict no model made.
+NONE = "-"
+RULES_DRIVERS = ("rules", "fallback")
+KEY = ("stream", "driver", "model", "prompt_version")
+TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens")
+#: The stored rows' columns, in order, with their Spark types.
+SCHEMA = StructType(
+    [
+        *[StructField(name, StringType()) for name in KEY],
+        *[
+            StructField(name, LongType())
+            for name in ("verdicts", "labelled", *OUTCOMES, "agreed", "compared", *TOKENS)
+        ],
+        *[
+            StructField(name, DoubleType())
+            for name in (
+                "precision",
+                "recall",
+                "f1",
+                "rules_precision",
+                "rules_recall",
+                "rules_f1",
+                "agreement",
+                "fallback_share",
+                "tokens_per_verdict",
+                "cost_per_verdict",
+                "latency_p50_ms",
+                "latency_p95_ms",
+            )
+        ],
+        *[StructField(f"rules_{name}", LongType()) for name in OUTCOMES],
+    ]
+)
+
+
+def _flag(name: str) -> Column:
+    """A "true"/"false" field as a boolean column, null when absent or anything else."""
+    value = F.lower(F.trim(F.col("fields").getItem(name)))
+    return F.when(value == "true", True).when(value == "false", False).alias(name)
+
+
+def verdict_rows(raw: DataFrame) -> DataFrame:
+    """``raw`` (a results stream read back: ``stream_id``, ``fields``) as the columns
+    quality reads, each entry with its data day."""
+    fields = F.col("fields")
+    return raw.select(
+        "stream_id",
+        data_day().alias("day"),
+        fields.getItem("driver_used").alias("driver"),
+        fields.getItem("model").alias("model"),
+        fields.getItem("prompt_version").alias("prompt_version"),
+        fields.getItem(RESCREEN_OF).alias(RESCREEN_OF),
+        _flag("is_threat"),
+        _flag(LABEL),
+        _flag(RULES_IS_THREAT),
+        *[F.coalesce(fields.getItem(n).try_cast("long"), F.lit(0)).alias(n) for n in TOKENS],
+        fields.getItem(LATENCY_MS).try_cast("double").alias(LATENCY_MS),
+    )
+
+
+def _cells(truth: str, verdict: str, prefix: str = "") -> list[Column]:
+    """The four confusion cells of ``verdict`` against ``truth`` as summed columns."""
+    said, was = F.col(verdict), F.col(truth)
+    cells = {"tp": said & was, "fp": said & ~was, "tn": ~said & ~was, "fn": ~said & was}
+    return [
+        F.sum(F.coalesce(cells[name], F.lit(False)).cast("long")).alias(prefix + name)
+        for name in OUTCOMES
+    ]
+
+
+def group_counts(verdicts: DataFrame, day: str) -> list[dict[str, Any]]:
+    """The counts of ``day``'s decisions among ``verdicts`` (:func:`verdict_rows`) per
+    driver, model and prompt version: verdicts, labelled ones, the confusion matrix of
+    the verdict and of the rules against the label, agreements with the rules, tokens
+    and latency percentiles."""
+    of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
+    by_model = F.col("driver").isin(*RULES_DRIVERS)
+    labelled = F.col(LABEL).isNotNull() & F.col("is_threat").isNotNull()
+    compared = F.col(RULES_IS_THREAT).isNotNull() & F.col("is_threat").isNotNull()
+    latency = F.percentile_approx(LATENCY_MS, F.array(F.lit(0.5), F.lit(0.95)), 10_000)
+    rows = (
+        decisions(of_day)
+        .select(
+            "*",
+            F.coalesce("driver", F.lit(NONE)).alias("_driver"),
+            F.when(by_model, F.lit(NONE)).otherwise(F.coalesce("model", F.lit(NONE))).alias("_m"),
+            F.when(by_model, F.lit(NONE))
+            .otherwise(F.coalesce("prompt_version", F.lit(NONE)))
+            .alias("_p"),
+        )
+        .groupBy("_driver", "_m", "_p")
+        .agg(
+            F.count("*").alias("verdicts"),
+            F.sum(labelled.cast("long")).alias("labelled"),
+            *_cells(LABEL, "is_threat"),
+            *_cells(LABEL, RULES_IS_THREAT, "rules_"),
+            F.sum((compared & (F.col("is_threat") == F.col(RULES_IS_THREAT))).cast("long")).alias(
+                "agreed"
+            ),
+            F.sum(compared.cast("long")).alias("compared"),
+            *[F.sum(n).alias(n) for n in TOKENS],
+            latency.alias("_latency"),
+        )
+        .orderBy("_driver", "_m", "_p")
+        .collect()
+    )
+    return [_counted(row.asDict()) for row in rows]
+
+
+def _counted(row: dict[str, Any]) -> dict[str, Any]:
+    latency = row.pop("_latency") or [None, None]
+    counts: dict[str, Any] = {
+        "driver": row.pop("_driver"),
+        "model": row.pop("_m"),
+        "prompt_version": row.pop("_p"),
+        **{name: int(value or 0) for name, value in row.items()},
+    }
+    counts["latency_p50_ms"], counts["latency_p95_ms"] = latency
+    return counts
+
+
+@dataclass(frozen=True)
+class DayQuality:
+    """A day's rows (:data:`SCHEMA`'s columns) and the stream's share of fallbacks."""
+
+    rows: list[dict[str, Any]]
+    fallback_share: float | None
+
+
+def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) -> DayQuality:
+    """The rows of ``counts`` (:func:`group_counts`) with their figures: precision,
+    recall and F1 of the verdicts and of the rules on the same messages, agreement,
+    the day's fallback share, tokens and cost per verdict (no prices: no cost)."""
+    total = sum(row["verdicts"] for row in counts)
+    fell = sum(row["verdicts"] for row in counts if row["driver"] == "fallback")
+    share = agreement(fell, total)
+    rows = []
+    for row in counts:
+        mine = confusion_of(row)
+        rules = confusion_of({name: row[f"rules_{name}"] for name in OUTCOMES})
+        billed = cost(row["input_tokens"], row["output_tokens"], row["cached_input_tokens"], prices)
+        tokens = row["input_tokens"] + row["output_tokens"]
+        per = row["verdicts"] or 1
+        rows.append(
+            {
+                **row,
+                "stream": stream,
+                **mine.figures(),
+                **{f"rules_{name}": value for name, value in rules.figures().items()},
+                "agreement": agreement(row["agreed"], row["compared"]),
+                "fallback_share": share,
+                "tokens_per_verdict": round(tokens / per, 2),
+                "cost_per_verdict": None if billed is None else round(billed / per, 8),
+            }
+        )
+    return DayQuality(rows, share)
+
+
+def is_model(row: dict[str, Any]) -> bool:
+    """Whether ``row`` is a group of a model's verdicts (not the rules deciding)."""
+    return row["driver"] not in RULES_DRIVERS and row["driver"] != NONE

@@ -1,0 +1,151 @@
+"""``verdict_quality`` materialised for one day on a real Redis: result entries written in
+the contract's shape (label, rules_is_threat, driver, model, prompt_version), the
+confusion matrix per model and prompt version against the truth and the rules, the
+plotted figures, and the warning when a model is worse than the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from sentinel_platform.domains.reporting.quality_asset import QUALITY_CHECK, verdict_quality
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
+from sentinel_platform.settings import Settings
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import transaction_keys
+
+pytestmark = pytest.mark.spark
+
+DAY = "2026-11-21"
+TRUE, FALSE = "true", "false"
+
+
+def _entry(
+    i: int, driver: str, label: str | None, said: str, rules: str, day: str = DAY, **extra: str
+) -> dict[str, str]:
+    """A transactions result entry as the worker writes it."""
+    fields = {
+        "txn_id": f"t-{i}",
+        "merchant": "RapidRemit",
+        "amount": "497.10",
+        "currency": "USD",
+        "is_threat": said,
+        "risk_level": "high" if said == TRUE else "low",
+        "driver_used": driver,
+        "processed_at": f"{day}T08:00:00.000Z",
+        "source_message_id": f"{1700000000000 + i}-0",
+        "day": day,
+        "rules_is_threat": rules,
+        "rules_risk_level": "high" if rules == TRUE else "low",
+        **extra,
+    }
+    if label is not None:
+        fields["label"] = label
+    return fields
+
+
+def _model(name: str, prompt: str, latency_ms: int | None = None) -> dict[str, str]:
+    fields = {
+        "model": name,
+        "prompt_version": prompt,
+        "narrative": "n",
+        "input_tokens": "100",
+        "output_tokens": "20",
+    }
+    return fields if latency_ms is None else {**fields, "latency_ms": str(latency_ms)}
+
+
+def _write(redis_client: RedisClient, settings: Settings) -> None:
+    """m1 (prompt p1) worse than the rules on its messages; m2 (p2) catching two threats
+    the rules miss; a provisional fallback superseded by m1's re-screen; a final
+    fallback; another day's and the demo's entries, which do not count."""
+    results = transaction_keys(settings).results
+    add = lambda fields: redis_client.xadd(results, fields)  # noqa: E731
+    m1 = [  # (label, said, rules): tp 3, fn 1, fp 1, tn 5, with latencies 100..1000 ms
+        *[(TRUE, TRUE, TRUE)] * 3,
+        (TRUE, FALSE, TRUE),
+        (FALSE, TRUE, FALSE),
+        *[(FALSE, FALSE, FALSE)] * 5,
+    ]
+    for i, (label, said, rules) in enumerate(m1):
+        add(_entry(i, "analyzer", label, said, rules, **_model("m1", "p1", 100 * (i + 1))))
+    add(_entry(20, "analyzer", None, FALSE, FALSE, **_model("m1", "p1")))  # no truth
+    fell = add(_entry(21, "fallback", TRUE, TRUE, TRUE, fallback_cause="down", provisional="true"))
+    rescreen = {**_model("m1", "p1"), "rescreen_of": str(fell)}
+    add(_entry(21, "analyzer", TRUE, TRUE, TRUE, **rescreen))  # supersedes it: tp
+    add(_entry(22, "fallback", FALSE, FALSE, FALSE, fallback_cause="refused"))
+    for i in range(30, 32):  # a scam the rules miss, caught
+        add(_entry(i, "analyzer", TRUE, TRUE, FALSE, **_model("m2", "p2")))
+    for i in range(32, 34):
+        add(_entry(i, "analyzer", FALSE, FALSE, FALSE, **_model("m2", "p2")))
+    add(_entry(40, "analyzer", TRUE, FALSE, TRUE, day="2026-11-22", **_model("m1", "p1")))
+    add({**_entry(41, "analyzer", TRUE, FALSE, TRUE, **_model("m1", "p1")), DEMO_FIELD: DEMO_VALUE})
+
+
+def test_a_days_quality_per_model_and_prompt_against_the_truth_and_the_rules(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+) -> None:
+    _write(redis_client, settings)
+    result = dg.materialize(
+        [verdict_quality], resources=data_resources, instance=dagster_instance, partition_key=DAY
+    )
+    assert result.success
+    rows = {
+        (row["driver"], row["model"], row["prompt_version"]): row.asDict()
+        for row in result.output_for_node("verdict_quality").collect()
+    }
+    assert set(rows) == {("analyzer", "m1", "p1"), ("analyzer", "m2", "p2"), ("fallback", "-", "-")}
+    m1, m2, fallback = (
+        rows["analyzer", "m1", "p1"],
+        rows["analyzer", "m2", "p2"],
+        rows["fallback", "-", "-"],
+    )
+    cells = ("verdicts", "labelled", "tp", "fp", "tn", "fn")
+    assert [m1[c] for c in cells] == [12, 11, 4, 1, 5, 1], "the re-screen counts, not its fallback"
+    assert [m2[c] for c in cells] == [4, 4, 2, 0, 2, 0]
+    assert [fallback[c] for c in cells] == [1, 1, 0, 0, 1, 0]
+    assert (m1["precision"], m1["recall"], m1["f1"]) == (0.8, 0.8, 0.8)
+    assert (m1["rules_precision"], m1["rules_recall"]) == (1.0, 1.0)
+    assert (m1["agreement"], m2["agreement"]) == (0.8333, 0.5)
+    assert (m2["rules_precision"], m2["rules_recall"]) == (None, 0.0)
+    assert m1["fallback_share"] == round(1 / 17, 4)
+    assert m1["tokens_per_verdict"] == 120.0 and m1["cost_per_verdict"] is None  # no prices
+    assert (m1["latency_p50_ms"], m1["latency_p95_ms"]) == (500.0, 1000.0)
+
+    (materialization,) = result.asset_materializations_for_node("verdict_quality")
+    meta = {key: value.value for key, value in materialization.metadata.items()}
+    assert (meta["verdicts"], meta["labelled"]) == (17, 16)
+    assert (meta["precision"], meta["recall"]) == (round(6 / 7, 4), round(6 / 7, 4))
+    assert (meta["rules_precision"], meta["rules_recall"]) == (1.0, round(5 / 7, 4))
+    assert (meta["precision · m1 · p1"], meta["recall · m2 · p2"]) == (0.8, 1.0)
+    table = materialization.metadata["quality"]
+    assert isinstance(table, dg.TableMetadataValue) and len(table.value.records) == 3
+
+    (check,) = result.get_asset_check_evaluations()
+    assert check.check_name == QUALITY_CHECK and not check.passed
+    assert check.severity == dg.AssetCheckSeverity.WARN
+    shortfalls = check.metadata["shortfalls"].value
+    assert shortfalls == {
+        "m1 · p1": "recall 0.800 below the rules' 1.000; precision 0.800 below the rules' 1.000"
+    }, "m2 beats the rules on its messages"
+
+
+def test_a_day_without_verdicts_is_empty_and_its_check_passes_saying_so(
+    data_resources: dict[str, Any], redis_client: RedisClient, dagster_instance: Any
+) -> None:
+    assert redis_client.dbsize() == 0  # a fresh server: no results at all
+    result = dg.materialize(
+        [verdict_quality], resources=data_resources, instance=dagster_instance, partition_key=DAY
+    )
+    assert result.success
+    assert result.output_for_node("verdict_quality").count() == 0
+    (materialization,) = result.asset_materializations_for_node("verdict_quality")
+    assert materialization.metadata["verdicts"].value == 0
+    assert "precision" not in materialization.metadata, "an unknown figure is not plotted as 0"
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed and "nothing to measure" in str(check.metadata["note"].value)
