@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import redis
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.provisional import read_provisional
@@ -30,6 +31,7 @@ from sentinel_platform_tests.harness.redis_cluster import RedisClusterProcess
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from sentinel_platform_tests.workers.test_context_refusals_in_worker import LONG_MEMO
+from workers.rescreening.queue_keys import rescreen_keys
 
 MESSAGES = 12
 #: A breaker that opens after two failures and looks again after half a second, so an
@@ -134,9 +136,12 @@ def test_a_worker_killed_mid_re_screen_leaves_each_message_exactly_one_model_ver
     model_api_server.down = False
 
     def holds_queue_entries() -> bool:
-        mine = redis_client.xpending_range(
-            keys.rescreen, keys.group, "-", "+", 10, consumername=first.consumer
-        )
+        try:
+            mine = redis_client.xpending_range(
+                keys.rescreen, keys.group, "-", "+", 10, consumername=first.consumer
+            )
+        except redis.ResponseError:  # no group yet: the queue's consumer is starting
+            return False
         return bool(mine) and redis_client.xlen(keys.results) > MESSAGES
 
     wait_until(holds_queue_entries, timeout_s=30, what="the first worker re-screening")
@@ -227,4 +232,31 @@ def test_on_a_cluster_the_queue_shares_its_streams_slot_and_is_re_screened(
         lambda: cluster_client.xlen(keys.results) == 2 * MESSAGES, timeout_s=60, what="re-screens"
     )
     _superseded(cluster_client, keys, ids)
+    assert worker.stop() == 0, worker.tail()
+
+
+def test_the_queue_consumer_starts_only_once_the_queue_holds_an_entry(
+    model_api_server: ModelApiServer, fleet: Fleet, settings: Settings, redis_client: RedisClient
+) -> None:
+    keys = transaction_keys(settings)
+    queue = rescreen_keys(keys)
+    worker = _worker(fleet, settings, model_api_server, "lazy").wait_ready(redis_client, 60)
+    _publish(redis_client, keys, "ok", 3)
+    wait_until(lambda: redis_client.xlen(keys.results) == 3, timeout_s=60, what="verdicts")
+    assert not redis_client.exists(queue.lease(worker.consumer)), "no lease for an empty queue"
+    model_api_server.down = True
+    ids = _publish(redis_client, keys, "t", 3)
+    wait_until(lambda: redis_client.xlen(keys.results) == 6, timeout_s=60, what="fallbacks")
+    model_api_server.down = False
+    wait_until(
+        lambda: redis_client.exists(queue.lease(worker.consumer)),
+        timeout_s=30,
+        what="the queue's consumer started",
+    )
+    wait_until(
+        lambda: sum("rescreen_of" in f for _at, f in _results(redis_client, keys)) == 3,
+        timeout_s=60,
+        what="the queued messages re-screened",
+    )
+    _superseded(redis_client, keys, ids)
     assert worker.stop() == 0, worker.tail()

@@ -9,6 +9,11 @@ stream. It calls through the live processor's analyzer, within what the live con
 leaves (:class:`~workers.rescreening.gate.RescreenLimit`). Its acknowledged entries are
 trimmed from below (a retention window of 0, at most every :data:`TRIM_INTERVAL_S`).
 
+The queue's consumer starts only once the queue holds an entry (:func:`wait_for_entries`,
+one XLEN a second): a fleet whose analyzer never failed runs no second lease, heartbeat
+and recovery per worker for an empty queue. An entry left pending by a dead worker stays
+in the queue, so it starts the survivors' consumers, which recover it.
+
 Whichever consumer ends first (a stop, a refusal, an error) stops the other; the worker's
 exit status is the live consumer's, or the queue's when the live one's is OK. A demo
 worker's processor has no analyzer, so it has no queue consumer (demo entries are
@@ -20,6 +25,8 @@ from __future__ import annotations
 import logging
 import threading
 from typing import Any
+
+import redis
 
 from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
 from sentinel_platform.logs import BoundLogger
@@ -40,6 +47,8 @@ log = logging.getLogger(__name__)
 TRIM_INTERVAL_S = 5
 #: Beyond the shutdown timeout, how long the live side waits for the queue's thread.
 JOIN_MARGIN_S = 5.0
+#: How often a worker whose queue is empty looks again before starting its consumer.
+QUEUE_LOOK_S = 1.0
 
 
 def queue_settings(settings: Settings) -> Settings:
@@ -82,6 +91,19 @@ def rescreen_consumer(
     )
 
 
+def wait_for_entries(rescreen: Consumer, stop: threading.Event) -> bool:
+    """Wait until ``rescreen``'s queue holds an entry (True) or the stop (False). A
+    server error only delays the next look: the live consumer reports the server."""
+    while not stop.is_set():
+        try:
+            if rescreen.client.xlen(rescreen.keys.stream):
+                return True
+        except redis.RedisError:
+            pass
+        stop.wait(QUEUE_LOOK_S)
+    return False
+
+
 def run_beside(live: Consumer, rescreen: Consumer | None, stop: threading.Event) -> int:
     """Run ``live`` on this thread and ``rescreen`` (if any) on one of its own until both
     have ended; the exit status (see the module). Exceptions of ``live`` propagate once
@@ -93,7 +115,8 @@ def run_beside(live: Consumer, rescreen: Consumer | None, stop: threading.Event)
 
     def serve() -> None:
         try:
-            statuses[0] = rescreen.run()
+            if wait_for_entries(rescreen, stop):
+                statuses[0] = rescreen.run()
         except LeaseWaitStopped:  # stopped while waiting for its lease: nothing taken
             statuses[0] = EXIT_OK
         except BaseException:  # the thread's owner: logged, never a silent death
