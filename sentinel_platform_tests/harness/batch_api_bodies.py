@@ -85,12 +85,31 @@ def openai_batch(
     }
 
 
-def validation_errors() -> dict[str, Any]:
-    """The ``errors`` of a batch that failed validation (its input refused)."""
-    message = "The `model` parameter is required for every request in the input file."
+#: What a failed batch's ``errors`` say, by code: its input refused at validation, or
+#: the organisation's enqueued-token limit reached (as OpenAI answers it, quoted in
+#: openai/openai-python#2084).
+BATCH_ERRORS = {
+    "invalid_request": (
+        "The `model` parameter is required for every request in the input file.",
+        "body.model",
+        1,
+    ),
+    "token_limit_exceeded": (
+        "Enqueued token limit reached for gpt-4o-mini in organization org-x. Limit: "
+        "2,000,000 enqueued tokens. Please try again once some in_progress batches have "
+        "been completed.",
+        None,
+        None,
+    ),
+}
+
+
+def batch_errors(code: str) -> dict[str, Any]:
+    """The ``errors`` of a batch that failed for ``code`` (:data:`BATCH_ERRORS`)."""
+    message, param, line = BATCH_ERRORS[code]
     return {
         "object": "list",
-        "data": [{"code": "invalid_request", "message": message, "param": "body.model", "line": 1}],
+        "data": [{"code": code, "message": message, "param": param, "line": line}],
     }
 
 

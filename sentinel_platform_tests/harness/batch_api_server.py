@@ -4,10 +4,11 @@ Batches as their references document them (the bodies: :mod:`.batch_api_bodies`)
 OpenAI: ``POST /v1/files`` takes a multipart upload (``purpose``, ``file``), ``POST
 /v1/batches`` creates a batch of an uploaded file, ``GET /v1/batches/{id}`` answers
 ``validating`` then ``in_progress`` until it has been asked ``polls_to_end`` times, then
-``completed`` (``expired`` when some requests expired, ``failed`` with its validation
-``errors`` when ``fail_batch``), ``GET /v1/files/{id}/content`` serves the output and
-error files. Anthropic: ``POST /v1/messages/batches`` creates a batch (refused with the
-documented 400 when ``fail_batch``), ``GET /v1/messages/batches/{id}`` answers
+``completed`` (``expired`` when some requests expired, ``failed`` with the ``errors``
+of ``fail_with`` when ``fail_batch``: its input refused, or the enqueued-token limit),
+``GET /v1/files/{id}/content`` serves the output and error files. Anthropic: ``POST
+/v1/messages/batches`` creates a batch (refused with the documented 400 when
+``fail_batch``), ``GET /v1/messages/batches/{id}`` answers
 ``in_progress`` until ``polls_to_end``, then ``ended`` with its ``results_url``, which
 serves one JSONL line per request, in reverse order (the reference promises no order).
 Every ``errored_every``-th and ``expired_every``-th request of a batch (1-based) comes
@@ -43,6 +44,8 @@ class BatchApiServer:
     errored_every: int | None = None
     expired_every: int | None = None
     fail_batch: bool = False
+    #: OpenAI: the code a failed batch's ``errors`` give (:data:`.batch_api_bodies.BATCH_ERRORS`).
+    fail_with: str = "invalid_request"
     accepted_keys: frozenset[str] | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
@@ -95,7 +98,7 @@ class BatchApiServer:
             return bodies.openai_batch(batch_id, create, "in_progress", (len(custom_ids), 0, 0))
         if self.fail_batch:
             failed = bodies.openai_batch(batch_id, create, "failed", (0, 0, 0))
-            return {**failed, "errors": bodies.validation_errors()}
+            return {**failed, "errors": bodies.batch_errors(self.fail_with)}
         output, errors = self.openai_files(batch_id, custom_ids)
         kinds = [self.line_kind(n) for n in range(1, len(custom_ids) + 1)]
         status = "expired" if "expired" in kinds else "completed"

@@ -10,7 +10,9 @@ as ``metadata``, so a batch whose creation went unanswered can be found in the
 provider's list). ``GET /batches/{id}`` answers its ``status``: ``validating``,
 ``in_progress``, ``finalizing``, ``cancelling`` are still at the provider;
 ``completed``, ``expired`` and ``cancelled`` have results (an expired or cancelled batch
-its finished part); ``failed`` (its input refused) has none and is :class:`BatchFailed`.
+its finished part); ``failed`` (its input refused) has none and is :class:`BatchFailed`;
+one failed for the enqueued-token limit (``token_limit_exceeded``) is ``held``: the
+provider's queue is full, nothing is wrong with its requests.
 Results are the lines of ``output_file_id`` and then ``error_file_id``, each keyed by
 ``custom_id``: a ``response`` with ``status_code`` 200 carries the Chat Completions
 reply, read by :meth:`OpenAiApi.read` as a real-time reply is; an ``error`` coded
@@ -53,6 +55,8 @@ from workers.analyzer.prompts import Prompt
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
 STILL_RUNNING = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
+#: The error code of a batch failed for the organisation's enqueued-token limit.
+ENQUEUED_LIMIT = "token_limit_exceeded"
 #: Error codes of a line the batch ended before it ran.
 LINE_ERROR_KINDS: dict[str, LineErrorKind] = {
     "batch_expired": "expired",
@@ -132,12 +136,11 @@ def batch_state(ref: BatchRef, batch: dict[str, Any]) -> BatchState:
     counts = raw if isinstance(raw, dict) else {}
     total, done, failed = (int(counts.get(k) or 0) for k in ("total", "completed", "failed"))
     status: BatchStatus = "in_progress" if word in STILL_RUNNING else "ended"
-    reason = ""
+    reason = first_error(batch.get("errors")) if word == "failed" else ""
     if word == "failed":
-        status, reason = "failed", first_error(batch.get("errors"))
-    return BatchState(
-        ref, status, word, BatchCounts(total, done, failed, max(0, total - done - failed)), reason
-    )
+        status = "failed"
+    numbers = BatchCounts(total, done, failed, max(0, total - done - failed))
+    return BatchState(ref, status, word, numbers, reason, reason.startswith(ENQUEUED_LIMIT))
 
 
 def first_error(errors: Any) -> str:

@@ -66,13 +66,17 @@ class BatchCounts:
 @dataclass(frozen=True)
 class BatchState:
     """One look at a batch: :data:`BatchStatus`, the provider's own status word
-    (``finalizing``, ``canceling``, ...), its counts, and a failed batch's reason."""
+    (``finalizing``, ``canceling``, ...), its counts, and a failed batch's reason.
+    ``held``: it failed for the provider's limit of work queued at once (OpenAI's
+    enqueued tokens), not for its requests; further submissions wait until an
+    outstanding batch ends, and the real-time lane is not concerned."""
 
     ref: BatchRef
     status: BatchStatus
     provider_status: str
     counts: BatchCounts
     reason: str = ""
+    held: bool = False
 
     @property
     def done(self) -> bool:

@@ -119,8 +119,19 @@ def test_a_batch_failed_as_a_whole_is_told_apart_from_bad_lines(
     state = batch.poll(ref)
     assert (state.status, state.provider_status) == ("failed", "failed")
     assert state.reason.startswith("invalid_request: The `model` parameter is required")
+    assert not state.held  # its input was wrong: submitting it again fails again
     with pytest.raises(BatchFailed, match="failed: invalid_request"):
         list(batch.results(ref, prompt))
+
+
+def test_a_batch_failed_for_the_enqueued_token_limit_holds_the_lane(
+    batch_api_server: BatchApiServer, prompt: Prompt
+) -> None:
+    batch_api_server.fail_batch, batch_api_server.fail_with = True, "token_limit_exceeded"
+    api, batch = lane(batch_api_server)
+    state = batch.poll(batch.submit(requests_of(api, prompt, 2), label="l"))
+    assert (state.status, state.held) == ("failed", True)
+    assert state.reason.startswith("token_limit_exceeded: Enqueued token limit reached")
 
 
 def test_a_rejected_key_is_exhausted_and_never_shown(
