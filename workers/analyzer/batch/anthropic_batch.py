@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from sentinel_platform.redaction import scrub
 from workers.analyzer.answers.refusals import ApiKind
 from workers.analyzer.answers.replies import AnalyzerError
 from workers.analyzer.apis.anthropic_api import AnthropicApi
@@ -37,6 +36,7 @@ from workers.analyzer.batch.protocol import (
     LineErrorKind,
     Outcome,
     assessed,
+    line_reason,
 )
 from workers.analyzer.prompts import Prompt
 
@@ -126,4 +126,4 @@ def error_reason(error: Any) -> str:
     inner = error.get("error") if isinstance(error, dict) else None
     if not isinstance(inner, dict):
         return "errored without a reason"
-    return scrub(f"{inner.get('type') or 'error'}: {inner.get('message') or ''}")[:500]
+    return line_reason(str(inner.get("type") or "error"), inner.get("message"))

@@ -31,7 +31,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from urllib3 import encode_multipart_formdata
 
-from sentinel_platform.redaction import scrub
 from workers.analyzer.answers.refusals import ApiKind, refusal
 from workers.analyzer.answers.replies import AnalyzerError
 from workers.analyzer.apis.model_api import endpoint
@@ -49,6 +48,7 @@ from workers.analyzer.batch.protocol import (
     LineErrorKind,
     Outcome,
     assessed,
+    line_reason,
 )
 from workers.analyzer.prompts import Prompt
 
@@ -150,7 +150,7 @@ def first_error(errors: Any) -> str:
         return "no reason given"
     first = data[0]
     line = f" (line {first['line']})" if first.get("line") is not None else ""
-    return f"{first.get('code') or 'error'}: {first.get('message') or ''}{line}"
+    return line_reason(str(first.get("code") or "error"), first.get("message")) + line
 
 
 def line_outcome(api: OpenAiApi, raw: bytes, prompt: Prompt | None) -> tuple[str, Outcome]:
@@ -167,8 +167,9 @@ def outcome_of(api: OpenAiApi, line: dict[str, Any], prompt: Prompt | None) -> O
     response, error = line.get("response"), line.get("error")
     if isinstance(error, dict):
         word = str(error.get("code") or "error")
-        reason = scrub(f"{word}: {error.get('message') or ''}")[:500]
-        return LineError(LINE_ERROR_KINDS.get(word, "errored"), reason)
+        return LineError(
+            LINE_ERROR_KINDS.get(word, "errored"), line_reason(word, error.get("message"))
+        )
     if not isinstance(response, dict):
         return LineError("errored", "results line has neither response nor error")
     status, body = response.get("status_code"), json.dumps(response.get("body")).encode()

@@ -21,8 +21,9 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from sentinel_platform.redaction import scrub
 from workers.analyzer.answers.billed import UnusableAnswer
-from workers.analyzer.answers.refusals import ApiKind
+from workers.analyzer.answers.refusals import ApiKind, cleaned
 from workers.analyzer.answers.replies import AnalyzerError, Assessment, Usage
 from workers.analyzer.apis.model_api import ModelApi
 from workers.analyzer.batch.cutting import BatchLimits
@@ -153,3 +154,10 @@ def assessed(api: ModelApi, body: bytes, prompt: Prompt | None) -> Outcome:
         return LineError("errored", str(exc), exc.usage)
     except AnalyzerError as exc:
         return LineError("errored", str(exc))
+
+
+def line_reason(label: str, message: object) -> str:
+    """Why a request has no verdict, as ``label: message``: the provider's message on
+    one line, key-shaped tokens masked, cut short and scrubbed, as a refusal's is."""
+    text = cleaned(message if isinstance(message, str) else "")
+    return scrub(f"{label}: {text}" if text else label)

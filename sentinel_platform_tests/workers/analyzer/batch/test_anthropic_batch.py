@@ -174,6 +174,15 @@ def test_a_result_without_a_verdict(
     assert (outcome.kind, outcome.reason.startswith(reason)) == (kind, True), outcome.reason
 
 
+def test_an_errored_result_that_echoes_a_key_never_shows_it(prompt: Prompt) -> None:
+    error = {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}
+    raw = json.dumps({"custom_id": "c", "result": {"type": "errored", "error": {
+        "type": "error", "error": error}}}).encode()  # fmt: skip
+    _, outcome = line_outcome(AnthropicApi(MODEL), raw, prompt)
+    assert isinstance(outcome, LineError)
+    assert outcome.reason == "authentication_error: invalid x-api-key ***"
+
+
 def test_a_result_line_without_its_result_is_no_result(prompt: Prompt) -> None:
     with pytest.raises(AnalyzerError, match="no custom_id or result"):
         line_outcome(AnthropicApi(MODEL), b'{"custom_id": "c"}', prompt)

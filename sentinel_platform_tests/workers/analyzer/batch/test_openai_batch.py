@@ -258,6 +258,16 @@ def test_a_line_without_a_verdict(
         assert outcome.usage is not None and outcome.usage.output_tokens > 0
 
 
+def test_a_line_that_echoes_a_key_never_shows_it(prompt: Prompt) -> None:
+    message = f"Incorrect API key provided: {KEY}. " + "x" * 400
+    line = {"id": "r", "custom_id": "c", "response": None,
+            "error": {"code": "invalid_api_key", "message": message}}  # fmt: skip
+    _, outcome = line_outcome(OpenAiApi(MODEL), json.dumps(line).encode(), prompt)
+    assert isinstance(outcome, LineError)
+    assert outcome.reason.startswith("invalid_api_key: Incorrect API key provided: ***")
+    assert KEY not in outcome.reason and len(outcome.reason) < 260
+
+
 def test_a_line_without_a_custom_id_is_no_result(prompt: Prompt) -> None:
     with pytest.raises(AnalyzerError, match="no custom_id"):
         line_outcome(OpenAiApi(MODEL), b'{"id": "r", "response": null}', prompt)
