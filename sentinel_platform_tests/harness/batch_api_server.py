@@ -4,23 +4,25 @@ Batches as their references document them (the bodies: :mod:`.batch_api_bodies`)
 OpenAI: ``POST /v1/files`` takes a multipart upload (``purpose``, ``file``), ``POST
 /v1/batches`` creates a batch of an uploaded file, ``GET /v1/batches/{id}`` answers
 ``validating`` then ``in_progress`` until it has been asked ``polls_to_end`` times, then
-``completed`` (``expired`` when some requests expired, ``failed`` with the ``errors``
-of ``fail_with`` when ``fail_batch``: its input refused, or the enqueued-token limit),
-``GET /v1/files/{id}/content`` serves the output and error files. Anthropic: ``POST
+``completed`` (``expired`` when some requests expired, ``failed`` with the ``errors`` of
+``fail_with`` when ``fail_batch``: its input refused, or the enqueued-token limit),
+``GET /v1/files/{id}/content`` serves the output and error files, ``GET /v1/batches``
+lists the batches (newest first, ``limit`` and ``after``). Anthropic: ``POST
 /v1/messages/batches`` creates a batch (refused with the documented 400 when
-``fail_batch``), ``GET /v1/messages/batches/{id}`` answers
-``in_progress`` until ``polls_to_end``, then ``ended`` with its ``results_url``, which
-serves one JSONL line per request, in reverse order (the reference promises no order).
-Every ``errored_every``-th and ``expired_every``-th request of a batch (1-based) comes
-back so instead of with a verdict. Every request is recorded (method, path, lower-cased
-headers, raw body), so a test sees the bytes the worker sent; ``accepted_keys`` answers
-any other key with the API's documented 401, which echoes part of the key.
+``fail_batch``), ``GET /v1/messages/batches/{id}`` answers ``in_progress`` until
+``polls_to_end``, then ``ended`` with its ``results_url``, which serves one JSONL line
+per request, in reverse order (the reference promises no order). Every
+``errored_every``-th and ``expired_every``-th request of a batch (1-based) comes back so
+instead of with a verdict. Every request is recorded (method, path, lower-cased headers,
+raw body), so a test sees the bytes the worker sent; ``accepted_keys`` answers any other
+key with the API's documented 401, which echoes part of the key.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from sentinel_platform_tests.harness import batch_api_bodies as bodies
 from sentinel_platform_tests.harness.model_api_bodies import VERDICT, rejected_key, request_key
@@ -88,24 +91,47 @@ class BatchApiServer:
                 "custom_ids": custom_ids,
                 "create": create,
                 "polls": 0,
+                "created_at": int(time.time()),
             }
-        return bodies.openai_batch(batch_id, create, "validating", (len(lines), 0, 0))
+        return self.openai_object(batch_id, "validating", (len(lines), 0, 0))
+
+    def openai_object(
+        self, batch_id: str, status: str, counts: tuple[int, int, int]
+    ) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        made = bodies.openai_batch(batch_id, batch["create"], status, counts)
+        return {**made, "created_at": batch["created_at"]}
+
+    def list_openai(self, query: dict[str, str]) -> dict[str, Any]:
+        """``GET /v1/batches``: the batches newest first, ``limit`` of them after the
+        id ``after``, as OpenAI's list object."""
+        with self.lock:
+            ids = [i for i, b in reversed(self.batches.items()) if b["kind"] == "openai"]
+        if "after" in query:
+            ids = ids[ids.index(query["after"]) + 1 :]
+        limit = int(query.get("limit", 20))
+        page = [self.openai_object(i, "in_progress", (0, 0, 0)) for i in ids[:limit]]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(ids) > limit,
+        }
 
     def poll_openai(self, batch_id: str) -> dict[str, Any]:
         batch = self.polled(batch_id)
-        custom_ids, create = batch["custom_ids"], batch["create"]
+        custom_ids = batch["custom_ids"]
         if batch["polls"] < self.polls_to_end:
-            return bodies.openai_batch(batch_id, create, "in_progress", (len(custom_ids), 0, 0))
+            return self.openai_object(batch_id, "in_progress", (len(custom_ids), 0, 0))
         if self.fail_batch:
-            failed = bodies.openai_batch(batch_id, create, "failed", (0, 0, 0))
+            failed = self.openai_object(batch_id, "failed", (0, 0, 0))
             return {**failed, "errors": bodies.batch_errors(self.fail_with)}
         output, errors = self.openai_files(batch_id, custom_ids)
         kinds = [self.line_kind(n) for n in range(1, len(custom_ids) + 1)]
         status = "expired" if "expired" in kinds else "completed"
         done = kinds.count("succeeded")
-        answer = bodies.openai_batch(
-            batch_id, create, status, (len(kinds), done, len(kinds) - done)
-        )
+        answer = self.openai_object(batch_id, status, (len(kinds), done, len(kinds) - done))
         return {**answer, "output_file_id": output, "error_file_id": errors}
 
     def openai_files(self, batch_id: str, custom_ids: list[str]) -> tuple[str | None, str | None]:
@@ -206,20 +232,30 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
             if state.accepted_keys is not None and key not in state.accepted_keys:
                 self.answer(401, rejected_key("/messages" if anthropic else self.path, key))
                 return
-            parts = self.path.strip("/").split("/")
+            where = urlsplit(self.path)
+            parts, query = where.path.strip("/").split("/"), dict(parse_qsl(where.query))
             try:
-                self.route(method, parts, headers, raw)
+                self.route(method, parts, query, headers, raw)
             except KeyError:
                 self.answer(
                     404, {"error": {"message": "No such object", "type": "invalid_request_error"}}
                 )
 
-        def route(self, method: str, parts: list[str], headers: dict[str, str], raw: bytes) -> None:
+        def route(
+            self,
+            method: str,
+            parts: list[str],
+            query: dict[str, str],
+            headers: dict[str, str],
+            raw: bytes,
+        ) -> None:
             match method, parts:
                 case "POST", ["v1", "files"]:
                     self.answer(200, state.upload(headers["content-type"], raw))
                 case "POST", ["v1", "batches"]:
                     self.answer(200, state.create_openai(json.loads(raw)))
+                case "GET", ["v1", "batches"]:
+                    self.answer(200, state.list_openai(query))
                 case "GET", ["v1", "batches", batch_id]:
                     self.answer(200, state.poll_openai(batch_id))
                 case "GET", ["v1", "files", file_id, "content"]:

@@ -9,9 +9,11 @@ request is assembled around its bytes, never re-encoded). ``GET
 serves JSONL, one line per request: ``result.type`` ``succeeded`` carries the
 ``message``, read by :meth:`AnthropicApi.read` as a real-time reply is; ``errored`` its
 error (reason: the error's type and message, scrubbed); ``canceled`` and ``expired``
-nothing more. A batch Anthropic refuses is refused at creation (an HTTP error), so no
-batch of it fails as a whole once created. The key goes only to the configured host: a
-``results_url`` elsewhere is read at the documented path below the configured URL.
+nothing more. Message Batches keep no metadata, so a batch whose creation went
+unanswered cannot be found again (:meth:`AnthropicBatch.find`). A batch Anthropic
+refuses is refused at creation (an HTTP error), so none fails as a whole once created.
+The key goes only to the configured host: a ``results_url`` elsewhere is read at the
+documented path below the configured URL.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ class AnthropicBatch:
         if not isinstance(batch_id, str) or not batch_id:
             raise AnalyzerError("batch API answered without id")
         return BatchRef(self.kind, batch_id)
+
+    def find(self, label: str, since_s: float) -> BatchRef | None:
+        """None: Message Batches keep no label to find a batch by."""
+        return None
 
     def poll(self, ref: BatchRef) -> BatchState:
         return batch_state(ref, self.http.json("GET", f"{self.batches}/{ref.batch_id}"))

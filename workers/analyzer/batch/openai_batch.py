@@ -7,13 +7,13 @@ is assembled around its bytes, never re-encoded). The file is uploaded to ``/fil
 (multipart, ``purpose`` ``batch``), the batch created at ``/batches`` with its
 ``input_file_id``, the endpoint and ``completion_window`` ``24h`` (the ledger's id of it
 as ``metadata``, so a batch whose creation went unanswered can be found in the
-provider's list). ``GET /batches/{id}`` answers its ``status``: ``validating``,
-``in_progress``, ``finalizing``, ``cancelling`` are still at the provider;
-``completed``, ``expired`` and ``cancelled`` have results (an expired or cancelled batch
-its finished part); ``failed`` (its input refused) has none and is :class:`BatchFailed`;
-one failed for the enqueued-token limit (``token_limit_exceeded``) is ``held``: the
-provider's queue is full, nothing is wrong with its requests.
-Results are the lines of ``output_file_id`` and then ``error_file_id``, each keyed by
+provider's list: :meth:`OpenAiBatch.find`). ``GET /batches/{id}`` answers its
+``status``: ``validating``, ``in_progress``, ``finalizing``, ``cancelling`` are still at
+the provider; ``completed``, ``expired`` and ``cancelled`` have results (an expired or
+cancelled batch its finished part); ``failed`` (its input refused) has none and is
+:class:`BatchFailed`; one failed for the enqueued-token limit (``token_limit_exceeded``)
+is ``held``: the provider's queue is full, nothing is wrong with its requests. Results
+are the lines of ``output_file_id`` and then ``error_file_id``, each keyed by
 ``custom_id``: a ``response`` with ``status_code`` 200 carries the Chat Completions
 reply, read by :meth:`OpenAiApi.read` as a real-time reply is; an ``error`` coded
 ``batch_expired`` or ``batch_cancelled`` is that request expired or canceled; any other
@@ -55,6 +55,9 @@ from workers.analyzer.prompts import Prompt
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
 STILL_RUNNING = frozenset({"validating", "in_progress", "finalizing", "cancelling"})
+#: Batches listed per page, and the most pages read looking for one batch.
+LIST_PAGE = 100
+MAX_LIST_PAGES = 20
 #: The error code of a batch failed for the organisation's enqueued-token limit.
 ENQUEUED_LIMIT = "token_limit_exceeded"
 #: Error codes of a line the batch ended before it ran.
@@ -97,6 +100,20 @@ class OpenAiBatch:
         created = self.http.json("POST", f"{self.root}/batches", json.dumps(create).encode())
         return BatchRef(self.kind, text(created, "id"))
 
+    def find(self, label: str, since_s: float) -> BatchRef | None:
+        """The batch whose ``metadata`` names ``label``, from the provider's list (newest
+        first, a page at a time) down to those created before ``since_s``."""
+        after = ""
+        for _ in range(MAX_LIST_PAGES):
+            query = f"?limit={LIST_PAGE}" + (f"&after={after}" if after else "")
+            page = self.http.json("GET", f"{self.root}/batches{query}")
+            found, after, done = labelled(page, label, since_s)
+            if found is not None:
+                return BatchRef(self.kind, found)
+            if done:
+                return None
+        return None
+
     def poll(self, ref: BatchRef) -> BatchState:
         return batch_state(ref, self.http.json("GET", f"{self.root}/batches/{ref.batch_id}"))
 
@@ -120,6 +137,21 @@ def api_root(base_url: str) -> str:
     carried over: Azure's batch deployments are not wired yet)."""
     parts = urlsplit(endpoint(base_url, PATH))
     return urlunsplit((parts.scheme, parts.netloc, parts.path[: -len(PATH)], "", ""))
+
+
+def labelled(page: dict[str, Any], label: str, since_s: float) -> tuple[str | None, str, bool]:
+    """One page of the batches list (pure): the id of the batch labelled ``label``, the
+    id to list after, and whether the list ends here (no more, or older than
+    ``since_s``)."""
+    data = page.get("data")
+    batches = [b for b in data if isinstance(b, dict)] if isinstance(data, list) else []
+    for batch in batches:
+        metadata = batch.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("sentinel_batch") == label:
+            return str(batch.get("id") or ""), "", True
+    oldest = min((float(b.get("created_at") or 0) for b in batches), default=0.0)
+    last = str(page.get("last_id") or "")
+    return None, last, not page.get("has_more") or not last or oldest < since_s
 
 
 def text(reply: dict[str, Any], name: str) -> str:

@@ -131,6 +131,12 @@ class BatchApi(Protocol):
         """The batch's state now (one request)."""
         ...
 
+    def find(self, label: str, since_s: float) -> BatchRef | None:
+        """The batch submitted as ``label`` no earlier than ``since_s`` (Unix seconds),
+        for a submission whose answer never came; None when the provider has none, or
+        cannot tell (it keeps no label)."""
+        ...
+
     def results(self, ref: BatchRef, prompt: Prompt | None) -> Iterator[tuple[str, Outcome]]:
         """Each answered request's outcome by ``custom_id``, read as it streams in;
         :class:`BatchFailed` for a batch that failed as a whole."""

@@ -118,6 +118,14 @@ def test_a_rejected_key_is_exhausted_and_never_shown(
     assert refused.value.cause == "rejected_key" and KEY not in str(refused.value)
 
 
+def test_a_batch_whose_creation_went_unanswered_cannot_be_found(
+    batch_api_server: BatchApiServer, prompt: Prompt
+) -> None:
+    api, batch = lane(batch_api_server)
+    batch.submit(requests_of(api, prompt, 1), label="a")
+    assert batch.find("a", since_s=0) is None  # Message Batches keep no label
+
+
 @pytest.mark.parametrize(
     ("given", "read"),
     [

@@ -5,6 +5,7 @@ the real-time reply is, a whole-batch failure told apart, the key never shown.""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -14,8 +15,9 @@ from sentinel_platform_tests.harness.model_api_bodies import VERDICT, openai_rep
 from sentinel_platform_tests.workers.analyzer.batch.conftest import KEY, payloads
 from workers.analyzer.answers.replies import AnalyzerError, AnalyzerExhausted, Assessment
 from workers.analyzer.apis.openai_api import OpenAiApi
+from workers.analyzer.batch import openai_batch
 from workers.analyzer.batch.http import BatchHttp
-from workers.analyzer.batch.openai_batch import OpenAiBatch, api_root, line_outcome
+from workers.analyzer.batch.openai_batch import OpenAiBatch, api_root, labelled, line_outcome
 from workers.analyzer.batch.protocol import BatchFailed, BatchRequest, LineError, unanswered
 from workers.analyzer.prompts import Prompt
 
@@ -132,6 +134,41 @@ def test_a_batch_failed_for_the_enqueued_token_limit_holds_the_lane(
     state = batch.poll(batch.submit(requests_of(api, prompt, 2), label="l"))
     assert (state.status, state.held) == ("failed", True)
     assert state.reason.startswith("token_limit_exceeded: Enqueued token limit reached")
+
+
+@pytest.mark.parametrize("page", [100, 2])
+def test_a_batch_whose_creation_went_unanswered_is_found_by_its_label(
+    batch_api_server: BatchApiServer, prompt: Prompt, monkeypatch: pytest.MonkeyPatch, page: int
+) -> None:
+    monkeypatch.setattr(openai_batch, "LIST_PAGE", page)  # one page, or several
+    api, batch = lane(batch_api_server)
+    started = time.time() - 60
+    refs = {label: batch.submit(requests_of(api, prompt, 1), label) for label in "abcde"}
+    assert batch.find("a", since_s=started) == refs["a"]  # the oldest, on the last page
+    assert batch.find("d", since_s=started) == refs["d"]
+    assert batch.find("never-submitted", since_s=started) is None
+    lists = [r for r in batch_api_server.seen("GET") if r["path"].startswith("/v1/batches?")]
+    assert lists and all(f"limit={page}" in r["path"] for r in lists)
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        ({"data": [{"id": "b2", "metadata": {"sentinel_batch": "x"}, "created_at": 50}],
+          "has_more": True, "last_id": "b2"}, ("b2", "", True)),
+        ({"data": [{"id": "b2", "metadata": None, "created_at": 150}],
+          "has_more": True, "last_id": "b2"}, (None, "b2", False)),  # read on
+        ({"data": [{"id": "b2", "metadata": {}, "created_at": 50}],
+          "has_more": True, "last_id": "b2"}, (None, "b2", True)),  # older than asked
+        ({"data": [{"id": "b2", "metadata": {}, "created_at": 150}],
+          "has_more": False, "last_id": "b2"}, (None, "b2", True)),  # the last page
+        ({"data": [], "has_more": False, "last_id": None}, (None, "", True)),
+    ],
+)  # fmt: skip
+def test_one_page_of_the_batches_list(
+    page: dict[str, Any], expected: tuple[str | None, str, bool]
+) -> None:
+    assert labelled(page, "x", since_s=100) == expected
 
 
 def test_a_rejected_key_is_exhausted_and_never_shown(
