@@ -210,3 +210,11 @@ def batches_key(keys: StreamKeys) -> str:
     ``{<stream>}:batches`` on a cluster, so a batch's keys share the stream's slot and
     its scripts stay single-slot."""
     return _beside_lag(keys, "batches")
+
+
+def batch_stream_key(keys: StreamKeys) -> str:
+    """The stream's batch lane: the messages of partitions published for a provider's
+    batch API (the stream's own wire fields, read by the stream's group), apart from the
+    stream so they are never lag: ``sentinel:batch:<stream>`` on one server,
+    ``{<stream>}:batch`` on a cluster, in the stream's hash slot."""
+    return _beside_lag(keys, "batch")
