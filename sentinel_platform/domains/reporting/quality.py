@@ -129,28 +129,34 @@ def cells(truth: str, verdict: str, prefix: str = "") -> list[Column]:
     ]
 
 
+def keyed_decisions(verdicts: DataFrame, day: str) -> DataFrame:
+    """``day``'s decisions among ``verdicts`` (:func:`verdict_rows`), each with its
+    group: ``_role``, ``_driver``, ``_m`` (model) and ``_p`` (prompt version), all
+    :data:`NONE` but the driver for a rules decision."""
+    of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
+    by_rules = F.col("driver").isin(*RULES_DRIVERS)
+    return decisions(of_day).select(
+        "*",
+        F.coalesce("driver", F.lit(NONE)).alias("_driver"),
+        F.when(by_rules, F.lit(NONE))
+        .otherwise(F.coalesce(ANALYZER_ROLE, F.lit(PRIMARY)))
+        .alias("_role"),
+        F.when(by_rules, F.lit(NONE)).otherwise(F.coalesce("model", F.lit(NONE))).alias("_m"),
+        F.when(by_rules, F.lit(NONE))
+        .otherwise(F.coalesce("prompt_version", F.lit(NONE)))
+        .alias("_p"),
+    )
+
+
 def group_counts(verdicts: DataFrame, day: str) -> list[dict[str, Any]]:
     """The counts of ``day``'s decisions among ``verdicts`` (:func:`verdict_rows`) per
-    role, driver, model and prompt version: verdicts, labelled ones, the confusion matrix of
-    the verdict and of the rules against the label, agreements with the rules, tokens
+    role, driver, model and prompt version: verdicts, labelled ones, the confusion matrix
+    of the verdict and of the rules against the label, agreements with the rules, tokens
     and latency percentiles."""
-    of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
-    by_model = F.col("driver").isin(*RULES_DRIVERS)
     labelled = F.col(LABEL).isNotNull() & F.col("is_threat").isNotNull()
     compared = F.col(RULES_IS_THREAT).isNotNull() & F.col("is_threat").isNotNull()
     rows = (
-        decisions(of_day)
-        .select(
-            "*",
-            F.coalesce("driver", F.lit(NONE)).alias("_driver"),
-            F.when(by_model, F.lit(NONE))
-            .otherwise(F.coalesce(ANALYZER_ROLE, F.lit(PRIMARY)))
-            .alias("_role"),
-            F.when(by_model, F.lit(NONE)).otherwise(F.coalesce("model", F.lit(NONE))).alias("_m"),
-            F.when(by_model, F.lit(NONE))
-            .otherwise(F.coalesce("prompt_version", F.lit(NONE)))
-            .alias("_p"),
-        )
+        keyed_decisions(verdicts, day)
         .groupBy("_role", "_driver", "_m", "_p")
         .agg(
             F.count("*").alias("verdicts"),

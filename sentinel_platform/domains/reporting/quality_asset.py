@@ -19,6 +19,12 @@ which the Dagster UI plots across partitions (the asset's *Plots* tab):
   (``live_recall · shadow · ...``);
 - ``verdicts``, ``labelled``, ``fallback_share``.
 
+Where the day's ``enriched_transactions`` partition holds the generator's ``typology``,
+the ``typologies`` table counts per role, model, prompt version and typology the
+messages, those the verdict flagged and those the rules flagged
+(:mod:`sentinel_platform.domains.reporting.typology_quality`), so a model's misses show
+by typology.
+
 The check :data:`QUALITY_CHECK` warns (it never blocks) when a model's recall or
 precision is below the rules' on the same messages (a shadow's: or below the live
 decision's on its messages), or below
@@ -47,13 +53,24 @@ from sentinel_platform.domains.reporting.quality import (
     group_counts,
     is_live_model,
     is_model,
+    keyed_decisions,
     live_of,
     name_of,
     verdict_rows,
 )
-from sentinel_platform.domains.reporting.shadow_quality import shadow_counts, shadow_rows
+from sentinel_platform.domains.reporting.shadow_quality import (
+    shadow_counts,
+    shadow_joined,
+    shadow_rows,
+)
+from sentinel_platform.domains.reporting.typology_quality import (
+    typologies_of,
+    typology_counts,
+    typology_table,
+)
 from sentinel_platform.domains.shared.common import DAILY, IO_MANAGER_KEY
-from sentinel_platform.domains.transactions.assets import transaction_stream
+from sentinel_platform.domains.transactions.assets import enriched_transactions, transaction_stream
+from sentinel_platform.resources.io_manager import SparkParquetIOManager
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.resources.settings import SettingsResource
 from sentinel_platform.settings import Settings
@@ -204,6 +221,7 @@ def verdict_quality(
     pyspark: PySparkResource,
     redis_publisher: RedisPublisherResource,
     settings: SettingsResource,
+    parquet_io_manager: dg.ResourceParam[SparkParquetIOManager],
 ) -> Iterator[dg.Output[DataFrame] | dg.AssetCheckResult]:
     values = settings.load()
     keys = redis_publisher.stream_keys(STREAM)
@@ -212,7 +230,8 @@ def verdict_quality(
     verdicts = verdict_rows(raw)
     counts = group_counts(verdicts, context.partition_key)
     shadow = shadow_rows(users_only(redis_publisher.read_stream(spark, shadow_results_key(keys))))
-    counts += shadow_counts(shadow, verdicts, context.partition_key)
+    joined = shadow_joined(shadow, verdicts, context.partition_key).cache()
+    counts += shadow_counts(joined)
     day = figures(STREAM, counts, cost.prices_from(values))
     ordered = [tuple(row[f.name] for f in SCHEMA.fields) for row in day.rows]
     frame = spark.createDataFrame(ordered, SCHEMA)
@@ -222,5 +241,12 @@ def verdict_quality(
         "quality": quality_table(day.rows),
         **plotted(day),
     }
+    typologies = typologies_of(
+        parquet_io_manager.stored_partition(enriched_transactions.key, context.partition_key)
+    )
+    if typologies is not None:
+        decided = keyed_decisions(verdicts, context.partition_key)
+        meta["typologies"] = typology_table(typology_counts(decided, joined, typologies))
+    joined.unpersist()
     yield dg.Output(frame, metadata=meta)
     yield judged(day, values)

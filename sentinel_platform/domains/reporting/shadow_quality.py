@@ -62,12 +62,11 @@ def _newest(frame: DataFrame, *by: str) -> DataFrame:
     return frame.withColumn("_n", F.row_number().over(order)).where(F.col("_n") == 1).drop("_n")
 
 
-def shadow_counts(shadow: DataFrame, verdicts: DataFrame, day: str) -> list[dict[str, Any]]:
-    """The counts of ``day``'s shadow verdicts (:func:`shadow_rows`) per model and prompt
-    version, on the messages with a live decision among ``verdicts``
-    (:func:`~.quality.verdict_rows`): the shadow's, the live decision's and the rules'
-    confusion matrices against the label, agreements with the rules, tokens and latency
-    percentiles (rows as :func:`~.quality.group_counts` gives them, plus ``live_*``)."""
+def shadow_joined(shadow: DataFrame, verdicts: DataFrame, day: str) -> DataFrame:
+    """``day``'s shadow verdicts (:func:`shadow_rows`), the newest per message, model and
+    prompt version, on the messages with a live decision among ``verdicts``
+    (:func:`~.quality.verdict_rows`), each with that decision (``_live``) and the rules'
+    verdict on the message (``_rules``)."""
     of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
     live = _newest(decisions(of_day).where(F.col("txn_id").isNotNull()), "txn_id").select(
         F.col("txn_id").alias(SHADOW_OF),
@@ -75,7 +74,14 @@ def shadow_counts(shadow: DataFrame, verdicts: DataFrame, day: str) -> list[dict
         F.col(RULES_IS_THREAT).alias("_rules"),
     )
     asked = _newest(shadow.where(F.col("day") == F.lit(day)), SHADOW_OF, "_m", "_p")
-    joined = asked.join(live, SHADOW_OF, "inner")
+    return asked.join(live, SHADOW_OF, "inner")
+
+
+def shadow_counts(joined: DataFrame) -> list[dict[str, Any]]:
+    """The counts of ``joined`` (:func:`shadow_joined`) per model and prompt version: the
+    shadow's, the live decision's and the rules' confusion matrices against the label,
+    agreements with the rules, tokens and latency percentiles (rows as
+    :func:`~.quality.group_counts` gives them, plus ``live_*``)."""
     labelled = F.col(LABEL).isNotNull() & F.col("is_threat").isNotNull()
     compared = F.col("_rules").isNotNull() & F.col("is_threat").isNotNull()
     rows = (

@@ -13,8 +13,10 @@ import dagster as dg
 import pytest
 
 from sentinel_platform.domains.reporting.quality_asset import QUALITY_CHECK, verdict_quality
+from sentinel_platform.domains.transactions.assets import enriched_transactions
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE, Transaction
 from sentinel_platform.settings import Settings
+from sentinel_platform.storage_uri import join
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import shadow_results_key, transaction_keys
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
@@ -120,14 +122,27 @@ def _shadow(redis_client: RedisClient, settings: Settings) -> None:
     add(41, False, label=True, **{DEMO_FIELD: DEMO_VALUE})
 
 
+def _typologies(spark: Any, settings: Settings) -> None:
+    """The day's enriched transactions as the IO manager stores them (only the columns
+    read): t-0..t-3 structuring, t-30 and t-31 a scam the rules miss, the rest ordinary."""
+    kinds = {0: "structuring", 1: "structuring", 2: "structuring", 3: "structuring"}
+    kinds |= {30: "scam_story", 31: "scam_story"}
+    ids = [*range(10), 20, 21, 22, *range(30, 34)]
+    rows = [(f"t-{i}", kinds.get(i, "ordinary")) for i in ids]
+    uri = join(settings.data_uri, enriched_transactions.key.path[-1], DAY)
+    spark.createDataFrame(rows, "id string, typology string").write.parquet(uri)
+
+
 def test_a_days_quality_per_model_and_prompt_against_the_truth_and_the_rules(
     settings: Settings,
     data_resources: dict[str, Any],
     redis_client: RedisClient,
     dagster_instance: Any,
+    spark: Any,
 ) -> None:
     _write(redis_client, settings)
     _shadow(redis_client, settings)
+    _typologies(spark, settings)
     result = dg.materialize(
         [verdict_quality], resources=data_resources, instance=dagster_instance, partition_key=DAY
     )
@@ -181,6 +196,25 @@ def test_a_days_quality_per_model_and_prompt_against_the_truth_and_the_rules(
     assert (meta["recall · shadow · s1 · p9"], meta["live_recall · shadow · s1 · p9"]) == (0.4, 0.8)
     table = materialization.metadata["quality"]
     assert isinstance(table, dg.TableMetadataValue) and len(table.value.records) == 5
+    typologies = materialization.metadata["typologies"]
+    assert isinstance(typologies, dg.TableMetadataValue)
+    counted = {
+        tuple(r.data[c] for c in ("role", "model", "prompt_version", "typology")): tuple(
+            r.data[c] for c in ("messages", "flagged", "rules_flagged")
+        )
+        for r in typologies.value.records
+    }
+    assert counted == {
+        ("primary", "m1", "p1", "structuring"): (4, 3, 4),
+        ("primary", "m1", "p1", "ordinary"): (8, 2, 1),
+        ("fallback", "m2", "p2", "scam_story"): (2, 2, 0),
+        ("fallback", "m2", "p2", "ordinary"): (2, 0, 0),
+        ("-", "-", "-", "ordinary"): (1, 0, 0),
+        ("shadow", "s1", "p9", "structuring"): (4, 2, 4),
+        ("shadow", "s1", "p9", "ordinary"): (6, 1, 0),
+        ("shadow", "s1", "p9", "scam_story"): (1, 0, 0),
+        ("shadow", "s1", "p10", "scam_story"): (1, 1, 0),
+    }, "the shadow misses structuring the rules catch; m2 catches the scam they miss"
 
     (check,) = result.get_asset_check_evaluations()
     assert check.check_name == QUALITY_CHECK and not check.passed
@@ -206,5 +240,6 @@ def test_a_day_without_verdicts_is_empty_and_its_check_passes_saying_so(
     (materialization,) = result.asset_materializations_for_node("verdict_quality")
     assert materialization.metadata["verdicts"].value == 0
     assert "precision" not in materialization.metadata, "an unknown figure is not plotted as 0"
+    assert "typologies" not in materialization.metadata, "no enriched partition that day"
     (check,) = result.get_asset_check_evaluations()
     assert check.passed and "nothing to measure" in str(check.metadata["note"].value)
