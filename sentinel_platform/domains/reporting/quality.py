@@ -36,6 +36,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from sentinel_platform.domains.reporting.cost import Prices, cost, data_day
 from sentinel_platform.domains.reporting.decisions import decisions, with_supersession
 from sentinel_platform.streams.backlog.provisional import RESCREEN_OF
+from sentinel_platform.streams.backlog.recent_quality import ANALYZER_ROLE
 from sentinel_platform.verdict_quality import (
     LABEL,
     LATENCY_MS,
@@ -49,8 +50,6 @@ from sentinel_platform.verdict_quality import (
 #: The model, prompt version and role of a verdict no model made.
 NONE = "-"
 RULES_DRIVERS = ("rules", "fallback")
-#: Result field: which analyzer made a model's verdict.
-ANALYZER_ROLE = "analyzer_role"
 #: The roles of a model's verdicts: the live analyzer, the second one before the rules,
 #: and a model on trial that decides nothing.
 PRIMARY, FALLBACK, SHADOW = "primary", "fallback", "shadow"

@@ -31,10 +31,8 @@ from sentinel_platform.domains.reporting.quality import (
     flag_field,
     latency_percentiles,
 )
+from sentinel_platform.streams.backlog.recent_quality import SHADOW_OF
 from sentinel_platform.verdict_quality import LABEL, LATENCY_MS, RULES_IS_THREAT
-
-#: Shadow entry field: the natural key of the message the verdict is about.
-SHADOW_OF = "shadow_of"
 
 
 def shadow_rows(raw: DataFrame) -> DataFrame:

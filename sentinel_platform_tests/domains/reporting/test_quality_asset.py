@@ -109,7 +109,8 @@ def _shadow(redis_client: RedisClient, settings: Settings) -> None:
             {**BASE, "id": f"t-{i}", "timestamp": f"{day}T08:00:00Z", "is_threat": label}
         )
         verdict = Assessment(said, "high" if said else "low", "n", "s1", prompt, Usage(50, 10))
-        redis_client.xadd(shadow, {**shadow_entry(txn, verdict), **extra})
+        entry: dict[Any, Any] = {**shadow_entry(txn, verdict), **extra}
+        redis_client.xadd(shadow, entry)
 
     labels = [True] * 4 + [False] * 6
     add(0, False, label=True)  # superseded by its newer verdict below
