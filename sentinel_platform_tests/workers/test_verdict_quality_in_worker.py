@@ -70,4 +70,5 @@ def test_results_carry_the_rules_verdict_and_the_worker_counts_the_confusion_mat
     )
     assert all(f'prompt_version="{prompt}"' in k for k in counted()), counted()
     assert all('model="gpt-4o-mini' in k for k in counted()), counted()
+    assert all('role="primary"' in k for k in counted()), counted()
     assert worker.stop() == 0, worker.tail()

@@ -13,7 +13,10 @@ stale. The shadow analyzer is built from its own settings, so its hold, rate lim
 token budget are its own and never hold the live model.
 
 The threads start when the worker hands over its Redis client (``bind_redis``) and end
-with the worker's stop (``bind_stop``) or :meth:`ShadowAnalyzer.close`.
+with the worker's stop (``bind_stop``) or :meth:`ShadowAnalyzer.close`. Each verdict
+written is counted in the worker's confusion-matrix counter (``bind_metrics``:
+``sentinel_worker_verdict_outcomes_total{role="shadow"}``) when its message carries its
+truth, as the live verdicts are at commit.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class ShadowAnalyzer:
         self._client: Any = None
         self._key: str | None = None
         self._fields: dict[str, Any] = {}
+        self._metrics: Any = None
         self._lock = threading.Lock()
         #: verdicts written, and jobs dropped by reason (queue_full, late, busy, ...)
         self.written = 0
@@ -172,6 +176,18 @@ class ShadowAnalyzer:
             return
         with self._lock:
             self.written += 1
+        self._count_outcome(entry)
+
+    def _count_outcome(self, entry: Mapping[str, str]) -> None:
+        """Count a written verdict in the worker's outcome counter, when bound; a metric
+        never costs the verdict."""
+        outcomes = getattr(self._metrics, "outcomes", None)
+        if outcomes is None:
+            return
+        try:
+            outcomes.count(entry)
+        except Exception as exc:  # the thread lives on: it serves the next job
+            log.warning("shadow_count_failed", extra={**self._fields, "error": describe_error(exc)})
 
     def _drop(self, reason: str, exc: BaseException | None) -> None:
         with self._lock:
@@ -195,6 +211,9 @@ class ShadowAnalyzer:
         bind_if_any(self.shadow, "bind_log_fields", self._fields)
 
     def bind_metrics(self, metrics: Any) -> None:
+        """The live analyzer's metrics are the worker's; the shadow's verdicts are counted
+        in its outcome counter with ``role=shadow``."""
+        self._metrics = metrics
         bind_if_any(self.live, "bind_metrics", metrics)
 
     def bind_redis(self, client: Any) -> None:

@@ -6,12 +6,15 @@ import queue
 
 import pytest
 
-from sentinel_platform.schemas import Transaction
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys, shadow_results_key
+from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from workers.analyzer import Assessment, Usage
 from workers.analyzer.lanes.shadow import ShadowAnalyzer, chosen
-from workers.analyzer.lanes.shadow_record import shadow_entry, shadow_results_key
+from workers.analyzer.lanes.shadow_record import shadow_entry
 
 KEYS = [f"txn-{i}" for i in range(10_000)]
 
@@ -58,6 +61,27 @@ def test_a_shadow_entry_names_the_message_its_truth_and_what_the_model_said() ->
     assert (entry["is_threat"], entry["risk_level"]) == ("false", "low")
 
 
+@pytest.mark.parametrize(
+    ("stamp", "day"),
+    [("2026-11-21T23:59:59Z", "2026-11-21"), ("2026-11-22T01:00:00+03:00", "2026-11-21")],
+)
+def test_a_shadow_entry_carries_the_data_day_as_the_live_verdict_does(stamp: str, day: str) -> None:
+    """The quality asset reads a shadow verdict into its message's daily partition."""
+    verdict = Assessment(False, "low", "fine", "m2", "v2", Usage(10, 5))
+    txn = Transaction.model_validate({**BASE, "id": "t-8", "timestamp": stamp})
+    axiom = Axiom.model_validate(
+        {
+            "status": "nominal",
+            "metric_value": 1,
+            "anomaly_score": 0.1,
+            "source_id": "s",
+            "emitted_at": stamp,
+        }
+    )
+    assert shadow_entry(txn, verdict)["day"] == day
+    assert shadow_entry(axiom, verdict)["day"] == day
+
+
 class Fixed:
     def __init__(self) -> None:
         self.calls = 0
@@ -88,3 +112,39 @@ def test_a_stale_job_is_dropped_without_asking_the_shadow() -> None:
     assert lane.dropped["late"] == 1 and trial.calls == 0
     with pytest.raises(queue.Empty):
         lane._jobs.get_nowait()
+
+
+class Labelled:
+    """A shadow that says threat about every message, as model s1 with prompt p9."""
+
+    def assess_transaction(self, txn: Transaction) -> Assessment:
+        return Assessment(True, "high", "shadow", "s1", "p9", role="shadow")
+
+    def assess_axiom(self, axiom: object) -> Assessment:
+        raise NotImplementedError
+
+
+def test_a_shadow_verdict_written_is_counted_with_role_shadow(redis_client: RedisClient) -> None:
+    """Through a real Redis: the lane writes the verdict and counts it in the worker's
+    outcome counter, apart from the live model's."""
+    keys = StreamKeys("s", "g", "d", "sentinel:verdicts", "l", "p", "lease:", "done:", "c")
+    metrics = Metrics(labels={"stream": "s", "group": "g", "consumer": "c"})
+    lane = ShadowAnalyzer(Fixed(), Labelled(), 1.0, deadline_s=5.0)
+    lane.bind_keys(keys)
+    lane.bind_metrics(metrics)
+    lane.bind_redis(redis_client)
+    try:
+        for i, threat in enumerate((True, False)):
+            txn = Transaction.model_validate({**BASE, "id": f"t-{i}", "is_threat": threat})
+            lane.assess_transaction(txn)
+        wait_until(lambda: lane.written == 2, what="both shadow verdicts written")
+    finally:
+        lane.close()
+    assert redis_client.xlen(shadow_results_key(keys)) == 2
+    counted = {
+        (sample.labels["role"], sample.labels["model"], sample.labels["outcome"]): sample.value
+        for metric in metrics.registry.collect()
+        for sample in metric.samples
+        if sample.name == "sentinel_worker_verdict_outcomes_total"
+    }
+    assert counted == {("shadow", "s1", "tp"): 1.0, ("shadow", "s1", "fp"): 1.0}
