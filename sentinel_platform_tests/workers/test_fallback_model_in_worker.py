@@ -7,7 +7,9 @@ What is promised: once the first model answers ``insufficient_quota`` (exhausted
 second decides every later message, its verdicts marked ``analyzer_role=fallback``, with
 its own model and tokens, and none provisional; a busy first model (429 with
 ``Retry-After``) is waited for and never falls through; with both models down the rules
-decide, provisionally, as they do with one.
+decide, provisionally, as they do with one. The worker's analyzer metrics tell the two
+models apart (``role="primary"``, ``role="fallback"``): an operator sees a fallback that
+is itself failing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sentinel_platform_tests.harness.model_lanes import (
 MESSAGES = 6
 QUOTA_AFTER = 2
 FALLBACK_KEY = "sk-ant-fallback-0123456789"
+CALLS = "sentinel_worker_analyzer_calls_total"
 
 
 def with_fallback(primary: ModelApiServer, second: ModelApiServer) -> dict[str, Any]:
@@ -48,7 +51,15 @@ def test_the_fallback_model_decides_once_the_first_is_exhausted(
     second = serve_model_api()
     model_api_server.quota_after = QUOTA_AFTER
     worker = model_worker(**with_fallback(model_api_server, second))
-    results = worker.decide(transactions(MESSAGES))
+    worker.publish(transactions(MESSAGES))
+    results = worker.results(MESSAGES)
+    assert worker.metric(CALLS, role="fallback", outcome="ok") == MESSAGES - QUOTA_AFTER
+    assert worker.metric(CALLS, role="primary", outcome="ok") == QUOTA_AFTER
+    tokens = worker.metric(
+        "sentinel_worker_analyzer_tokens_total", role="fallback", model=ANTHROPIC_MODEL
+    )
+    assert tokens > 0, "the fallback's tokens are its own"
+    worker.stop()
     assert len({r["txn_id"] for r in results}) == MESSAGES == len(results)
     assert all(r["driver_used"] == "analyzer" for r in results), results
     assert all("provisional" not in r and "fallback_cause" not in r for r in results), results
@@ -61,6 +72,35 @@ def test_the_fallback_model_decides_once_the_first_is_exhausted(
     assert len(fallback_calls) == MESSAGES - QUOTA_AFTER
     assert all(c["path"] == "/v1/messages" for c in fallback_calls)
     assert all(c["headers"].get("x-api-key") == FALLBACK_KEY for c in fallback_calls)
+
+
+def test_the_metrics_show_a_fallback_model_that_is_failing_too(
+    model_api_server: ModelApiServer,
+    serve_model_api: Callable[[], ModelApiServer],
+    model_worker: Callable[..., ModelWorker],
+) -> None:
+    second = serve_model_api()
+    model_api_server.quota_after = QUOTA_AFTER
+    second.down = True  # the fallback gone away: the rules decide the rest
+    values = {**with_fallback(model_api_server, second), "analyzer_fallback_timeout_s": "2"}
+    worker = model_worker(**values)
+    worker.publish(transactions(MESSAGES))
+    results = worker.results(MESSAGES)
+    failed = MESSAGES - QUOTA_AFTER
+    assert [r["driver_used"] for r in results].count("fallback") == failed, results
+    primary = {o: worker.metric(CALLS, role="primary", outcome=o) for o in ("ok", "exhausted")}
+    assert primary == {"ok": QUOTA_AFTER, "exhausted": failed}
+    fallback = {o: worker.metric(CALLS, role="fallback", outcome=o) for o in ("ok", "error")}
+    assert fallback == {"ok": 0, "error": failed}, "every call of the fallback failed"
+    exhausted = "sentinel_worker_analyzer_exhausted"
+    assert (
+        worker.metric(exhausted, role="primary"),
+        worker.metric(exhausted, role="fallback"),
+    ) == (
+        1,
+        0,
+    )
+    worker.stop()
 
 
 def test_a_busy_first_model_is_waited_for_and_never_falls_through(

@@ -8,7 +8,8 @@ key) and writes each verdict to ``<results>:shadow`` with the message's ``txn_id
 ``label``, model, prompt version and tokens, ``shadow_of`` the message; it never decides
 (every live verdict is the live model's); the live verdicts never wait for it (all are
 written while a slow shadow has answered nothing); and the shadow's quota running out holds
-the shadow alone, never the live model.
+the shadow alone, never the live model. The worker's analyzer metrics count the shadow's
+calls apart (``role="shadow"``), and the verdicts it dropped by reason.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from workers.analyzer.lanes.shadow_record import shadow_results_key
 MESSAGES = 8
 FRACTION = 0.5
 SHADOW_KEY = "sk-shadow-0123456789abcdef"
+CALLS = "sentinel_worker_analyzer_calls_total"
+DROPPED = "sentinel_worker_shadow_dropped_total"
 
 
 def with_shadow(live: ModelApiServer, api: str, shadow: ModelApiServer, **extra: Any) -> dict:
@@ -56,6 +59,11 @@ def test_the_shadow_is_asked_about_its_fraction_and_writes_beside_the_live_verdi
     worker.publish(transactions(MESSAGES))
     live = worker.results(MESSAGES)
     shadows = worker.results(len(picked), stream=shadow_key)
+    assert worker.metric(CALLS, role="shadow", outcome="ok") == len(picked)
+    assert worker.metric(CALLS, role="primary", outcome="ok") == MESSAGES
+    shadow_tokens = {"role": "shadow", "model": ANTHROPIC_MODEL}
+    assert worker.metric("sentinel_worker_analyzer_tokens_total", **shadow_tokens) > 0
+    assert worker.metric(DROPPED) == 0
     worker.stop()
     assert {(r["driver_used"], r["analyzer_role"], r["model"]) for r in live} == {
         ("analyzer", "primary", OPENAI_MODEL)
@@ -101,6 +109,14 @@ def test_the_shadows_spent_quota_never_holds_the_live_model(
     worker.publish(transactions(MESSAGES))
     live = worker.results(MESSAGES)
     wait_until(lambda: any(a.get("status") == 429 for a in shadow_server.seen()), timeout_s=30)
+    wait_until(lambda: worker.metric(DROPPED, reason="failed") == MESSAGES, timeout_s=30)
+    assert worker.metric(CALLS, role="shadow", outcome="exhausted") == MESSAGES
+    assert worker.metric(CALLS, role="primary", outcome="ok") == MESSAGES
+    exhausted = "sentinel_worker_analyzer_exhausted"
+    assert (worker.metric(exhausted, role="shadow"), worker.metric(exhausted, role="primary")) == (
+        1,
+        0,
+    )
     worker.stop()
     assert [r["driver_used"] for r in live] == ["analyzer"] * MESSAGES, live
     assert all("provisional" not in r for r in live)
