@@ -210,10 +210,9 @@ class HttpAnalyzer:
         log.info("analyzer_configured", extra={**self._log_fields, **described})
 
     def bind_metrics(self, metrics: Metrics, role: str = PRIMARY) -> None:
-        """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on,
-        and read the breaker's state at every scrape (``analyzer_circuit_state``), each
-        under ``role`` (``primary``; a lane's second analyzer ``fallback``, ``shadow``).
-        Called once at start-up, before the worker's threads run."""
+        """Count calls and breaker changes in ``metrics`` under ``role`` (a lane's second
+        analyzer: ``fallback``, ``shadow``) and read the breaker's state at every scrape
+        (``analyzer_circuit_state``). Called once at start-up, before the threads run."""
         self._meter = meter = metrics.analyzer(role)
         meter.circuit_state_from(self._circuit_state_now)
         self.health.bind_metrics(meter)

@@ -187,7 +187,7 @@ class Metrics:
 
     def count(self, name: str, value: str, amount: float = 1) -> None:
         """Add ``amount`` to the series ``value`` of labelled counter ``name``
-        (``count("analyzer_calls", "timeout")``); unknown names and values raise."""
+        (``count("verdicts", "fallback")``); unknown names and values raise."""
         series = self._labelled.get(name)
         if series is None:
             raise KeyError(
