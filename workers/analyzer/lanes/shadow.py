@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sentinel_platform.schemas import Axiom, Transaction, describe_error
+from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from workers.analyzer.answers.replies import Assessment
 from workers.analyzer.apis.model_api import Analyzer
-from workers.analyzer.lanes.fallback import bind_if_any
+from workers.analyzer.lanes.fallback import PRIMARY, bind_if_any
 from workers.analyzer.lanes.shadow_record import (
     SHADOW,
     SHADOW_MAXLEN,
@@ -99,7 +100,7 @@ class ShadowAnalyzer:
         self._client: Any = None
         self._key: str | None = None
         self._fields: dict[str, Any] = {}
-        self._metrics: Any = None
+        self._metrics: Metrics | None = None
         self._lock = threading.Lock()
         #: verdicts written, and jobs dropped by reason (queue_full, late, busy, ...)
         self.written = 0
@@ -181,11 +182,10 @@ class ShadowAnalyzer:
     def _count_outcome(self, entry: Mapping[str, str]) -> None:
         """Count a written verdict in the worker's outcome counter, when bound; a metric
         never costs the verdict."""
-        outcomes = getattr(self._metrics, "outcomes", None)
-        if outcomes is None:
+        if self._metrics is None:
             return
         try:
-            outcomes.count(entry)
+            self._metrics.outcomes.count(entry)
         except Exception as exc:  # the thread lives on: it serves the next job
             log.warning("shadow_count_failed", extra={**self._fields, "error": describe_error(exc)})
 
@@ -193,6 +193,8 @@ class ShadowAnalyzer:
         with self._lock:
             self.dropped[reason] += 1
             times = self.dropped[reason]
+        if self._metrics is not None:
+            self._metrics.analyzers.count_shadow_drop(reason)
         if times == 1 or times % LOG_EVERY == 0:
             error = describe_error(exc) if exc is not None else None
             fields = {**self._fields, "reason": reason, "dropped": times, "error": error}
@@ -210,11 +212,14 @@ class ShadowAnalyzer:
         bind_if_any(self.live, "bind_log_fields", fields)
         bind_if_any(self.shadow, "bind_log_fields", self._fields)
 
-    def bind_metrics(self, metrics: Any) -> None:
-        """The live analyzer's metrics are the worker's; the shadow's verdicts are counted
-        in its outcome counter with ``role=shadow``."""
+    def bind_metrics(self, metrics: Metrics, role: str = PRIMARY) -> None:
+        """The live analyzer counts under ``role``, the shadow under ``shadow``, and the
+        jobs dropped count in ``shadow_dropped`` (every reason at 0 from now); the shadow's
+        verdicts are counted in the outcome counter with ``role=shadow``."""
+        bind_if_any(self.live, "bind_metrics", metrics, role)
+        bind_if_any(self.shadow, "bind_metrics", metrics, SHADOW)
+        metrics.analyzers.shadow_drops()
         self._metrics = metrics
-        bind_if_any(self.live, "bind_metrics", metrics)
 
     def bind_redis(self, client: Any) -> None:
         """Share both analyzers' limits through ``client`` and start the shadow's threads,

@@ -97,19 +97,26 @@ class Fixed:
 def test_a_full_queue_drops_and_counts_and_the_live_verdict_is_unchanged() -> None:
     live, trial = Fixed(), Fixed()
     lane = ShadowAnalyzer(live, trial, 1.0, deadline_s=5.0, queue_size=1)  # no threads started
+    metrics = Metrics(labels={"stream": "transactions"})
+    lane.bind_metrics(metrics)
     txn = Transaction.model_validate(BASE)
     verdicts = [lane.assess_transaction(txn) for _ in range(3)]
     assert all(v.narrative == "live" for v in verdicts) and live.calls == 3
     assert lane.dropped["queue_full"] == 2 and trial.calls == 0
+    snapshot = metrics.snapshot()
+    assert (snapshot["shadow_dropped_queue_full"], snapshot["shadow_dropped_late"]) == (2, 0)
 
 
 def test_a_stale_job_is_dropped_without_asking_the_shadow() -> None:
     trial = Fixed()
     lane = ShadowAnalyzer(Fixed(), trial, 1.0, deadline_s=0.0)
+    metrics = Metrics(labels={"stream": "transactions"})
+    lane.bind_metrics(metrics)
     lane.assess_transaction(Transaction.model_validate(BASE))
     job = lane._jobs.get_nowait()
     lane._handle(job)
     assert lane.dropped["late"] == 1 and trial.calls == 0
+    assert metrics.snapshot()["shadow_dropped_late"] == 1
     with pytest.raises(queue.Empty):
         lane._jobs.get_nowait()
 
