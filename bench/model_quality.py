@@ -24,7 +24,7 @@ import dataclasses
 import json
 import os
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -138,11 +138,12 @@ def typology_rows(by_typology: Mapping[str, list[Mapping[str, str]]]) -> list[li
     return rows
 
 
-def per_verdict(model: Sequence[Mapping[str, str]]) -> dict[str, float | None]:
-    """Tokens (mean) and latency (p50, p95) of the model's verdicts."""
+def per_verdict(model: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """Tokens (mean), latency (p50, p95) and the risk levels of the model's verdicts."""
     count = max(1, len(model))
     latencies = [float(e[LATENCY_MS]) for e in model if e.get(LATENCY_MS)]
     return {
+        "risk_levels": dict(Counter(e.get("risk_level", "-") for e in model)),
         "input_tokens": round(sum(int(e.get("input_tokens") or 0) for e in model) / count, 1),
         "output_tokens": round(sum(int(e.get("output_tokens") or 0) for e in model) / count, 1),
         "latency_p50_ms": percentile(latencies, 0.5),
