@@ -80,11 +80,11 @@ format: $(VENV)/.installed-test
 
 ## Quick versions of every benchmark scenario (python -m bench --help), then each goal's
 ## PASS/MISS line (see bench/RESULTS.md); outputs in bench/out/ (untracked);
-## REDIS_URL=... runs them on that server; llama_cpp prints SKIP without the llm extra,
+## REDIS_URL=... runs them on that server; llama_cpp and model_quality print SKIP without the llm extra,
 ## prompt_cache without a llama-server binary (LLAMA_SERVER)
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
                   slow_processor analyzer_limits token_budget quota_exhausted daily_budget \
-                  llama_cpp prompt_cache
+                  llama_cpp model_quality prompt_cache
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

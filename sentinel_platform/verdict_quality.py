@@ -72,6 +72,12 @@ class Confusion:
         return _ratio(self.tp, self.tp + self.fn)
 
     @property
+    def false_positive_rate(self) -> float | None:
+        """Of the labelled harmless messages, the share flagged (None: none was labelled):
+        the figure of a hard negative, where recall and precision say nothing."""
+        return _ratio(self.fp, self.fp + self.tn)
+
+    @property
     def f1(self) -> float | None:
         """The harmonic mean of precision and recall (None when either is, or both are 0)."""
         denominator = 2 * self.tp + self.fp + self.fn

@@ -61,6 +61,23 @@ def test_precision_recall_f1_from_counts(
     assert counts.figures() == {"precision": precision, "recall": recall, "f1": f1}
 
 
+@pytest.mark.parametrize(
+    ("counts", "rate"),
+    [
+        (Confusion(tp=8, fp=2, tn=85, fn=5), 0.023),
+        (Confusion(fp=3, tn=7), 0.3),
+        (Confusion(fp=4), 1.0),
+        (Confusion(tn=10), 0.0),
+        # only threats labelled: no harmless message to flag wrongly
+        (Confusion(tp=3, fn=1), None),
+    ],
+)
+def test_false_positive_rate_is_the_share_of_harmless_flagged(
+    counts: Confusion, rate: float | None
+) -> None:
+    assert counts.false_positive_rate == (None if rate is None else pytest.approx(rate, abs=1e-4))
+
+
 def test_counts_add_up_cell_by_cell() -> None:
     counts = Confusion().add("tp").add("tp").add("fn", 3).add(None)
     assert counts == confusion_of({"tp": 2, "fn": 3}) and counts.labelled == 5
