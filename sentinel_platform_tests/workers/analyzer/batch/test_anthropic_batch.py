@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sentinel_platform_tests.harness.batch_api_server import BatchApiServer
+from sentinel_platform_tests.harness.batch_requests import KEY, payloads
 from sentinel_platform_tests.harness.model_api_bodies import VERDICT, anthropic_reply
-from sentinel_platform_tests.workers.analyzer.batch.conftest import KEY, payloads
 from workers.analyzer.answers.replies import AnalyzerError, AnalyzerExhausted, Assessment
 from workers.analyzer.apis.anthropic_api import AnthropicApi, tool_name
 from workers.analyzer.batch.anthropic_batch import AnthropicBatch, line_outcome

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sentinel_platform_tests.harness.batch_api_server import BatchApiServer
-from sentinel_platform_tests.workers.analyzer.batch.conftest import KEY, payloads
+from sentinel_platform_tests.harness.batch_requests import KEY, payloads
 from workers.analyzer.answers.replies import AnalyzerError, Assessment
 from workers.analyzer.apis.anthropic_api import AnthropicApi
 from workers.analyzer.apis.openai_api import OpenAiApi

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sentinel_platform_tests.harness.batch_api_server import BatchApiServer
+from sentinel_platform_tests.harness.batch_requests import KEY, payloads
 from sentinel_platform_tests.harness.model_api_bodies import VERDICT, openai_reply
-from sentinel_platform_tests.workers.analyzer.batch.conftest import KEY, payloads
 from workers.analyzer.answers.replies import AnalyzerError, AnalyzerExhausted, Assessment
 from workers.analyzer.apis.openai_api import OpenAiApi
 from workers.analyzer.batch import openai_batch
