@@ -111,6 +111,10 @@ class Provisional(Document):
 
 
 class ModelQuality(Document):
+    role: str = Field(
+        description="which analyzer: `primary`, `fallback` (the second model before the "
+        "rules) or `shadow` (a model on trial, deciding nothing)"
+    )
     model: str = Field(description="the model that answered")
     prompt_version: str = Field(description="its prompt's version (`-`: none recorded)")
     verdicts: int = Field(description="its verdicts (a superseded one left out)")
@@ -126,11 +130,25 @@ class ModelQuality(Document):
     rules_recall: float | None = Field(description="the rules' on the same messages")
     rules_f1: float | None = Field(description="the rules' on the same messages")
     agreement: float | None = Field(description="share of its verdicts the rules shared")
+    live_precision: float | None = Field(
+        default=None,
+        description="a shadow's row: the live decisions' on the same messages; null otherwise",
+    )
+    live_recall: float | None = Field(
+        default=None,
+        description="a shadow's row: the live decisions' on the same messages; null otherwise",
+    )
+    live_f1: float | None = Field(
+        default=None,
+        description="a shadow's row: the live decisions' on the same messages; null otherwise",
+    )
 
 
 class RecentQuality(Document):
     window_s: int = Field(description="how far back the verdicts were read, seconds")
-    models: list[ModelQuality] = Field(description="one per model and prompt version")
+    models: list[ModelQuality] = Field(
+        description="one per role, model and prompt version (primary, fallback, then shadow)"
+    )
 
 
 class StreamFigures(Document):

@@ -52,9 +52,10 @@ from sentinel_platform.streams.backlog.drain import card_rate, read_drain_rate
 from sentinel_platform.streams.backlog.holdings import most_held, read_holdings
 from sentinel_platform.streams.backlog.lag import measure_lag, read_lag_key
 from sentinel_platform.streams.backlog.progress import last_publish, progress
-from sentinel_platform.streams.backlog.recent_quality import read_quality
+from sentinel_platform.streams.backlog.recent_quality import MAX_ENTRIES, WINDOW_S, quality_of
+from sentinel_platform.streams.backlog.recent_results import read_recent
 from sentinel_platform.streams.backlog.retention import retention_summary
-from sentinel_platform.streams.backlog.verdict_mix import read_mix
+from sentinel_platform.streams.backlog.verdict_mix import mix_of
 from sentinel_platform.streams.backlog.zones import (
     limits_from_settings,
     pinned_or_read,
@@ -184,10 +185,12 @@ def stream_doc(
     (``status_shards``), with the breakdown."""
     base = asdict(stream_state(client, settings, keys_for(settings, spec), dlq_counts, spec.name))
     shards = recorded_keys(client, settings, spec)
+    # one read of the results serves the mix (minutes) and the quality line (hours)
+    recent = read_recent(client, (shard.results for shard in shards), WINDOW_S, MAX_ENTRIES)
     verdicts = {
-        "verdicts": asdict(read_mix(client, shards)),
+        "verdicts": asdict(mix_of(recent)),
         "provisional": status_provisional.read(client, shards),
-        "quality": read_quality(client, shards),
+        "quality": quality_of(client, recent, shards),
     }
     if len(shards) == 1:  # one shard, or none recorded yet
         return {**base, **verdicts}

@@ -1,9 +1,11 @@
 """``sentinel status``: the last hours' model verdicts against the truth and the rules.
 
 One short line per stream whose results carry labelled model verdicts (the figures of
-:func:`~sentinel_platform.streams.backlog.recent_quality.read_quality`), each model and
+:func:`~sentinel_platform.streams.backlog.recent_quality.quality_of`), each model and
 prompt version with its precision and recall and the rules' on the same messages, so an
-operator sees at a glance whether the model beats the rules it replaces. A stream
+operator sees at a glance whether the model beats the rules it replaces. A fallback
+model's and a shadow's are named by their role first (``fallback m2·p2``), and a
+shadow's carry the live decisions' figures on the same messages beside the rules'. A stream
 without labelled model verdicts in the window (a source without truth) gets no line.
 """
 
@@ -17,11 +19,20 @@ def _figure(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _pair(row: Mapping[str, Any], prefix: str) -> str:
+    return f"{_figure(row[f'{prefix}precision'])}/{_figure(row[f'{prefix}recall'])}"
+
+
 def _model(row: Mapping[str, Any]) -> str:
-    rules = f"{_figure(row['rules_precision'])}/{_figure(row['rules_recall'])}"
+    role = row.get("role") or "primary"
+    named = f"{row['model']}·{row['prompt_version']}"
+    beside = f"rules {_pair(row, 'rules_')}"
+    if role == "shadow":
+        beside = f"live {_pair(row, 'live_')}, {beside}"
     return (
-        f"{row['model']}·{row['prompt_version']} precision {_figure(row['precision'])} "
-        f"recall {_figure(row['recall'])} (rules {rules}) on {row['labelled']} labelled"
+        f"{named if role == 'primary' else f'{role} {named}'} precision "
+        f"{_figure(row['precision'])} recall {_figure(row['recall'])} ({beside}) "
+        f"on {row['labelled']} labelled"
     )
 
 

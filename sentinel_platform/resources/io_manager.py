@@ -163,6 +163,14 @@ class SparkParquetIOManager(dg.ConfigurableIOManager):
             return as_uri(self.base_uri)
         return settings_or_environment(self.settings).load().data_uri
 
+    def stored_partition(self, asset: dg.AssetKey, partition: str) -> DataFrame | None:
+        """The stored ``partition`` of ``asset`` as a lazy DataFrame, or None when it was
+        never stored: for an asset that reads another's day beside its own inputs, where
+        the day missing is not an error (read-only; Spark reads only the columns used)."""
+        uri = join(self._root(), *asset.path, partition)
+        spark = self.pyspark.spark_session
+        return spark.read.parquet(uri) if HadoopFs(spark).exists(uri) else None
+
     def _asset_uri(self, context: dg.OutputContext | dg.InputContext) -> str:
         return join(self._root(), *context.asset_key.path)
 

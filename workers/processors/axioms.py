@@ -16,11 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sentinel_platform.schemas import Axiom, RiskLevel, describe_error
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.backlog.provisional import DAY
+from sentinel_platform.streams.backlog.provisional import DAY, day_of
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from workers.analyzer import StreamPrompt, billed_fields
 from workers.processors.base import WireProcessor, analyzer_of
-from workers.processors.provisional import day_of
 
 FALLBACK_PREFIX = "Rule-based fallback"
 STATUS_RISK: dict[str, RiskLevel] = {"nominal": "low", "degraded": "medium", "critical": "high"}

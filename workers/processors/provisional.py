@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from sentinel_platform.schemas import describe_error
 from sentinel_platform.streams.backlog.provisional import (
@@ -68,15 +67,6 @@ def primary_unavailable(exc: BaseException) -> bool:
     analyzer is (:class:`~workers.analyzer.lanes.fallback.FallbackAnalyzer`): never for
     :class:`Busy`, which waits for the live one."""
     return not isinstance(exc, Busy) and is_provisional_cause(fallback_cause(exc))
-
-
-def day_of(stamp: str) -> str:
-    """The UTC day (``YYYY-MM-DD``) of an ISO-8601 time (one without an offset is UTC):
-    the daily partition a message belongs to."""
-    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc).date().isoformat()
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,11 @@ from sentinel_platform.aml_rules import (
 from sentinel_platform.schemas import RiskLevel, Transaction, describe_error
 from sentinel_platform.settings import Settings
 from sentinel_platform.shown import ShownTransaction, shown, truth_of
-from sentinel_platform.streams.backlog.provisional import DAY
+from sentinel_platform.streams.backlog.provisional import DAY, day_of
 from sentinel_platform.streams.consumer.processor import Busy, Effect, Unprocessable
 from sentinel_platform.verdict_quality import RULES_IS_THREAT, RULES_RISK_LEVEL
 from workers.analyzer import StreamPrompt, billed_fields
 from workers.processors.base import WireProcessor, analyzer_of
-from workers.processors.provisional import day_of
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,16 @@
 """Verdict quality of one data day: each group of verdicts set against the truth and the
 rules, as the rows of the ``verdict_quality`` asset.
 
-A group is a stream, a driver (``driver_used``) and, for a model's verdicts, its model
-and prompt version, so a new prompt or a cheaper model is its own row. Each message
-counts once, by its decision: a re-screen's model verdict supersedes the provisional
-fallback it names (:func:`~sentinel_platform.domains.reporting.decisions.decisions`).
+A group is a stream, a role, a driver (``driver_used``) and, for a model's verdicts, its
+model and prompt version, so a new prompt or a cheaper model is its own row. The role
+says which analyzer decided: :data:`PRIMARY` or :data:`FALLBACK` (the result entry's
+``analyzer_role``; an entry without one is the primary's), :data:`NONE` for the rules'
+decisions, and :data:`SHADOW` for a model on trial, whose rows
+(:mod:`~sentinel_platform.domains.reporting.shadow_quality`) also carry the live
+decision's matrix on the same messages (the ``live_*`` columns, null on every other
+row). Each message counts once, by its decision: a re-screen's model verdict
+supersedes the provisional fallback it names
+(:func:`~sentinel_platform.domains.reporting.decisions.decisions`).
 Every entry of a labelled message carries the truth (``label``) and the rules' verdict
 on the same message (``rules_is_threat``), so each row has its confusion matrix, the
 rules' on the same messages beside it, and how often the two agreed; the figures are
@@ -13,8 +19,9 @@ that says what precision and recall are. Only the counts (groups x figures) reac
 driver.
 
 A verdict decided by the rules (``rules``, ``fallback``) names no model: its group's
-model and prompt version are :data:`NONE`. The ``fallback_share`` of every row is the
-day's: the share of the stream's decisions that fell back to the rules.
+role, model and prompt version are :data:`NONE`. The ``fallback_share`` of every row is the
+day's: the share of the stream's decisions that fell back to the rules (the shadow's
+verdicts decide nothing and are not counted in it).
 """
 
 from __future__ import annotations
@@ -29,19 +36,27 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 from sentinel_platform.domains.reporting.cost import Prices, cost, data_day
 from sentinel_platform.domains.reporting.decisions import decisions, with_supersession
 from sentinel_platform.streams.backlog.provisional import RESCREEN_OF
+from sentinel_platform.streams.backlog.recent_quality import ANALYZER_ROLE
 from sentinel_platform.verdict_quality import (
     LABEL,
     LATENCY_MS,
     OUTCOMES,
     RULES_IS_THREAT,
+    Confusion,
     agreement,
     confusion_of,
 )
 
-#: The model and prompt version of a verdict no model made.
+#: The model, prompt version and role of a verdict no model made.
 NONE = "-"
 RULES_DRIVERS = ("rules", "fallback")
-KEY = ("stream", "driver", "model", "prompt_version")
+#: The roles of a model's verdicts: the live analyzer, the second one before the rules,
+#: and a model on trial that decides nothing.
+PRIMARY, FALLBACK, SHADOW = "primary", "fallback", "shadow"
+KEY = ("stream", "role", "driver", "model", "prompt_version")
+#: The live decision's cells and figures on a shadow row's messages.
+LIVE_COUNTS = tuple(f"live_{name}" for name in OUTCOMES)
+LIVE_FIGURES = ("live_precision", "live_recall", "live_f1")
 TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens")
 #: The stored rows' columns, in order, with their Spark types.
 SCHEMA = StructType(
@@ -69,11 +84,13 @@ SCHEMA = StructType(
             )
         ],
         *[StructField(f"rules_{name}", LongType()) for name in OUTCOMES],
+        *[StructField(name, LongType()) for name in LIVE_COUNTS],
+        *[StructField(name, DoubleType()) for name in LIVE_FIGURES],
     ]
 )
 
 
-def _flag(name: str) -> Column:
+def flag_field(name: str) -> Column:
     """A "true"/"false" field as a boolean column, null when absent or anything else."""
     value = F.lower(F.trim(F.col("fields").getItem(name)))
     return F.when(value == "true", True).when(value == "false", False).alias(name)
@@ -81,24 +98,27 @@ def _flag(name: str) -> Column:
 
 def verdict_rows(raw: DataFrame) -> DataFrame:
     """``raw`` (a results stream read back: ``stream_id``, ``fields``) as the columns
-    quality reads, each entry with its data day."""
+    quality reads, each entry with its data day and its message's natural key (a
+    transaction's id, ``txn_id``, which a shadow verdict names as ``shadow_of``)."""
     fields = F.col("fields")
     return raw.select(
         "stream_id",
         data_day().alias("day"),
+        fields.getItem("txn_id").alias("txn_id"),
         fields.getItem("driver_used").alias("driver"),
+        fields.getItem(ANALYZER_ROLE).alias(ANALYZER_ROLE),
         fields.getItem("model").alias("model"),
         fields.getItem("prompt_version").alias("prompt_version"),
         fields.getItem(RESCREEN_OF).alias(RESCREEN_OF),
-        _flag("is_threat"),
-        _flag(LABEL),
-        _flag(RULES_IS_THREAT),
+        flag_field("is_threat"),
+        flag_field(LABEL),
+        flag_field(RULES_IS_THREAT),
         *[F.coalesce(fields.getItem(n).try_cast("long"), F.lit(0)).alias(n) for n in TOKENS],
         fields.getItem(LATENCY_MS).try_cast("double").alias(LATENCY_MS),
     )
 
 
-def _cells(truth: str, verdict: str, prefix: str = "") -> list[Column]:
+def cells(truth: str, verdict: str, prefix: str = "") -> list[Column]:
     """The four confusion cells of ``verdict`` against ``truth`` as summed columns."""
     said, was = F.col(verdict), F.col(truth)
     cells = {"tp": said & was, "fp": said & ~was, "tn": ~said & ~was, "fn": ~said & was}
@@ -108,48 +128,64 @@ def _cells(truth: str, verdict: str, prefix: str = "") -> list[Column]:
     ]
 
 
+def keyed_decisions(verdicts: DataFrame, day: str) -> DataFrame:
+    """``day``'s decisions among ``verdicts`` (:func:`verdict_rows`), each with its
+    group: ``_role``, ``_driver``, ``_m`` (model) and ``_p`` (prompt version), all
+    :data:`NONE` but the driver for a rules decision."""
+    of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
+    by_rules = F.col("driver").isin(*RULES_DRIVERS)
+    return decisions(of_day).select(
+        "*",
+        F.coalesce("driver", F.lit(NONE)).alias("_driver"),
+        F.when(by_rules, F.lit(NONE))
+        .otherwise(F.coalesce(ANALYZER_ROLE, F.lit(PRIMARY)))
+        .alias("_role"),
+        F.when(by_rules, F.lit(NONE)).otherwise(F.coalesce("model", F.lit(NONE))).alias("_m"),
+        F.when(by_rules, F.lit(NONE))
+        .otherwise(F.coalesce("prompt_version", F.lit(NONE)))
+        .alias("_p"),
+    )
+
+
 def group_counts(verdicts: DataFrame, day: str) -> list[dict[str, Any]]:
     """The counts of ``day``'s decisions among ``verdicts`` (:func:`verdict_rows`) per
-    driver, model and prompt version: verdicts, labelled ones, the confusion matrix of
-    the verdict and of the rules against the label, agreements with the rules, tokens
+    role, driver, model and prompt version: verdicts, labelled ones, the confusion matrix
+    of the verdict and of the rules against the label, agreements with the rules, tokens
     and latency percentiles."""
-    of_day = with_supersession(verdicts.where(F.col("day") == F.lit(day)))
-    by_model = F.col("driver").isin(*RULES_DRIVERS)
     labelled = F.col(LABEL).isNotNull() & F.col("is_threat").isNotNull()
     compared = F.col(RULES_IS_THREAT).isNotNull() & F.col("is_threat").isNotNull()
-    latency = F.percentile_approx(LATENCY_MS, F.array(F.lit(0.5), F.lit(0.95)), 10_000)
     rows = (
-        decisions(of_day)
-        .select(
-            "*",
-            F.coalesce("driver", F.lit(NONE)).alias("_driver"),
-            F.when(by_model, F.lit(NONE)).otherwise(F.coalesce("model", F.lit(NONE))).alias("_m"),
-            F.when(by_model, F.lit(NONE))
-            .otherwise(F.coalesce("prompt_version", F.lit(NONE)))
-            .alias("_p"),
-        )
-        .groupBy("_driver", "_m", "_p")
+        keyed_decisions(verdicts, day)
+        .groupBy("_role", "_driver", "_m", "_p")
         .agg(
             F.count("*").alias("verdicts"),
             F.sum(labelled.cast("long")).alias("labelled"),
-            *_cells(LABEL, "is_threat"),
-            *_cells(LABEL, RULES_IS_THREAT, "rules_"),
+            *cells(LABEL, "is_threat"),
+            *cells(LABEL, RULES_IS_THREAT, "rules_"),
             F.sum((compared & (F.col("is_threat") == F.col(RULES_IS_THREAT))).cast("long")).alias(
                 "agreed"
             ),
             F.sum(compared.cast("long")).alias("compared"),
             *[F.sum(n).alias(n) for n in TOKENS],
-            latency.alias("_latency"),
+            latency_percentiles().alias("_latency"),
         )
-        .orderBy("_driver", "_m", "_p")
+        .orderBy("_role", "_driver", "_m", "_p")
         .collect()
     )
-    return [_counted(row.asDict()) for row in rows]
+    return [counted(row.asDict()) for row in rows]
 
 
-def _counted(row: dict[str, Any]) -> dict[str, Any]:
+def latency_percentiles() -> Column:
+    """The p50 and p95 of the group's ``latency_ms`` (an array of two)."""
+    return F.percentile_approx(LATENCY_MS, F.array(F.lit(0.5), F.lit(0.95)), 10_000)
+
+
+def counted(row: dict[str, Any]) -> dict[str, Any]:
+    """A collected group (``_role``, ``_driver``, ``_m``, ``_p``, ``_latency`` and the
+    counts) as a row of counts; a count of none (an empty sum) is 0."""
     latency = row.pop("_latency") or [None, None]
     counts: dict[str, Any] = {
+        "role": row.pop("_role"),
         "driver": row.pop("_driver"),
         "model": row.pop("_m"),
         "prompt_version": row.pop("_p"),
@@ -168,16 +204,19 @@ class DayQuality:
 
 
 def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) -> DayQuality:
-    """The rows of ``counts`` (:func:`group_counts`) with their figures: precision,
-    recall and F1 of the verdicts and of the rules on the same messages, agreement,
-    the day's fallback share, tokens and cost per verdict (no prices: no cost)."""
-    total = sum(row["verdicts"] for row in counts)
-    fell = sum(row["verdicts"] for row in counts if row["driver"] == "fallback")
+    """The rows of ``counts`` (:func:`group_counts`, and the shadow's) with their
+    figures: precision, recall and F1 of the verdicts, of the rules and (a shadow row)
+    of the live decisions on the same messages, agreement, the day's fallback share,
+    tokens and cost per verdict (no prices: no cost)."""
+    decided = [row for row in counts if row["role"] != SHADOW]
+    total = sum(row["verdicts"] for row in decided)
+    fell = sum(row["verdicts"] for row in decided if row["driver"] == "fallback")
     share = agreement(fell, total)
     rows = []
     for row in counts:
         mine = confusion_of(row)
         rules = confusion_of({name: row[f"rules_{name}"] for name in OUTCOMES})
+        live = live_of(row)
         billed = cost(row["input_tokens"], row["output_tokens"], row["cached_input_tokens"], prices)
         tokens = row["input_tokens"] + row["output_tokens"]
         per = row["verdicts"] or 1
@@ -187,6 +226,9 @@ def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) ->
                 "stream": stream,
                 **mine.figures(),
                 **{f"rules_{name}": value for name, value in rules.figures().items()},
+                **{name: row.get(name) for name in LIVE_COUNTS},
+                **dict.fromkeys(LIVE_FIGURES),
+                **({} if live is None else {f"live_{k}": v for k, v in live.figures().items()}),
                 "agreement": agreement(row["agreed"], row["compared"]),
                 "fallback_share": share,
                 "tokens_per_verdict": round(tokens / per, 2),
@@ -196,6 +238,26 @@ def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) ->
     return DayQuality(rows, share)
 
 
+def live_of(row: dict[str, Any]) -> Confusion | None:
+    """The live decisions' matrix on a shadow row's messages; None on any other row."""
+    if row.get(LIVE_COUNTS[0]) is None:
+        return None
+    return confusion_of({name: row[f"live_{name}"] for name in OUTCOMES})
+
+
 def is_model(row: dict[str, Any]) -> bool:
-    """Whether ``row`` is a group of a model's verdicts (not the rules deciding)."""
+    """Whether ``row`` is a group of a model's verdicts (not the rules deciding), the
+    shadow's included."""
     return row["driver"] not in RULES_DRIVERS and row["driver"] != NONE
+
+
+def is_live_model(row: dict[str, Any]) -> bool:
+    """Whether ``row`` is a group of a model's decisions (primary or fallback)."""
+    return is_model(row) and row["role"] != SHADOW
+
+
+def name_of(row: dict[str, Any]) -> str:
+    """How the UI names a model's row: ``<model> · <prompt version>`` for the primary
+    (the name its plots have always had), the role first for any other."""
+    name = f"{row['model']} · {row['prompt_version']}"
+    return name if row["role"] == PRIMARY else f"{row['role']} · {name}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Literal
 
 import redis
@@ -66,6 +67,15 @@ QUEUE_CAUSE = "sentinel_cause"
 #: Queue entry field: the data's day (:data:`DAY`).
 QUEUE_DAY = "sentinel_day"
 QUEUE_FIELDS = (QUEUE_RESULT_ID, QUEUE_SOURCE_ID, QUEUE_CAUSE, QUEUE_DAY)
+
+
+def day_of(stamp: str) -> str:
+    """The UTC day (``YYYY-MM-DD``) of an ISO-8601 time (one without an offset is UTC):
+    the daily partition a message belongs to, as its verdicts record it (:data:`DAY`)."""
+    parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.astimezone(timezone.utc).date().isoformat()
 
 
 def is_provisional_cause(cause: str) -> bool:

@@ -4,7 +4,9 @@
 decide every message (``driver_used=fallback``), and an operator paying for a model wants
 its tokens per minute where they look. Both are read from the stream's own results:
 one ``XREVRANGE`` of the results stream from now (the server's clock, which stamps the
-entry ids) back ``window_s`` seconds, at most ``MAX_ENTRIES`` entries. That is cheap and
+entry ids) back ``window_s`` seconds, at most ``MAX_ENTRIES`` entries (``sentinel
+status`` shares one wider read with its quality line:
+:mod:`~sentinel_platform.streams.backlog.recent_results`). That is cheap and
 needs nothing new written by the workers: the results already carry ``driver_used`` and,
 for a model API's verdict, ``input_tokens``, ``output_tokens`` and ``cached_input_tokens``
 (extra fields of the entry), and for a fallback its ``fallback_cause``, so the status can
@@ -22,17 +24,12 @@ traffic, and would hide the user's own mix.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-import redis
-
 from sentinel_platform.schemas import is_demo
-from sentinel_platform.streams.backlog.entry_ages import server_now_s
 from sentinel_platform.streams.backlog.provisional import FALLBACK_CAUSE
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys
-from sentinel_platform.streams.plumbing.replies import entries
+from sentinel_platform.streams.backlog.recent_results import RecentResults, entry_ms
 
 #: How far back the status looks: the span of the fallback alert's ``rate(...[5m])``, so
 #: the command and the alert judge the same minutes.
@@ -130,28 +127,14 @@ def summarise(rows: Iterable[Mapping[str, str]], window_s: int, covered_s: float
     )
 
 
-def read_mix(
-    client: RedisClient,
-    keys: StreamKeys | Sequence[StreamKeys],
-    window_s: int = WINDOW_S,
-    cap: int = MAX_ENTRIES,
-) -> VerdictMix:
-    """The verdict mix of ``keys.results`` over the last ``window_s`` seconds (one
-    ``XREVRANGE`` of at most ``cap`` entries; an absent stream is an empty mix). Given
-    the keys of several shards, the mix of all their results (each results key read once:
-    on one server the shards share one)."""
-    now_ms = int(server_now_s(client) * 1000)
-    since_ms = now_ms - window_s * 1000
-    rows: list[tuple[str, dict[str, str]]] = []
+def mix_of(recent: RecentResults, window_s: int = WINDOW_S, cap: int = MAX_ENTRIES) -> VerdictMix:
+    """The verdict mix of the last ``window_s`` seconds among ``recent`` (a read at least
+    as wide), at most ``cap`` entries per results key. When the cap cuts a key's window
+    short, its oldest entry bounds the span covered."""
     covered_ms = window_s * 1000
-    shards = [keys] if isinstance(keys, StreamKeys) else list(keys)
-    for results in dict.fromkeys(shard.results for shard in shards):
-        try:
-            read = entries(client.xrevrange(results, max="+", min=str(since_ms), count=cap))
-        except redis.ResponseError:  # the key holds something else: say nothing
-            read = []
+    rows: list[Mapping[str, str]] = []
+    for read in recent.within(window_s, cap):
         if read and len(read) >= cap:  # cut short: the oldest entry read bounds the span
-            oldest_ms = int(read[-1][0].split("-")[0])
-            covered_ms = min(covered_ms, max(now_ms - oldest_ms, 1000))
-        rows += read
-    return summarise((fields for _, fields in rows), window_s, covered_ms / 1000)
+            covered_ms = min(covered_ms, max(recent.now_ms - entry_ms(read[-1][0]), 1000))
+        rows += [fields for _, fields in read]
+    return summarise(rows, window_s, covered_ms / 1000)

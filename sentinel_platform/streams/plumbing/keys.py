@@ -47,6 +47,18 @@ class StreamKeys:
         return f"{self.marker_prefix}{natural_key}"
 
 
+#: The suffix of a stream's shadow result stream (:func:`shadow_results_key`).
+SHADOW_SUFFIX = "shadow"
+
+
+def shadow_results_key(keys: StreamKeys) -> str:
+    """The shadow result stream of ``keys``' stream: where a model on trial writes its
+    verdicts beside the live ones, read back by the quality asset. The results stream's
+    name with ``:shadow`` (``sentinel:verdicts:shadow``), so on a cluster it shares the
+    results' hash slot."""
+    return f"{keys.results}:{SHADOW_SUFFIX}"
+
+
 def _tag(stream: str) -> str:
     # A stream already carrying a hash tag keeps it; otherwise the whole name is the tag.
     if "{" in stream and "}" in stream.split("{", 1)[1]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sentinel_platform.streams.backlog.provisional import day_of
 from sentinel_platform.streams.consumer.processor import Busy, Unprocessable
 from workers.analyzer import (
     AnalyzerDown,
@@ -18,7 +19,6 @@ from workers.analyzer.answers.replies import MessageRefused
 from workers.analyzer.limits.fleet_limits import FleetExhausted, FleetHeld
 from workers.processors.provisional import (
     AnalyzerAway,
-    day_of,
     fallback,
     fallback_cause,
     model_only_error,

@@ -16,8 +16,11 @@ from datetime import datetime, timezone
 
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.shown import truth_of
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.streams.backlog.provisional import DAY, day_of
+from sentinel_platform.streams.plumbing.keys import shadow_results_key
 from workers.analyzer.answers.replies import Assessment
+
+__all__ = ["SHADOW", "SHADOW_MAXLEN", "about", "shadow_entry", "shadow_results_key"]
 
 #: ``Assessment.role`` and ``analyzer_role`` of a shadow verdict
 SHADOW = "shadow"
@@ -26,16 +29,19 @@ SHADOW = "shadow"
 SHADOW_MAXLEN = 200_000
 
 
-def shadow_results_key(keys: StreamKeys) -> str:
-    """The shadow result stream of the stream whose keys are ``keys``."""
-    return f"{keys.results}:{SHADOW}"
-
-
 def about(message: Transaction | Axiom) -> dict[str, str]:
-    """The fields naming the message a shadow verdict is about, its truth included."""
+    """The fields naming the message a shadow verdict is about, its data day (``day``,
+    as the live verdict records it) and its truth."""
     if isinstance(message, Transaction):
-        return {"shadow_of": message.natural_key, "txn_id": message.id, **truth_of(message)}
-    return {"shadow_of": message.natural_key, "source_id": message.source_id}
+        day = day_of(message.timestamp)
+        return {
+            "shadow_of": message.natural_key,
+            "txn_id": message.id,
+            DAY: day,
+            **truth_of(message),
+        }
+    day = day_of(message.emitted_at)
+    return {"shadow_of": message.natural_key, "source_id": message.source_id, DAY: day}
 
 
 def shadow_entry(message: Transaction | Axiom, verdict: Assessment) -> dict[str, str]:

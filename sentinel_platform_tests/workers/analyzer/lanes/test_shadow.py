@@ -6,12 +6,12 @@ import queue
 
 import pytest
 
-from sentinel_platform.schemas import Transaction
-from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.streams.plumbing.keys import StreamKeys, shadow_results_key
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from workers.analyzer import Assessment, Usage
 from workers.analyzer.lanes.shadow import ShadowAnalyzer, chosen
-from workers.analyzer.lanes.shadow_record import shadow_entry, shadow_results_key
+from workers.analyzer.lanes.shadow_record import shadow_entry
 
 KEYS = [f"txn-{i}" for i in range(10_000)]
 
@@ -56,6 +56,27 @@ def test_a_shadow_entry_names_the_message_its_truth_and_what_the_model_said() ->
     }
     assert (entry["model"], entry["prompt_version"], entry["input_tokens"]) == ("m2", "v2", "10")
     assert (entry["is_threat"], entry["risk_level"]) == ("false", "low")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "day"),
+    [("2026-11-21T23:59:59Z", "2026-11-21"), ("2026-11-22T01:00:00+03:00", "2026-11-21")],
+)
+def test_a_shadow_entry_carries_the_data_day_as_the_live_verdict_does(stamp: str, day: str) -> None:
+    """The quality asset reads a shadow verdict into its message's daily partition."""
+    verdict = Assessment(False, "low", "fine", "m2", "v2", Usage(10, 5))
+    txn = Transaction.model_validate({**BASE, "id": "t-8", "timestamp": stamp})
+    axiom = Axiom.model_validate(
+        {
+            "status": "nominal",
+            "metric_value": 1,
+            "anomaly_score": 0.1,
+            "source_id": "s",
+            "emitted_at": stamp,
+        }
+    )
+    assert shadow_entry(txn, verdict)["day"] == day
+    assert shadow_entry(axiom, verdict)["day"] == day
 
 
 class Fixed:
