@@ -15,6 +15,8 @@ from sentinel_platform_tests.harness.trial_models import (
     FALLBACK,
     PRIMARY,
     SHADOW,
+    expected_by_typology,
+    expected_live_on,
     expected_matrices,
 )
 
@@ -95,4 +97,21 @@ def test_expected_matrices_count_each_verdict_in_its_groups_cell() -> None:
     assert expected_matrices(decided, truth) == {
         primary: {"tp": 1, "fp": 0, "tn": 0, "fn": 1},
         fallback: {"tp": 0, "fp": 1, "tn": 1, "fn": 0},
+    }
+
+
+def test_the_live_decisions_on_a_shadows_messages_are_each_by_its_deciders_stub() -> None:
+    truth = {"a": (True, "impossible_pair"), "b": (False, "round_payroll"), "c": (True, "x")}
+    role_of = {"a": "primary", "b": "fallback", "c": "primary"}
+    assert expected_live_on(["a", "b", "c"], role_of, truth) == {"tp": 1, "fp": 1, "tn": 0, "fn": 1}
+
+
+def test_by_typology_counts_each_groups_messages_and_what_its_stub_flagged() -> None:
+    truth = {"a": (True, "scam_story"), "b": (True, "scam_story"), "c": (True, "structuring")}
+    shadow, primary = ("shadow", "gpt", "v2"), ("primary", "gpt", "v1")
+    decided = [("a", shadow), ("b", shadow), ("c", shadow), ("c", primary)]
+    assert expected_by_typology(decided, truth) == {
+        (*shadow, "scam_story"): (2, 2),
+        (*shadow, "structuring"): (1, 1),
+        (*primary, "structuring"): (1, 0),
     }

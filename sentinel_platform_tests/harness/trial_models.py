@@ -120,3 +120,34 @@ def expected_matrices(
         cells = found.setdefault(group, dict.fromkeys(OUTCOMES, 0))
         cells[outcome(label, stubs[group[0]].expects(typology))] += 1
     return found
+
+
+def expected_live_on(
+    ids: Iterable[str],
+    role_of: Mapping[str, str],
+    truth: Mapping[str, tuple[bool, str]],
+    stubs: Mapping[str, StubModel] = STUBS,
+) -> dict[str, int]:
+    """The one confusion matrix of the live decisions on the messages ``ids`` (a shadow's),
+    each decided by the stub of its role in ``role_of``."""
+    cells = dict.fromkeys(OUTCOMES, 0)
+    for txn_id in ids:
+        label, typology = truth[txn_id]
+        cells[outcome(label, stubs[role_of[txn_id]].expects(typology))] += 1
+    return cells
+
+
+def expected_by_typology(
+    decided: Iterable[tuple[str, Group]],
+    truth: Mapping[str, tuple[bool, str]],
+    stubs: Mapping[str, StubModel] = STUBS,
+) -> dict[tuple[str, str, str, str], tuple[int, int]]:
+    """Per group and typology: how many messages the group decided and how many of them
+    its stub flagged (all of them or none: a stub flags a typology or it does not)."""
+    found: dict[tuple[str, str, str, str], tuple[int, int]] = {}
+    for txn_id, group in decided:
+        typology = truth[txn_id][1]
+        messages, flagged = found.get((*group, typology), (0, 0))
+        said = stubs[group[0]].expects(typology)
+        found[(*group, typology)] = (messages + 1, flagged + int(said))
+    return found
