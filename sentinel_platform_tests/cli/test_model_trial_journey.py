@@ -4,7 +4,7 @@ which model decided, and was it right.
 ``sentinel up`` runs with three model APIs, each a real HTTP server answering as its
 provider documents: the live model (OpenAI's Chat Completions), a fallback model
 (Anthropic's Messages, another model) and a shadow (OpenAI's API again, the live model
-with a new prompt file: another prompt version) asked about half of the messages. Each
+with a new prompt file: another prompt version) asked about every message. Each
 server is a stub model (:mod:`~sentinel_platform_tests.harness.trial_models`) that
 decides from the payment it is shown, right on some typologies and wrong on others; the
 live one answers ``insufficient_quota`` once it has decided :data:`QUOTA_AFTER` messages.
@@ -14,10 +14,13 @@ the UI launches it. Then:
 
 * every message is decided by a model, never the rules: the live one's first
   :data:`QUOTA_AFTER`, the fallback's all the others (``analyzer_role``);
-* the shadow's verdicts are in the shadow result stream for exactly its half;
+* the shadow's verdicts are in the shadow result stream (a job its queue had no room
+  for is dropped, so it is measured on the messages it answered);
 * the ``verdict_quality`` partition of the day, materialised through GraphQL, stores per
-  model and prompt version the confusion matrix the test expects from the generated rows'
-  labels and typologies and each stub's rule, computed here, never read from the asset;
+  role, model and prompt version the confusion matrix the test expects from the generated
+  rows' labels and typologies and each stub's rule, computed here, never read from the
+  asset; the shadow's row has the live decisions' matrix on its messages beside its own,
+  and the run's ``typologies`` table what each group flagged of each typology;
 * the Dagster UI's plot of the partitions' figures shows one of them.
 """
 
@@ -64,13 +67,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 #: Yesterday: among the partitions the UI plots (the latest 120), and not today's, which
 #: the quality asset's automation may refresh while the test reads it.
 DAY = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
-#: About 4 rows of each typology (their base rates are 6-10 per mille).
-ROWS = 600
+#: About 6-10 rows of each typology (their base rates are 6-10 per mille).
+ROWS = 1000
 SOURCE = {"rows": ROWS, "spark_partitions": 2}
 SMALL = {"ops": {"raw_transactions": {"config": SOURCE}}}
 #: The live model's verdicts before its quota is spent.
-QUOTA_AFTER = 200
-SHADOW_FRACTION = 0.5
+QUOTA_AFTER = 400
+SHADOW_FRACTION = 1.0
+#: Two calls at once: the shadow's two threads keep up with the live path, so its queue
+#: seldom overflows (a job it has no room for is dropped, never waited for).
+CONCURRENCY = "2"
 #: The shadow's prompt: the packaged one and a sentence more (another prompt version).
 PROMPT = REPO_ROOT / "workers" / "analyzer" / "prompts" / "transactions.txt"
 NEW_PROMPT_LINE = "\nA USD payment of 495.00 to 499.99 is structuring: flag it.\n"
@@ -136,6 +142,7 @@ def trial_platform(
         "SENTINEL_ANALYZER_SHADOW_API_KEY": "sk-trial-shadow-0123456789",
         "SENTINEL_ANALYZER_SHADOW_TRANSACTIONS_PROMPT_FILE": str(prompt),
         "SENTINEL_ANALYZER_SHADOW_FRACTION": str(SHADOW_FRACTION),
+        "SENTINEL_WORKER_CONCURRENCY": CONCURRENCY,
     }
     with serving_platform(settings, settings_env, analyzers) as running:
         yield running
@@ -163,14 +170,15 @@ def _settled(
     client: RedisClient, results: str, shadow: str, ids: set[str], server: ModelApiServer
 ) -> Callable[[], bool]:
     """A condition: every message of ``ids`` has its verdict, and the shadow stream holds
-    every verdict the shadow's server gave, no call unanswered, at two polls in a row
-    (a job still queued is asked within the next)."""
+    every verdict the shadow's server gave (a message offered again after a busy wait is
+    asked again), no call unanswered, at two polls in a row (a job still queued is asked
+    within the next)."""
     last: list[int] = []
 
     def settled() -> bool:
         seen = server.seen()
         answered = sum(1 for r in seen if r.get("status") == 200)
-        written = len(_verdicts(client, shadow, ids))
+        written = sum(len(v) for v in _verdicts(client, shadow, ids).values())
         done = len(_verdicts(client, results, ids)) == len(ids)
         steady = done and answered == written and all("status" in r for r in seen)
         was, last[:] = last[:], [written] if steady else []
@@ -252,8 +260,8 @@ def test_a_model_trial_is_measured_per_model_and_prompt_version(
     assert len(ids) == ROWS
 
     # Every message decided by a model: the live one until its quota ran out, then the
-    # fallback; the shadow asked about messages of its half only (a job its queue has no
-    # room for is dropped, never waited for), beside them.
+    # fallback; the shadow asked beside them (a job its queue has no room for is dropped,
+    # never waited for).
     shadow_key = shadow_results_key(keys)
     wait_until(
         _settled(redis_client, keys.results, shadow_key, ids, servers["shadow"]),
