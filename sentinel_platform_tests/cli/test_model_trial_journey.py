@@ -37,7 +37,7 @@ import pytest
 
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import transaction_keys
+from sentinel_platform.streams.plumbing.keys import shadow_results_key, transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer, serving_model_api
 from sentinel_platform_tests.harness.platform import (
     Platform,
@@ -57,8 +57,6 @@ from sentinel_platform_tests.harness.trial_models import (
     expected_matrices,
 )
 from sentinel_platform_tests.harness.waits import wait_until
-from workers.analyzer.lanes.shadow import chosen
-from workers.analyzer.lanes.shadow_record import shadow_results_key
 
 #: Two Spark runs (a publish of three steps, the quality report), ``sentinel up``'s start
 #: and a browser, on a loaded 2-core machine.
@@ -279,7 +277,7 @@ def test_a_model_trial_is_measured_per_model_and_prompt_version(
     assert refused, "the live model's quota was spent"
     assert all(e["label"] == str(truth[t][0]).lower() for t, e in decided.items())
     shadowed = {t: v[-1] for t, v in _verdicts(redis_client, shadow_key, ids).items()}
-    assert shadowed and set(shadowed) <= {t for t in ids if chosen(t, SHADOW_FRACTION)}
+    assert shadowed and set(shadowed) <= ids
     versions = {e["prompt_version"] for e in shadowed.values()}
     assert len(versions) == 1 and versions.isdisjoint(e["prompt_version"] for e in decided.values())
 
