@@ -110,6 +110,9 @@ class Provisional(Document):
     oldest_age_s: float | None = Field(description="the oldest one's age; null: none waits")
 
 
+_LIVE = "a shadow's row: the live decisions' on the same messages; null otherwise"
+
+
 class ModelQuality(Document):
     role: str = Field(
         description="which analyzer: `primary`, `fallback` (the second model before the "
@@ -130,18 +133,9 @@ class ModelQuality(Document):
     rules_recall: float | None = Field(description="the rules' on the same messages")
     rules_f1: float | None = Field(description="the rules' on the same messages")
     agreement: float | None = Field(description="share of its verdicts the rules shared")
-    live_precision: float | None = Field(
-        default=None,
-        description="a shadow's row: the live decisions' on the same messages; null otherwise",
-    )
-    live_recall: float | None = Field(
-        default=None,
-        description="a shadow's row: the live decisions' on the same messages; null otherwise",
-    )
-    live_f1: float | None = Field(
-        default=None,
-        description="a shadow's row: the live decisions' on the same messages; null otherwise",
-    )
+    live_precision: float | None = Field(default=None, description=_LIVE)
+    live_recall: float | None = Field(default=None, description=_LIVE)
+    live_f1: float | None = Field(default=None, description=_LIVE)
 
 
 class RecentQuality(Document):

@@ -26,6 +26,7 @@ from sentinel_platform.settings.analyzer import (
     check_model_api,
 )
 from sentinel_platform.settings.backpressure import BackpressureSettings, check_lag_limits
+from sentinel_platform.settings.batch import BatchSettings
 from sentinel_platform.settings.connection import ConnectionSettings
 from sentinel_platform.settings.dagster import DagsterSettings
 from sentinel_platform.settings.delivery import DeliverySettings, check_hang_timeout
@@ -43,6 +44,7 @@ ENV_PREFIX = "SENTINEL_"
 class Settings(
     DagsterSettings,
     AlertingSettings,
+    BatchSettings,
     LaneSettings,
     AnalyzerSettings,
     BackpressureSettings,

@@ -60,18 +60,24 @@ MUTATIONS = [
     ("fallback threshold raised", f"{FALLBACK}0.2", f"{FALLBACK}0.6"),
     ("stuck threshold raised", f"{STUCK}10", f"{STUCK}20"),
     ("eviction warn ignored", 'verdict=~"warn|refuse"', 'verdict=~"refuse"'),
-    ("breaker window shortened", "circuit_state[5m]", "circuit_state[1m]"),
+    ("breaker window shortened", 'shadow"}[5m]) >= bool', 'shadow"}[1m]) >= bool'),
+    ("shadow's breaker alerted", 'circuit_state{role!="shadow"}[5m]', "circuit_state[5m]"),
     ("hold alert waits longer", f"{HELD}1m", f"{HELD}3m"),
     ("announced pacing alerted", '{cause!="announced_limit"}', ""),
     (
         "exhausted alert on the least-told worker",
-        "max by (stream, group) (sentinel_worker_analyzer_exhausted)",
-        "min by (stream, group) (sentinel_worker_analyzer_exhausted)",
+        "max by (stream, group, role) (sentinel_worker_analyzer_exhausted",
+        "min by (stream, group, role) (sentinel_worker_analyzer_exhausted",
     ),
     (
         "exhausted alert waits",
-        "(sentinel_worker_analyzer_exhausted) == 1\n",
-        "(sentinel_worker_analyzer_exhausted) == 1\n        for: 5m\n",
+        '(sentinel_worker_analyzer_exhausted{role!="shadow"}) == 1\n',
+        '(sentinel_worker_analyzer_exhausted{role!="shadow"}) == 1\n        for: 5m\n',
+    ),
+    (
+        "shadow's exhaustion alerted",
+        'sentinel_worker_analyzer_exhausted{role!="shadow"}',
+        "sentinel_worker_analyzer_exhausted",
     ),
     (
         "dead letters by length",
@@ -124,7 +130,7 @@ def served_texts(settings: Settings, redis_client: RedisClient) -> Iterator[list
     worker.observe_commit_age(1.0)
     worker.observe_processing(0.1)
     worker.observe_commit(0.01)
-    worker.tokens.count("gpt-4o-mini", 100, 20, 0)  # the tokens series exist once counted
+    worker.analyzer().count_tokens("gpt-4o-mini", 100, 20, 0)  # the series exist once counted
     labelled = {"driver_used": "analyzer", "model": "m", "label": "true", "is_threat": "true"}
     worker.outcomes.count(labelled)  # as do the outcomes'
     for spec in stream_specs(settings):  # work_seconds and the rate need a drain rate

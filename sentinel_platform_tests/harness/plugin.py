@@ -39,6 +39,7 @@ pytest_plugins = [
     "sentinel_platform_tests.harness.fixtures.servers",
     "sentinel_platform_tests.harness.fixtures.workers",
     "sentinel_platform_tests.harness.fixtures.services",
+    "sentinel_platform_tests.harness.fixtures.models",
     "sentinel_platform_tests.harness.fixtures.platforms",
     "sentinel_platform_tests.harness.fixtures.cluster",
 ]

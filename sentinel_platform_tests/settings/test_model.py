@@ -14,6 +14,7 @@ from sentinel_platform.settings import Settings, SettingsError, load_settings
 from sentinel_platform.settings.alerting import AlertingSettings
 from sentinel_platform.settings.analyzer import AnalyzerSettings
 from sentinel_platform.settings.backpressure import BackpressureSettings
+from sentinel_platform.settings.batch import BatchSettings
 from sentinel_platform.settings.connection import ConnectionSettings
 from sentinel_platform.settings.dagster import DagsterSettings
 from sentinel_platform.settings.delivery import DeliverySettings
@@ -30,6 +31,7 @@ PARTS = (
     BackpressureSettings,
     AnalyzerSettings,
     LaneSettings,
+    BatchSettings,
     AlertingSettings,
     DagsterSettings,
 )

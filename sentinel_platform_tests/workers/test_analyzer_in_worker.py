@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, axiom_keys, transaction_keys
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.analyzer_stub import AnalyzerStub
+from sentinel_platform_tests.harness.model_lanes import scrape_samples
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
@@ -233,17 +233,6 @@ def test_bad_analyzer_url_stops_the_worker_at_start_up_naming_the_setting(
     assert "http://" in output and "https://" in output
     assert "An4lyz3rPw" not in output
     assert "Traceback" not in output
-
-
-def scrape_samples(url: str) -> dict[str, float]:
-    """Every sample of a Prometheus text page by name and labels (``name{a="b"}``)."""
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    return {
-        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line and not line.startswith("#")
-    }
 
 
 def analyzer_calls(samples: Mapping[str, float], outcome: str) -> float:

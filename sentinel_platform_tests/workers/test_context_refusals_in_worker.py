@@ -24,11 +24,11 @@ from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
+from sentinel_platform_tests.harness.model_lanes import api_settings
 from sentinel_platform_tests.harness.processes import Child, Fleet, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from sentinel_platform_tests.workers.test_analyzer_exhausted_in_worker import events
-from sentinel_platform_tests.workers.test_model_apis_in_worker import api_settings
 
 WORKERS = 2
 #: The model's context in the server's tokens: a usual transaction's request is about

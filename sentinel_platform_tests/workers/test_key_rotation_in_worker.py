@@ -28,10 +28,10 @@ from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.cli import run_sentinel
 from sentinel_platform_tests.harness.model_api_bodies import request_key
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
+from sentinel_platform_tests.harness.model_lanes import api_settings
 from sentinel_platform_tests.harness.processes import Fleet, WorkerProcess, child_env, wait_leases
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
-from sentinel_platform_tests.workers.test_model_apis_in_worker import api_settings
 from workers.analyzer.keys.key_fingerprint import key_digest
 
 REVOKED = "sk-proj-Rev0kedRotation0123456789abcdOLD1"

@@ -11,25 +11,14 @@ it beside the verdict, as ``label``, for measurement (absent when the message ha
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from sentinel_platform.settings import Settings
-from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import transaction_keys
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
-from sentinel_platform_tests.harness.processes import (
-    FAST_TIMINGS,
-    Fleet,
-    WorkerProcess,
-    child_env,
-)
-from sentinel_platform_tests.harness.waits import wait_until
-from sentinel_platform_tests.workers.test_model_apis_in_worker import api_settings
+from sentinel_platform_tests.harness.model_lanes import ModelWorker, api_settings
 
 #: Rows as the generator writes them: a labelled threat, a labelled harmless payment, and
 #: one from a source with no truth (no ``is_threat`` at all).
@@ -70,30 +59,6 @@ GENERATED: tuple[dict[str, Any], ...] = (
 EXPECTED_LABELS = {"txn-20261121-2a-00000001": "true", "txn-20261121-2a-00000002": "false"}
 
 
-Start = Callable[..., WorkerProcess]
-
-
-@pytest.fixture
-def start_worker(fleet: Fleet, settings: Settings) -> Start:
-    """``start_worker(**settings)``: ``python -m workers.watch_transactions`` with those
-    settings (field names), not yet waited for."""
-
-    def start(**values: Any) -> WorkerProcess:
-        env = child_env(settings.redis_url_value, settings.home_dir, **values)
-        env.update(FAST_TIMINGS)
-        command = [
-            sys.executable,
-            "-m",
-            "workers.watch_transactions",
-            "--consumer",
-            "truth-transactions",
-        ]
-        child = fleet.spawn("truth-transactions", command, env)
-        return WorkerProcess(child.proc, child.name, None, child.log_path, env, "transactions")
-
-    return start
-
-
 def shown_to_model(api: str, body: dict[str, Any]) -> str:
     """The text of a request that carries the transaction (not the instructions or the
     verdict schema, which name the answer's own ``is_threat`` field)."""
@@ -102,14 +67,6 @@ def shown_to_model(api: str, body: dict[str, Any]) -> str:
     if api == "openai":
         return json.dumps([m for m in body["messages"] if m["role"] != "system"])
     return json.dumps(body["messages"])
-
-
-def publish_and_wait(redis_client: RedisClient, settings: Settings) -> list[Any]:
-    keys = transaction_keys(settings)
-    for row in GENERATED:
-        redis_client.xadd(keys.stream, {"data": json.dumps(row)})
-    wait_until(lambda: redis_client.xlen(keys.results) == len(GENERATED), timeout_s=60)
-    return [fields for _, fields in redis_client.xrange(keys.results) or []]
 
 
 def assert_label_kept(results: list[dict[str, str]]) -> None:
@@ -122,13 +79,9 @@ def assert_label_kept(results: list[dict[str, str]]) -> None:
 def test_a_model_api_never_sees_the_label_and_the_verdict_keeps_it(
     api: str,
     model_api_server: ModelApiServer,
-    start_worker: Start,
-    settings: Settings,
-    redis_client: RedisClient,
+    model_worker: Callable[..., ModelWorker],
 ) -> None:
-    worker = start_worker(**api_settings(api, model_api_server))
-    worker.wait_ready(redis_client, timeout_s=60)
-    results = publish_and_wait(redis_client, settings)
+    results = model_worker(**api_settings(api, model_api_server)).decide([*GENERATED])
     bodies = [request["body"] for request in model_api_server.seen()]
     assert len(bodies) == len(GENERATED), "one call per message"
     for body in bodies:
@@ -136,18 +89,13 @@ def test_a_model_api_never_sees_the_label_and_the_verdict_keeps_it(
         assert "is_threat" not in shown, shown
         assert "merchant" in shown, "the transaction itself is shown"
     assert_label_kept(results)
-    assert worker.stop() == 0, worker.tail()
 
 
 def test_the_sentinel_api_never_sees_the_label_and_the_verdict_keeps_it(
     analyzer_server: AnalyzerServer,
-    start_worker: Start,
-    settings: Settings,
-    redis_client: RedisClient,
+    model_worker: Callable[..., ModelWorker],
 ) -> None:
-    worker = start_worker(analyzer_url=analyzer_server.url)
-    worker.wait_ready(redis_client, timeout_s=60)
-    results = publish_and_wait(redis_client, settings)
+    results = model_worker(analyzer_url=analyzer_server.url).decide([*GENERATED])
     bodies = [request["body"] for request in analyzer_server.requests]
     assert len(bodies) == len(GENERATED), "one call per message"
     for body in bodies:
@@ -163,4 +111,3 @@ def test_the_sentinel_api_never_sees_the_label_and_the_verdict_keeps_it(
         }
         assert "is_threat" not in json.dumps(body), body
     assert_label_kept(results)
-    assert worker.stop() == 0, worker.tail()

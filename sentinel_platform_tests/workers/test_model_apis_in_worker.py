@@ -13,72 +13,31 @@ never reaches the worker's output, even when the server echoes it back.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sentinel_platform.registry import spec_for
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import axiom_keys, transaction_keys
+from sentinel_platform_tests.harness.fixtures.models import Start
 from sentinel_platform_tests.harness.model_api_bodies import ANTHROPIC_MODEL, OPENAI_MODEL, VERDICT
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
-from sentinel_platform_tests.harness.processes import (
-    FAST_TIMINGS,
-    Fleet,
-    WorkerProcess,
-    child_env,
-)
+from sentinel_platform_tests.harness.model_lanes import api_settings, scrape_samples
 from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
-from sentinel_platform_tests.workers.test_analyzer_in_worker import scrape_samples
 from workers.analyzer.prompts import load_prompt
 from workers.processors import axioms, transactions
 
 KEY = "sk-Adapt3rs-W0rker-K3y-0123456789"
 MESSAGES = 6
-THRESHOLD = 0.5
 #: What each API's documented reply reports: model, input, output, cached input tokens.
 REPORTED = {
     "openai": (OPENAI_MODEL, "1117", "46", "1024"),
     "anthropic": (ANTHROPIC_MODEL, "472", "93", "0"),
 }
 PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
-
-Start = Callable[..., WorkerProcess]
-
-
-@pytest.fixture
-def start_shim(fleet: Fleet, settings: Settings) -> Start:
-    """``start_shim(stream, **settings)``: ``python -m workers.watch_<stream>`` with those
-    settings (field names) and the command line's ``args``, not yet waited for."""
-
-    def start(stream: str, args: Sequence[str] = (), **values: Any) -> WorkerProcess:
-        env = child_env(
-            settings.redis_url_value,
-            settings.home_dir,
-            axiom_audit_threshold=THRESHOLD,
-            **values,
-        )
-        env.update(FAST_TIMINGS)
-        command = [sys.executable, "-m", f"workers.watch_{spec_for(stream).name}", *args]
-        child = fleet.spawn(f"model-{stream}", [*command, "--consumer", f"model-{stream}"], env)
-        return WorkerProcess(child.proc, child.name, None, child.log_path, env, stream)
-
-    return start
-
-
-def api_settings(api: str, server: ModelApiServer, **extra: Any) -> dict[str, Any]:
-    base = server.url if api == "openai" else server.url.removesuffix("/v1")
-    return {
-        "analyzer_api": api,
-        "analyzer_url": base,
-        "analyzer_model": "gpt-4o-mini" if api == "openai" else "claude-3-5-haiku-latest",
-        **extra,
-    }
 
 
 def entries(stream: str) -> list[dict[str, str]]:

@@ -32,6 +32,17 @@ module, in rooms as the consumer has:
   client: a second model before the rules (:mod:`~workers.analyzer.lanes.fallback`), a
   model on trial in shadow (:mod:`~workers.analyzer.lanes.shadow`), and the lanes the
   settings describe (:mod:`~workers.analyzer.lanes.configured`).
+
+* :mod:`workers.analyzer.batch` (batch lane, in progress: not yet used by the workers):
+  the providers' batch APIs behind one protocol
+  (:mod:`~workers.analyzer.batch.protocol`: submit, poll, results; one module per
+  provider, :mod:`~workers.analyzer.batch.openai_batch` and
+  :mod:`~workers.analyzer.batch.anthropic_batch`), each request the real-time call's
+  body byte for byte and each result read by the real-time API's own reading; requests
+  cut at the providers' limits (:mod:`~workers.analyzer.batch.cutting`); and the batch
+  ledger in Redis (:mod:`~workers.analyzer.batch.ledger`, its states in
+  :mod:`~workers.analyzer.batch.ledger_state`): a batch's messages recorded before it
+  is submitted, so whoever takes over resumes it rather than submitting it again.
 Callers import from the package (``from workers.analyzer import HttpAnalyzer``), so the
 modules can be rearranged without touching them.
 """

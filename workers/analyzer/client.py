@@ -40,6 +40,7 @@ from typing import Any, Literal
 from sentinel_platform.schemas import Axiom, Transaction
 from sentinel_platform.settings import redact_url, url_problem
 from sentinel_platform.shown import shown
+from sentinel_platform.streams.consumer.analyzer_metrics import PRIMARY, AnalyzerMeter
 from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.connection import RedisClient
@@ -185,7 +186,7 @@ class HttpAnalyzer:
         )
         self._bound: dict[str, Any] = {}  # the worker's stream, group, consumer
         self.health = Health(self._log_fields)
-        self._metrics: Metrics | None = None
+        self._meter: AnalyzerMeter | None = None
 
     def __repr__(self) -> str:
         return f"HttpAnalyzer({redact_url(self.url)!r}, timeout_s={self.timeout_s})"
@@ -208,13 +209,13 @@ class HttpAnalyzer:
         described["key"] = self.keys.fingerprint
         log.info("analyzer_configured", extra={**self._log_fields, **described})
 
-    def bind_metrics(self, metrics: Metrics) -> None:
-        """Count calls (``analyzer_calls``) and breaker changes in ``metrics`` from now on,
-        and read the breaker's state at every scrape (``analyzer_circuit_state``). Called
-        once at start-up, before the worker's threads run."""
-        self._metrics = metrics
-        metrics.gauge_from("analyzer_circuit_state", self._circuit_state_now)
-        self.health.bind_metrics(metrics)
+    def bind_metrics(self, metrics: Metrics, role: str = PRIMARY) -> None:
+        """Count calls and breaker changes in ``metrics`` under ``role`` (a lane's second
+        analyzer: ``fallback``, ``shadow``) and read the breaker's state at every scrape
+        (``analyzer_circuit_state``). Called once at start-up, before the threads run."""
+        self._meter = meter = metrics.analyzer(role)
+        meter.circuit_state_from(self._circuit_state_now)
+        self.health.bind_metrics(meter)
 
     def _circuit_state_now(self) -> float:
         """The breaker's state as true when read (a scrape), not as of the last call."""
@@ -365,12 +366,12 @@ class HttpAnalyzer:
         }
         level = logging.WARNING if transition.state == "open" else logging.INFO
         log.log(level, "analyzer_circuit", extra=fields)
-        if self._metrics is not None:
-            self._metrics.count("analyzer_circuit_changes", transition.state)
+        if self._meter is not None:
+            self._meter.count_circuit_change(transition.state)
 
     def _count(self, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.count("analyzer_calls", outcome)
+        if self._meter is not None:
+            self._meter.count_call(outcome)
 
     def _settle(
         self, reserved: int, max_tokens: int, usage: Usage | None, model: str | None
@@ -378,9 +379,9 @@ class HttpAnalyzer:
         """What an answer was billed, verdict or not: settled in the budget (the daily
         counter) and counted (``analyzer_tokens``)."""
         self.budget.settle(self.api.kind, reserved, max_tokens, usage)
-        if self._metrics is not None and usage is not None:
+        if self._meter is not None and usage is not None:
             tokens = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens)
-            self._metrics.tokens.count(model, *tokens)
+            self._meter.count_tokens(model, *tokens)
 
     @property
     def _log_fields(self) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import logging
 import threading
 from typing import Any
 
-from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.analyzer_metrics import AnalyzerMeter
 
 log = logging.getLogger("workers.analyzer.client")
 
@@ -32,7 +32,7 @@ class Health:
         self._lock = threading.Lock()
         self._state = "healthy"
         self._exhaustions = 0
-        self._metrics: Metrics | None = None
+        self._meter: AnalyzerMeter | None = None
 
     def bind(self, fields: dict[str, Any]) -> None:
         """Put ``fields`` (the worker's stream, group, consumer) first on every line."""
@@ -49,10 +49,10 @@ class Health:
         with self._lock:
             return self._exhaustions
 
-    def bind_metrics(self, metrics: Metrics) -> None:
-        """Set the ``analyzer_exhausted`` gauge in ``metrics`` from now on."""
-        self._metrics = metrics
-        metrics.set_gauge("analyzer_exhausted", 1 if self.state == "exhausted" else 0)
+    def bind_metrics(self, meter: AnalyzerMeter) -> None:
+        """Set the ``analyzer_exhausted`` gauge of this analyzer's role (``meter``) from now on."""
+        self._meter = meter
+        meter.set_exhausted(self.state == "exhausted")
 
     def now(
         self, state: str, detail: str, cause: str = "", *, epoch: int | None = None, **fields: Any
@@ -70,8 +70,8 @@ class Health:
             previous, self._state = self._state, state
         if previous == state:
             return
-        if self._metrics is not None and "exhausted" in (previous, state):
-            self._metrics.set_gauge("analyzer_exhausted", 1 if state == "exhausted" else 0)
+        if self._meter is not None and "exhausted" in (previous, state):
+            self._meter.set_exhausted(state == "exhausted")
         if state == "exhausted":
             log.error("analyzer_exhausted", extra={**self._fields, "cause": cause, "error": detail})
         elif state == "healthy":

@@ -3,10 +3,11 @@
 An operator needs to see, per worker, how much it processed, recovered, retried and
 dead-lettered, how deep its pending list is, how long a message takes and how long a
 commit pipeline takes, and how its analyzer calls end and its circuit breaker moves
-(``docs/analyzer.md``), without reading logs. Each :class:`Metrics` has its own registry
-(with the ``process_*`` metrics of this process), so several workers in one interpreter
-(tests) never share series. Names are fixed up front: a typo raises instead of silently
-creating a series nobody scrapes.
+(``docs/analyzer.md``; each analyzer role apart, in
+:mod:`~sentinel_platform.streams.consumer.analyzer_metrics`), without reading logs. Each
+:class:`Metrics` has its own registry (with the ``process_*`` metrics of this process), so
+several workers in one interpreter (tests) never share series. Names are fixed up front:
+a typo raises instead of silently creating a series nobody scrapes.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from sentinel_platform.metrics_server import serve_registry
 from sentinel_platform.streams.backlog.entry_ages import age_s
+from sentinel_platform.streams.consumer.analyzer_metrics import (
+    PRIMARY,
+    AnalyzerMeter,
+    AnalyzerMetrics,
+)
 from sentinel_platform.streams.consumer.outcome_metrics import OutcomeCounter
-from sentinel_platform.streams.consumer.token_metrics import TokenCounter
 
 # ``*_created`` series double every counter for no use here.
 disable_created_metrics()
@@ -57,39 +62,17 @@ GAUGES: dict[str, str] = {
     "pel_depth": "Messages delivered to the group but not yet acknowledged.",
     "lag": "Backlog not yet delivered to the group plus pending messages.",
     "in_flight": "Processor calls running or queued on this worker's threads now.",
-    "analyzer_circuit_state": "Analyzer circuit breaker as it is when scraped: 0 closed (calls "
-    "go out, the first after a cool-down as the probe), 1 half-open (one probe call out), "
-    "2 open (calls fail at once and the rules decide).",
-    "analyzer_exhausted": "1 while the analyzer said it is exhausted (a quota or spend limit "
-    "spent, a key rejected) and the fleet holds its calls; 0 otherwise.",
     "oldest_pending_age_seconds": "Age of the group's oldest pending message (now minus the "
     "time in its stream entry id), whichever consumer holds it; 0 when nothing is pending.",
     "in_flight_limit": "Messages this worker may hold in flight now: the limit in force, "
     "adaptive limits included.",
 }
-#: Outcomes of one analyzer call (``analyzer_calls_total{outcome=...}``).
-ANALYZER_OUTCOMES = ("ok", "error", "timeout", "rejected_open", "busy", "exhausted")
-CIRCUIT_STATES = ("open", "half_open", "closed")
 #: Who decided a committed verdict (the effect's ``driver_used``): the analyzer, the rules
 #: because no analyzer is configured, or the rules because the analyzer was down.
 VERDICT_DRIVERS = ("analyzer", "rules", "fallback")
 #: Counters split by one label with values fixed up front: name -> (help, label, values).
 #: Every series exists from the start at 0, so a ``rate()`` never meets a missing one.
 LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "analyzer_calls": (
-        "Analyzer calls by outcome: ok; error (refused, HTTP error, bad reply); timeout; "
-        "rejected_open (not sent: the circuit breaker is open); busy (HTTP 429, 503 with "
-        "Retry-After, the fleet's hold or rate limit, no free local connection: the message "
-        "waits, never a failure); exhausted (a quota spent or a key rejected: the fleet stops "
-        "calling until the reset or a release).",
-        "outcome",
-        ANALYZER_OUTCOMES,
-    ),
-    "analyzer_circuit_changes": (
-        "Analyzer circuit breaker state changes, by the state entered.",
-        "state",
-        CIRCUIT_STATES,
-    ),
     "verdicts": (
         "Verdicts committed, by who decided (the effect's driver_used): analyzer; rules (no "
         "analyzer configured); fallback (the analyzer was down and the rules decided).",
@@ -166,8 +149,11 @@ class Metrics:
         self._histograms = {
             name: self._histogram(name, text, names, processor) for name, text in histograms.items()
         }
-        #: the tokens the analyzer's model calls reported, by model (``count(...)``)
-        self.tokens = TokenCounter(self.registry, prefix, self.labels)
+        #: the analyzers' series by role, the primary's from the start (:meth:`analyzer`)
+        self.analyzers = AnalyzerMetrics(self.registry, prefix, self.labels)
+        self.analyzers.role(PRIMARY)
+        #: the tokens the analyzers' model calls reported, by role and model
+        self.tokens = self.analyzers.tokens
         #: model verdicts of labelled messages by outcome (``count(result)``)
         self.outcomes = OutcomeCounter(self.registry, prefix, self.labels)
         self._server: WSGIServer | None = None
@@ -201,7 +187,7 @@ class Metrics:
 
     def count(self, name: str, value: str, amount: float = 1) -> None:
         """Add ``amount`` to the series ``value`` of labelled counter ``name``
-        (``count("analyzer_calls", "timeout")``); unknown names and values raise."""
+        (``count("verdicts", "fallback")``); unknown names and values raise."""
         series = self._labelled.get(name)
         if series is None:
             raise KeyError(
@@ -281,12 +267,19 @@ class Metrics:
         unknown driver raises rather than creating a series no rule reads."""
         self.count("verdicts", driver, amount)
 
+    def analyzer(self, role: str = PRIMARY) -> AnalyzerMeter:
+        """What the analyzer of ``role`` (``primary``, ``fallback``, ``shadow``) counts its
+        calls, breaker, exhaustion and tokens in; a role's series appear at its first call."""
+        return self.analyzers.role(role)
+
     def _value(self, sample: str) -> float:
         return self.registry.get_sample_value(f"{self.prefix}_{sample}", self.labels) or 0.0
 
     def snapshot(self) -> dict[str, float]:
         """Counter and gauge values by short name (``processed``, ``pel_depth``, ...); a
-        labelled counter's series as ``<name>_<value>`` (``analyzer_calls_timeout``)."""
+        labelled counter's series as ``<name>_<value>`` (``verdicts_analyzer``); the
+        analyzers' as :meth:`AnalyzerMetrics.snapshot` names them
+        (``analyzer_calls_timeout``, ``fallback_analyzer_calls_ok``)."""
         values = {name: self._value(f"{name}_total") for name in self._counters}
         values.update({name: self._value(name) for name in self._gauges})
         for name, series in self._labelled.items():
@@ -294,6 +287,7 @@ class Metrics:
                 labels = {**self.labels, self._split_by[name]: value}
                 sample = self.registry.get_sample_value(f"{self.prefix}_{name}_total", labels)
                 values[f"{name}_{value}"] = sample or 0.0
+        values.update(self.analyzers.snapshot())
         return values
 
     def render(self) -> str:

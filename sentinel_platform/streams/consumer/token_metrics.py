@@ -1,8 +1,9 @@
 """What a worker's model calls cost, as Prometheus counters per model.
 
-``sentinel_worker_analyzer_tokens_total{model, kind}`` (besides the worker's constant
+``sentinel_worker_analyzer_tokens_total{role, model, kind}`` (besides the worker's constant
 labels ``stream``, ``group``, ``consumer``) adds the tokens each model call reported in
-its ``usage``, a verdict or not (what is billed is counted): ``kind`` is ``input`` (the
+its ``usage``, a verdict or not (what is billed is counted): ``role`` is the analyzer's
+(``primary``, ``fallback``, ``shadow``: each is billed), ``kind`` is ``input`` (the
 whole prompt, cached tokens included), ``output`` (the completion) or ``cached_input``
 (the part of ``input`` served from the provider's prompt cache, a subset, billed at a
 lower price). Counted when the answer arrives, not at commit: a verdict committed twice
@@ -28,8 +29,11 @@ MAX_NAME = 100
 OTHER = "other"
 UNKNOWN = "unknown"
 KINDS = ("input", "output", "cached_input")
+#: The role of a call whose caller names none: the live analyzer's.
+PRIMARY = "primary"
 HELP = (
-    "Tokens the analyzer's model calls reported (usage), by model and kind: input (the "
+    "Tokens the analyzer's model calls reported (usage), by analyzer role (primary, "
+    "fallback, shadow), model and kind: input (the "
     "whole prompt, cached tokens included), output (the completion), cached_input (the "
     "prompt tokens served from the provider's prompt cache). At most 8 models per worker; "
     'later ones count as model="other".'
@@ -56,18 +60,27 @@ class TokenCounter:
     def __init__(self, registry: CollectorRegistry, prefix: str, labels: Mapping[str, str]):
         self._labels = dict(labels)
         self._family = Counter(
-            f"{prefix}_analyzer_tokens", HELP, (*labels, "model", "kind"), registry=registry
+            f"{prefix}_analyzer_tokens",
+            HELP,
+            (*labels, "role", "model", "kind"),
+            registry=registry,
         )
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
     def count(
-        self, model: str | None, input_tokens: int, output_tokens: int, cached: int | None
+        self,
+        model: str | None,
+        input_tokens: int,
+        output_tokens: int,
+        cached: int | None,
+        role: str = PRIMARY,
     ) -> None:
-        """Add one call's reported tokens (``cached`` None: the answer did not say)."""
+        """Add one call's reported tokens (``cached`` None: the answer did not say) under
+        the analyzer ``role``."""
         with self._lock:
             label = model_label(model, self._seen)
         amounts = {"input": input_tokens, "output": output_tokens, "cached_input": cached or 0}
         for kind, amount in amounts.items():
-            series = self._family.labels(**self._labels, model=label, kind=kind)
+            series = self._family.labels(**self._labels, role=role, model=label, kind=kind)
             series.inc(max(0, amount))

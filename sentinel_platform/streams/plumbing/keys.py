@@ -213,3 +213,20 @@ def holding_key(keys: StreamKeys, consumer: str) -> str:
     ``sentinel:holding:<stream>:<consumer>``, or ``{<stream>}:holding:<consumer>`` on a
     cluster, so the fleet's reader fetches every worker's share from the stream's slot."""
     return f"{_beside_lag(keys, 'holding')}:{consumer}"
+
+
+def batches_key(keys: StreamKeys) -> str:
+    """The stream's batch ledger: its batch lane's batches by when each was recorded (a
+    sorted set; :mod:`workers.analyzer.batch.ledger` names each batch's record and
+    messages below it): ``sentinel:batches:<stream>`` on one server,
+    ``{<stream>}:batches`` on a cluster, so a batch's keys share the stream's slot and
+    its scripts stay single-slot."""
+    return _beside_lag(keys, "batches")
+
+
+def batch_stream_key(keys: StreamKeys) -> str:
+    """The stream's batch lane: the messages of partitions published for a provider's
+    batch API (the stream's own wire fields, read by the stream's group), apart from the
+    stream so they are never lag: ``sentinel:batch:<stream>`` on one server,
+    ``{<stream>}:batch`` on a cluster, in the stream's hash slot."""
+    return _beside_lag(keys, "batch")

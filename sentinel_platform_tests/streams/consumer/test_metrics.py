@@ -14,6 +14,7 @@ import psutil
 import pytest
 from prometheus_client import generate_latest
 
+from sentinel_platform.streams.consumer.analyzer_metrics import ANALYZER_OUTCOMES, CIRCUIT_STATES
 from sentinel_platform.streams.consumer.metrics import (
     BUCKETS,
     COUNTERS,
@@ -24,6 +25,14 @@ from sentinel_platform.streams.consumer.metrics import (
     observe_many,
 )
 
+#: The analyzers' families (their ``role`` label: :mod:`..analyzer_metrics`).
+ANALYZER_FAMILIES = (
+    "analyzer_calls_total",
+    "analyzer_circuit_changes_total",
+    "analyzer_circuit_state",
+    "analyzer_exhausted",
+    "shadow_dropped_total",
+)
 LABELS = {"stream": "transactions", "group": "sentinel-consumers", "consumer": 'h"o\\st\n-1'}
 SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?P<labels>.*)\})? (?P<value>\S+)$")
 LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"(,|$)')
@@ -82,7 +91,9 @@ def test_render_is_valid_prometheus_text_with_help_type_and_labels(metrics: Metr
         f"sentinel_worker_{n}_total" for n in COUNTERS
     } | {f"sentinel_worker_{n}" for n in GAUGES} | {f"sentinel_worker_{n}" for n in HISTOGRAMS} | {
         f"sentinel_worker_{n}_total" for n in LABELLED_COUNTERS
-    } | {"sentinel_worker_analyzer_tokens_total", "sentinel_worker_verdict_outcomes_total"}
+    } | {"sentinel_worker_analyzer_tokens_total", "sentinel_worker_verdict_outcomes_total"} | {
+        f"sentinel_worker_{n}" for n in ANALYZER_FAMILIES
+    }
     processed = families["sentinel_worker_processed_total"]
     assert (processed["type"], processed["value"]) == ("counter", 3.0)
     assert processed["help"] == COUNTERS["processed"]
@@ -100,7 +111,11 @@ def test_snapshot_reports_every_known_metric_by_short_name(metrics: Metrics) -> 
     metrics.set_gauge("pel_depth", 1)
     snapshot = metrics.snapshot()
     labelled = {f"{n}_{v}" for n, (_, _, values) in LABELLED_COUNTERS.items() for v in values}
-    assert set(snapshot) == set(COUNTERS) | set(GAUGES) | labelled
+    primary = {f"analyzer_calls_{o}" for o in ANALYZER_OUTCOMES} | {
+        f"analyzer_circuit_changes_{s}" for s in CIRCUIT_STATES
+    }
+    primary |= {"analyzer_circuit_state", "analyzer_exhausted"}
+    assert set(snapshot) == set(COUNTERS) | set(GAUGES) | labelled | primary
     assert (snapshot["duplicate_acks"], snapshot["pel_depth"], snapshot["retried"]) == (2, 1, 0)
 
 
@@ -122,11 +137,11 @@ def test_a_gauge_read_at_collection_shows_its_value_then(metrics: Metrics) -> No
     """A state that changes with time alone (a breaker's cool-down ending) is read at each
     scrape, not as of the last event that set it."""
     state = [2.0]
-    metrics.gauge_from("analyzer_circuit_state", lambda: state[0])
-    assert metrics.snapshot()["analyzer_circuit_state"] == 2
+    metrics.gauge_from("in_flight_limit", lambda: state[0])
+    assert metrics.snapshot()["in_flight_limit"] == 2
     state[0] = 0.0
-    assert metrics.snapshot()["analyzer_circuit_state"] == 0
-    assert "sentinel_worker_analyzer_circuit_state{" in metrics.render()
+    assert metrics.snapshot()["in_flight_limit"] == 0
+    assert "sentinel_worker_in_flight_limit{" in metrics.render()
     with pytest.raises(KeyError):
         metrics.gauge_from("no_such_gauge", lambda: 1.0)
 
@@ -222,25 +237,23 @@ def test_a_configured_bind_address_lets_another_host_scrape(metrics: Metrics) ->
 
 
 def test_labelled_counters_have_every_series_from_the_start(metrics: Metrics) -> None:
-    metrics.count("analyzer_calls", "timeout", 2)
-    metrics.count("analyzer_calls", "rejected_open")
-    metrics.count("analyzer_circuit_changes", "open")
-    for outcome, value in (("ok", 0), ("timeout", 2), ("rejected_open", 1), ("busy", 0)):
-        labels = {**LABELS, "outcome": outcome}
-        sample = metrics.registry.get_sample_value("sentinel_worker_analyzer_calls_total", labels)
-        assert sample == value, outcome  # None if the series were missing
-    assert parse_exposition(metrics.render())["sentinel_worker_analyzer_calls_total"]["help"]
+    metrics.count("verdicts", "fallback", 2)
+    metrics.count("verdicts", "rules")
+    for driver, value in (("analyzer", 0), ("fallback", 2), ("rules", 1)):
+        labels = {**LABELS, "driver": driver}
+        sample = metrics.registry.get_sample_value("sentinel_worker_verdicts_total", labels)
+        assert sample == value, driver  # None if the series were missing
+    assert parse_exposition(metrics.render())["sentinel_worker_verdicts_total"]["help"]
     snapshot = metrics.snapshot()
-    assert (snapshot["analyzer_calls_timeout"], snapshot["analyzer_calls_error"]) == (2, 0)
-    assert snapshot["analyzer_circuit_changes_open"] == 1
+    assert (snapshot["verdicts_fallback"], snapshot["verdicts_analyzer"]) == (2, 0)
     with pytest.raises(KeyError, match="not a value"):
-        metrics.count("analyzer_calls", "timed_out")
+        metrics.count("verdicts", "model")
     with pytest.raises(KeyError, match="not a labelled counter"):
         metrics.count("processed", "ok")
     with pytest.raises(ValueError):
-        metrics.count("analyzer_calls", "ok", -1)
+        metrics.count("verdicts", "rules", -1)
     with pytest.raises(ValueError, match="already a constant label"):
-        Metrics(labels={"outcome": "x"})
+        Metrics(labels={"driver": "x"})
 
 
 def test_processing_time_carries_the_processor_label_when_given() -> None:

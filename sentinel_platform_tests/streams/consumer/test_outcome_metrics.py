@@ -38,6 +38,33 @@ def test_a_labelled_model_verdict_is_counted_in_its_cell(
     assert counted == ({} if cell is None else {cell: 1.0})
 
 
+@pytest.mark.parametrize(
+    ("role", "label"),
+    [
+        (None, "primary"),  # a verdict written before it said its role
+        ("primary", "primary"),
+        ("fallback", "fallback"),
+        ("shadow", "shadow"),
+        ("made-up", "other"),
+    ],
+)
+def test_the_role_tells_the_primary_the_fallback_and_the_shadow_apart(
+    role: str | None, label: str
+) -> None:
+    registry = CollectorRegistry()
+    result = {**MODEL, "label": "true", "is_threat": "true"}
+    OutcomeCounter(registry, "sentinel_worker", LABELS).count(
+        result if role is None else {**result, "analyzer_role": role}
+    )
+    counted = [
+        (sample.labels["role"], sample.labels["outcome"])
+        for metric in registry.collect()
+        for sample in metric.samples
+        if sample.name == "sentinel_worker_verdict_outcomes_total"
+    ]
+    assert counted == [(label, "tp")]
+
+
 def test_model_and_prompt_names_are_bounded() -> None:
     registry = CollectorRegistry()
     counter = OutcomeCounter(registry, "sentinel_worker", LABELS)

@@ -170,11 +170,18 @@ def describe_error(status: int, error: ErrorBody) -> str:
     """``analyzer answered HTTP 429 (insufficient_quota/credit_balance_exhausted): You
     exceeded...``: the status, the provider's type and code, and its message cut and
     cleaned (key-shaped tokens masked, then scrubbed)."""
-    message = _KEY_SHAPED.sub(MASK, " ".join(error.message.split()))
-    if len(message) > MESSAGE_MAX_CHARS:
-        message = message[:MESSAGE_MAX_CHARS] + "..."
+    message = cleaned(error.message)
     said = f"analyzer answered HTTP {status}{_kind(error)}"
     return scrub(f"{said}: {message}" if message else said)
+
+
+def cleaned(message: str) -> str:
+    """A provider's own message as ours may quote it: on one line, key-shaped tokens
+    masked, cut at :data:`MESSAGE_MAX_CHARS` (the caller scrubs the whole text)."""
+    message = _KEY_SHAPED.sub(MASK, " ".join(message.split()))
+    if len(message) > MESSAGE_MAX_CHARS:
+        message = message[:MESSAGE_MAX_CHARS] + "..."
+    return message
 
 
 def seconds_to_quota_day_end(now: datetime) -> float:

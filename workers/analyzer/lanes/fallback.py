@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from workers.analyzer.answers.replies import Assessment
 from workers.analyzer.apis.model_api import Analyzer
@@ -80,15 +81,17 @@ class FallbackAnalyzer:
             raise first from None
         return dataclasses.replace(verdict, role=FALLBACK)
 
-    # --- the worker's binds, handed to both (metrics to the primary alone: one breaker
-    # gauge per worker, the live model's) -------------------------------------------------
+    # --- the worker's binds, handed to both (metrics under each one's role) --------------
 
     def bind_log_fields(self, fields: Mapping[str, Any]) -> None:
         bind_if_any(self.primary, "bind_log_fields", fields)
         bind_if_any(self.fallback, "bind_log_fields", {**fields, "analyzer_role": FALLBACK})
 
-    def bind_metrics(self, metrics: Any) -> None:
-        bind_if_any(self.primary, "bind_metrics", metrics)
+    def bind_metrics(self, metrics: Metrics, role: str = PRIMARY) -> None:
+        """The primary counts under ``role``, the fallback under ``fallback``: an operator
+        tells a failing fallback from a failing primary."""
+        bind_if_any(self.primary, "bind_metrics", metrics, role)
+        bind_if_any(self.fallback, "bind_metrics", metrics, FALLBACK)
 
     def bind_redis(self, client: Any) -> None:
         for analyzer in (self.primary, self.fallback):

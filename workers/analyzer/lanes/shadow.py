@@ -13,7 +13,10 @@ stale. The shadow analyzer is built from its own settings, so its hold, rate lim
 token budget are its own and never hold the live model.
 
 The threads start when the worker hands over its Redis client (``bind_redis``) and end
-with the worker's stop (``bind_stop``) or :meth:`ShadowAnalyzer.close`.
+with the worker's stop (``bind_stop``) or :meth:`ShadowAnalyzer.close`. Each verdict
+written is counted in the worker's confusion-matrix counter (``bind_metrics``:
+``sentinel_worker_verdict_outcomes_total{role="shadow"}``) when its message carries its
+truth, as the live verdicts are at commit.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from sentinel_platform.schemas import Axiom, Transaction, describe_error
+from sentinel_platform.streams.consumer.metrics import Metrics
 from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from workers.analyzer.answers.replies import Assessment
 from workers.analyzer.apis.model_api import Analyzer
-from workers.analyzer.lanes.fallback import bind_if_any
+from workers.analyzer.lanes.fallback import PRIMARY, bind_if_any
 from workers.analyzer.lanes.shadow_record import (
     SHADOW,
     SHADOW_MAXLEN,
@@ -96,6 +100,7 @@ class ShadowAnalyzer:
         self._client: Any = None
         self._key: str | None = None
         self._fields: dict[str, Any] = {}
+        self._metrics: Metrics | None = None
         self._lock = threading.Lock()
         #: verdicts written, and jobs dropped by reason (queue_full, late, busy, ...)
         self.written = 0
@@ -172,11 +177,24 @@ class ShadowAnalyzer:
             return
         with self._lock:
             self.written += 1
+        self._count_outcome(entry)
+
+    def _count_outcome(self, entry: Mapping[str, str]) -> None:
+        """Count a written verdict in the worker's outcome counter, when bound; a metric
+        never costs the verdict."""
+        if self._metrics is None:
+            return
+        try:
+            self._metrics.outcomes.count(entry)
+        except Exception as exc:  # the thread lives on: it serves the next job
+            log.warning("shadow_count_failed", extra={**self._fields, "error": describe_error(exc)})
 
     def _drop(self, reason: str, exc: BaseException | None) -> None:
         with self._lock:
             self.dropped[reason] += 1
             times = self.dropped[reason]
+        if self._metrics is not None:
+            self._metrics.analyzers.count_shadow_drop(reason)
         if times == 1 or times % LOG_EVERY == 0:
             error = describe_error(exc) if exc is not None else None
             fields = {**self._fields, "reason": reason, "dropped": times, "error": error}
@@ -194,8 +212,14 @@ class ShadowAnalyzer:
         bind_if_any(self.live, "bind_log_fields", fields)
         bind_if_any(self.shadow, "bind_log_fields", self._fields)
 
-    def bind_metrics(self, metrics: Any) -> None:
-        bind_if_any(self.live, "bind_metrics", metrics)
+    def bind_metrics(self, metrics: Metrics, role: str = PRIMARY) -> None:
+        """The live analyzer counts under ``role``, the shadow under ``shadow``, and the
+        jobs dropped count in ``shadow_dropped`` (every reason at 0 from now); the shadow's
+        verdicts are counted in the outcome counter with ``role=shadow``."""
+        bind_if_any(self.live, "bind_metrics", metrics, role)
+        bind_if_any(self.shadow, "bind_metrics", metrics, SHADOW)
+        metrics.analyzers.shadow_drops()
+        self._metrics = metrics
 
     def bind_redis(self, client: Any) -> None:
         """Share both analyzers' limits through ``client`` and start the shadow's threads,

@@ -7,7 +7,10 @@ import queue
 import pytest
 
 from sentinel_platform.schemas import Axiom, Transaction
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, shadow_results_key
+from sentinel_platform_tests.harness.waits import wait_until
 from sentinel_platform_tests.workers.processors.test_transactions import BASE
 from workers.analyzer import Assessment, Usage
 from workers.analyzer.lanes.shadow import ShadowAnalyzer, chosen
@@ -94,18 +97,61 @@ class Fixed:
 def test_a_full_queue_drops_and_counts_and_the_live_verdict_is_unchanged() -> None:
     live, trial = Fixed(), Fixed()
     lane = ShadowAnalyzer(live, trial, 1.0, deadline_s=5.0, queue_size=1)  # no threads started
+    metrics = Metrics(labels={"stream": "transactions"})
+    lane.bind_metrics(metrics)
     txn = Transaction.model_validate(BASE)
     verdicts = [lane.assess_transaction(txn) for _ in range(3)]
     assert all(v.narrative == "live" for v in verdicts) and live.calls == 3
     assert lane.dropped["queue_full"] == 2 and trial.calls == 0
+    snapshot = metrics.snapshot()
+    assert (snapshot["shadow_dropped_queue_full"], snapshot["shadow_dropped_late"]) == (2, 0)
 
 
 def test_a_stale_job_is_dropped_without_asking_the_shadow() -> None:
     trial = Fixed()
     lane = ShadowAnalyzer(Fixed(), trial, 1.0, deadline_s=0.0)
+    metrics = Metrics(labels={"stream": "transactions"})
+    lane.bind_metrics(metrics)
     lane.assess_transaction(Transaction.model_validate(BASE))
     job = lane._jobs.get_nowait()
     lane._handle(job)
     assert lane.dropped["late"] == 1 and trial.calls == 0
+    assert metrics.snapshot()["shadow_dropped_late"] == 1
     with pytest.raises(queue.Empty):
         lane._jobs.get_nowait()
+
+
+class Labelled:
+    """A shadow that says threat about every message, as model s1 with prompt p9."""
+
+    def assess_transaction(self, txn: Transaction) -> Assessment:
+        return Assessment(True, "high", "shadow", "s1", "p9", role="shadow")
+
+    def assess_axiom(self, axiom: object) -> Assessment:
+        raise NotImplementedError
+
+
+def test_a_shadow_verdict_written_is_counted_with_role_shadow(redis_client: RedisClient) -> None:
+    """Through a real Redis: the lane writes the verdict and counts it in the worker's
+    outcome counter, apart from the live model's."""
+    keys = StreamKeys("s", "g", "d", "sentinel:verdicts", "l", "p", "lease:", "done:", "c")
+    metrics = Metrics(labels={"stream": "s", "group": "g", "consumer": "c"})
+    lane = ShadowAnalyzer(Fixed(), Labelled(), 1.0, deadline_s=5.0)
+    lane.bind_keys(keys)
+    lane.bind_metrics(metrics)
+    lane.bind_redis(redis_client)
+    try:
+        for i, threat in enumerate((True, False)):
+            txn = Transaction.model_validate({**BASE, "id": f"t-{i}", "is_threat": threat})
+            lane.assess_transaction(txn)
+        wait_until(lambda: lane.written == 2, what="both shadow verdicts written")
+    finally:
+        lane.close()
+    assert redis_client.xlen(shadow_results_key(keys)) == 2
+    counted = {
+        (sample.labels["role"], sample.labels["model"], sample.labels["outcome"]): sample.value
+        for metric in metrics.registry.collect()
+        for sample in metric.samples
+        if sample.name == "sentinel_worker_verdict_outcomes_total"
+    }
+    assert counted == {("shadow", "s1", "tp"): 1.0, ("shadow", "s1", "fp"): 1.0}

@@ -1,0 +1,46 @@
+"""The batch lane's settings: which partitions go through a provider's batch API and what
+its tokens cost. A part of :class:`~sentinel_platform.settings.Settings`.
+
+OpenAI's Batch API and Anthropic's Message Batches take past data at half the real-time
+price and apart from the per-minute limits; fresh data needs its verdict in seconds and
+stays real time. The platform's own ``sentinel`` contract has no batch lane.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+#: The APIs with a batch lane, and the share of the real-time price their providers
+#: document for batch tokens (both: half).
+BATCH_PRICE_SHARE: dict[str, float] = {"openai": 0.5, "anthropic": 0.5}
+Lane = Literal["realtime", "batch"]
+LANES: tuple[Lane, ...] = ("realtime", "batch")
+
+
+class BatchSettings(BaseModel):
+    """When a partition goes to the batch lane, and the batch lane's price."""
+
+    analyzer_batch_after_s: float = Field(
+        86_400.0,
+        ge=0,
+        description="a partition whose data day ended longer ago than this (seconds) is "
+        "published to its stream's batch lane when the analyzer's API has one (openai, "
+        "anthropic); a run's sentinel/lane tag (realtime or batch) wins both ways; the "
+        "sentinel API stays real time (docs/analyzer.md)",
+    )
+    analyzer_batch_price_share: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="the batch lane's token price as a share of the real-time prices "
+        "(SENTINEL_ANALYZER_PRICE_*); unset: the provider's documented discount (0.5 for "
+        "openai and anthropic)",
+    )
+
+    def batch_price_share(self, api: str) -> float:
+        """The share of the real-time price a batch token of ``api`` costs."""
+        if self.analyzer_batch_price_share is not None:
+            return self.analyzer_batch_price_share
+        return BATCH_PRICE_SHARE.get(api, 1.0)
