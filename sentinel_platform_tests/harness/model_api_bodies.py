@@ -119,13 +119,26 @@ def request_key(headers: dict[str, str]) -> str:
     return bearer or headers.get("x-api-key", "")
 
 
-def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
-    """The Chat Completions reference's response object, the verdict as its content."""
+def shown_message(body: dict[str, Any]) -> dict[str, Any]:
+    """What a request asks about: the JSON object its last user message carries (both
+    APIs send the message that way, after the instructions), or {} when it carries none."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    try:
+        found = json.loads(content) if isinstance(content, str) else None
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def openai_reply(verdict: dict[str, Any], model: str = OPENAI_MODEL) -> dict[str, Any]:
+    """The Chat Completions reference's response object, the verdict as its content,
+    naming ``model`` as the model that answered."""
     return {
         "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
         "object": "chat.completion",
         "created": 1741570283,
-        "model": OPENAI_MODEL,
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -156,13 +169,16 @@ def openai_reply(verdict: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def anthropic_reply(tool: str, verdict: dict[str, Any]) -> dict[str, Any]:
-    """The Messages reference's tool-use response, calling ``tool`` with the verdict."""
+def anthropic_reply(
+    tool: str, verdict: dict[str, Any], model: str = ANTHROPIC_MODEL
+) -> dict[str, Any]:
+    """The Messages reference's tool-use response, calling ``tool`` with the verdict,
+    naming ``model`` as the model that answered."""
     return {
         "id": "msg_01Aq9w938a90dw8q",
         "type": "message",
         "role": "assistant",
-        "model": ANTHROPIC_MODEL,
+        "model": model,
         "content": [
             {
                 "type": "tool_use",

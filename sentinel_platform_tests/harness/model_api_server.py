@@ -16,8 +16,11 @@ it. ``context_tokens`` refuses a request whose prompt and ``max_tokens`` exceed 
 context with the refusal its ``context_dialect`` documents (:func:`context_refusal`).
 ``accepted_keys`` serves only requests carrying one of those keys and answers any other
 with the API's documented 401 (:func:`rejected_key`), as a provider does once a key is
-revoked. ``script`` answers each call by its number as a test scripts it (status, headers, raw
-body: a gateway's, a rate limiter's), or serves it as above where it returns None. The
+revoked. ``decide`` gives each served call its own verdict from the request's body (a
+stub model reading the message it is shown: :func:`shown_message`), and ``model`` names
+the model its answers say answered (None: the references' examples). ``script``
+answers each call by its number as a test scripts it (status, headers, raw body: a
+gateway's, a rate limiter's), or serves it as above where it returns None. The
 ``model_api_server`` fixture serves one per test. ``down`` makes it a server gone away:
 every request's connection is closed with no answer (and not recorded) until it is set
 back, as a model server that restarts does to its clients.
@@ -36,8 +39,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from sentinel_platform_tests.harness.model_api_bodies import (
+    ANTHROPIC_MODEL,
     ANTHROPIC_RATE_LIMITED,
     INSUFFICIENT_QUOTA,
+    OPENAI_MODEL,
     RATE_LIMITED,
     VERDICT,
     anthropic_reply,
@@ -121,11 +126,19 @@ class ModelApiServer:
     script: Callable[[int], Scripted | None] | None = None
     _level: float | None = None
     _filled_at: float = 0.0
+    #: The verdict of each served call from its request's body (None: :attr:`verdict`).
+    decide: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: The model the answers name (None: each API reference's example model).
+    model: str | None = None
+
+    def verdict_for(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The verdict answered to the request ``body``: :attr:`decide`'s, else :attr:`verdict`."""
+        return dict(self.verdict) if self.decide is None else self.decide(body)
 
     def completion(self, verdict: dict[str, Any], body: dict[str, Any], prompt: int) -> Any:
         """The answer to one admitted Chat Completions call, cut at ``max_tokens`` every
         ``cut_every``-th time, its ``usage`` added to :attr:`billed_tokens`."""
-        reply = openai_reply(verdict)
+        reply = openai_reply(verdict, self.model or OPENAI_MODEL)
         usage = reply["usage"]
         if self.tokens_per_minute is not None or self.cut_every is not None:
             usage["prompt_tokens"] = prompt  # the prompt it charged
@@ -286,7 +299,7 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 if not admitted:
                     self.answer(429, RATE_LIMITED, limits)
                     return
-                reply = state.completion(state.verdict, body, prompt)
+                reply = state.completion(state.verdict_for(body), body, prompt)
                 self.entry["billed"] = reply["usage"]["total_tokens"]
                 self.answer(200, reply, limits)
             elif self.path.endswith("/messages"):
@@ -294,7 +307,8 @@ def _handler(state: ModelApiServer) -> type[BaseHTTPRequestHandler]:
                 if not admitted:
                     self.answer(429, ANTHROPIC_RATE_LIMITED, limits)
                     return
-                reply = anthropic_reply(body["tool_choice"]["name"], state.verdict)
+                tool, verdict = body["tool_choice"]["name"], state.verdict_for(body)
+                reply = anthropic_reply(tool, verdict, state.model or ANTHROPIC_MODEL)
                 if state.tokens_per_minute is not None:  # the input it charged
                     reply["usage"]["input_tokens"] = prompt
                 self.answer(200, reply, limits)
