@@ -14,22 +14,14 @@ from sentinel_platform.settings import Settings
 from sentinel_platform_tests.harness.analyzer_server import AnalyzerServer
 from sentinel_platform_tests.harness.model_api_bodies import OPENAI_MODEL
 from sentinel_platform_tests.harness.model_api_server import ModelApiServer
+from sentinel_platform_tests.harness.model_lanes import TRANSACTION
 from workers.analyzer import Assessment, HttpAnalyzer, Usage
 from workers.analyzer.apis.openai_api import OpenAiApi
 from workers.analyzer.prompts import load_prompt
 from workers.processors import TransactionProcessor, transactions
 from workers.processors.transactions import RULES, evaluate_rules
 
-BASE: dict[str, Any] = {
-    "id": "txn-1",
-    "merchant": "Costco",
-    "category": "grocery",
-    "currency": "USD",
-    "amount": 42.17,
-    "message": "weekly shop",
-    "source": "simulator",
-    "timestamp": "2026-11-21T10:00:00Z",
-}
+BASE: dict[str, Any] = {"id": "txn-1", **TRANSACTION}
 
 
 def make_txn(**overrides: Any) -> Transaction:
