@@ -13,6 +13,7 @@ none lost, none dead-lettered.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -227,8 +228,14 @@ def test_a_late_answer_to_a_call_sent_before_the_quota_ran_out_is_no_recovery(
     wait_until(lambda: redis_client.xlen(keys.results) == len(ids), timeout_s=60)
     verdicts = [fields for _, fields in redis_client.xrange(keys.results)]
     assert sum(v["driver_used"] == "analyzer" for v in verdicts) == 2, "the late answers count"
-    assert len(model_api_server.seen()) == 3, "no call after the refusal"
     assert metric(worker, "analyzer_exhausted") == 1.0, "the fleet is still held"
     assert worker.stop() == 0, worker.log_tail()
     assert not events(worker, "analyzer_recovered"), "a late answer is no recovery"
-    assert_one_error_line_per_worker_of(worker, cause="insufficient_quota")
+    (told,) = assert_one_error_line_per_worker_of(worker, cause="insufficient_quota")
+    # The worker learnt of the refusal when it logged it (to the millisecond): a call that
+    # reached the server later was sent after the fleet was held. The thread freed by the
+    # first answer may send one more call beside the refused one before the refusal is read.
+    known_at = datetime.fromisoformat(told["ts"].replace("Z", "+00:00")).timestamp() + 0.001
+    seen = model_api_server.seen()
+    assert [call for call in seen if call["at"] > known_at] == [], "no call after the refusal"
+    assert 3 <= len(seen) <= 4, len(seen)
