@@ -25,7 +25,7 @@ from sentinel_platform.settings import (
 from workers.analyzer.apis.model_api import Analyzer
 from workers.analyzer.configured import analyzer_from_settings
 from workers.analyzer.lanes.fallback import FallbackAnalyzer
-from workers.analyzer.lanes.shadow import SHADOW_THREADS, ShadowAnalyzer
+from workers.analyzer.lanes.shadow import ShadowAnalyzer
 from workers.analyzer.prompts import StreamPrompt
 
 
@@ -47,7 +47,9 @@ def lanes_from_settings(
     if shadow is None:  # its URL is set: never so
         return live
     fraction, deadline_s = settings.analyzer_shadow_fraction, trial.analyzer_call_timeout_s
-    threads = min(SHADOW_THREADS, settings.worker_concurrency)  # its pool's connections
+    # As many calls at once as the live path may make: the pinned number, or auto's
+    # ceiling (the shadow's connection pool is sized alike).
+    threads = settings.worker_concurrency
     return ShadowAnalyzer(live, shadow, fraction, deadline_s, threads=threads)
 
 

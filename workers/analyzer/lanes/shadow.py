@@ -3,16 +3,22 @@
 The live analyzer decides every message as it would alone. A share of the messages
 (``SENTINEL_ANALYZER_SHADOW_FRACTION``, chosen by :func:`chosen` from the natural key, so
 a redelivered message is chosen alike) is also handed to the shadow analyzer, off the
-message's path: the hand-over is a put into a bounded queue that never waits (a full
-queue drops the job and counts it), and a few threads the lane owns ask the shadow and
-write its verdict to the shadow result stream
+message's path, once the live call has returned or failed (a live call answered busy,
+:class:`~sentinel_platform.streams.consumer.processor.Busy`, is made again later, so the
+message is handed over then, and the shadow asked once). The hand-over never waits: an
+:class:`~workers.analyzer.lanes.shadow_pool.ElasticPool` the lane owns asks the shadow on
+as many threads as the jobs need, up to the worker's concurrency ceiling, as the live
+calls run (a fixed few would fall behind a live path that runs dozens at once), with at
+most that many plus :data:`SHADOW_QUEUE` jobs outstanding (a full pool drops the job and
+counts it), and writes each verdict to the shadow result stream
 (:func:`~workers.analyzer.lanes.shadow_record.shadow_results_key`). The decision never
-waits for the shadow, a shadow's failure (busy, down, exhausted) only drops its verdict,
-and a job that waited in the queue longer than the shadow's call timeout is dropped as
-stale. The shadow analyzer is built from its own settings, so its hold, rate limit and
-token budget are its own and never hold the live model.
+waits for the shadow, a shadow's failure (busy, down, exhausted) only drops its verdict
+(a short turn handed back before the call was sent is taken again: :func:`turn_wait`),
+and a job that waited longer than the shadow's call timeout is dropped as stale. The
+shadow analyzer is built from its own settings, so its hold, rate limit and token budget
+are its own and never hold the live model.
 
-The threads start when the worker hands over its Redis client (``bind_redis``) and end
+The pool opens when the worker hands over its Redis client (``bind_redis``) and ends
 with the worker's stop (``bind_stop``) or :meth:`ShadowAnalyzer.close`. Each verdict
 written is counted in the worker's confusion-matrix counter (``bind_metrics``:
 ``sentinel_worker_verdict_outcomes_total{role="shadow"}``) when its message carries its
@@ -23,13 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sentinel_platform.schemas import Axiom, Transaction, describe_error
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -38,6 +43,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 from workers.analyzer.answers.replies import Assessment
 from workers.analyzer.apis.model_api import Analyzer
 from workers.analyzer.lanes.fallback import PRIMARY, bind_if_any
+from workers.analyzer.lanes.shadow_pool import ElasticPool
 from workers.analyzer.lanes.shadow_record import (
     SHADOW,
     SHADOW_MAXLEN,
@@ -47,11 +53,12 @@ from workers.analyzer.lanes.shadow_record import (
 
 log = logging.getLogger(__name__)
 
-#: Threads asking the shadow, and jobs that may wait for them, per worker.
-SHADOW_THREADS = 2
+#: Jobs that may wait for the shadow beyond those its threads are serving, per worker.
 SHADOW_QUEUE = 64
-#: How often an idle thread looks at the stop (seconds).
-POLL_S = 0.2
+#: The longest turn (a busy call not sent) a shadow call waits for before its next try,
+#: and the wait for a turn that named none (seconds).
+TURN_MAX_S = 1.0
+GATE_TURN_S = 0.1
 #: A drop is logged the first time and then every this many times, per reason.
 LOG_EVERY = 100
 
@@ -68,6 +75,21 @@ def chosen(natural_key: str, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
+M = TypeVar("M", Transaction, Axiom)
+
+
+def turn_wait(sent: bool, retry_after_s: float | None, left_s: float) -> float | None:
+    """How long to wait before asking the shadow again after it answered busy, or None to
+    drop the verdict. Only a turn is waited for: a call not sent (``sent`` False) whose
+    retry is at most :data:`TURN_MAX_S` (``GATE_TURN_S`` when not given) and ends within
+    the ``left_s`` the job has before it is stale. A shadow that refused a call itself, or
+    is held for longer, costs its verdict: its threads never queue behind its holds."""
+    wait_s = GATE_TURN_S if retry_after_s is None else max(0.0, retry_after_s)
+    if sent or wait_s > TURN_MAX_S or wait_s >= left_s:
+        return None
+    return wait_s
+
+
 @dataclass(frozen=True)
 class Job:
     """A message for the shadow, and when it was queued (monotonic seconds)."""
@@ -79,7 +101,9 @@ class Job:
 class ShadowAnalyzer:
     """``live`` decides; ``shadow`` is asked about the ``fraction`` of messages
     :func:`chosen` picks, off the message's path, its verdicts written to the shadow
-    result stream. ``deadline_s`` bounds a job's wait in the queue."""
+    result stream. ``deadline_s`` bounds a job's wait for a thread; ``threads`` is the
+    most calls to the shadow at once (the worker's concurrency ceiling), ``queue_size``
+    the jobs that may wait beyond them."""
 
     def __init__(
         self,
@@ -87,16 +111,17 @@ class ShadowAnalyzer:
         shadow: Analyzer,
         fraction: float,
         deadline_s: float,
-        threads: int = SHADOW_THREADS,
+        threads: int = 1,
         queue_size: int = SHADOW_QUEUE,
     ) -> None:
         self.live, self.shadow, self.fraction = live, shadow, fraction
         self.deadline_s = deadline_s
-        self._count = threads
-        self._jobs: queue.Queue[Job] = queue.Queue(queue_size)
         self._stop = threading.Event()
         self._worker_stop: threading.Event | None = None
-        self._threads: list[threading.Thread] = []
+        self._pool: ElasticPool[Job] = ElasticPool(
+            self._handle, threads, threads + queue_size, self._stopped, name="shadow"
+        )
+        self._open = False  # jobs are taken once the Redis client is bound
         self._client: Any = None
         self._key: str | None = None
         self._fields: dict[str, Any] = {}
@@ -116,20 +141,30 @@ class ShadowAnalyzer:
         return (self.live,)
 
     def assess_transaction(self, txn: Transaction) -> Assessment:
-        self._offer(txn)
-        return self.live.assess_transaction(txn)
+        return self._decide(txn, self.live.assess_transaction)
 
     def assess_axiom(self, axiom: Axiom) -> Assessment:
-        self._offer(axiom)
-        return self.live.assess_axiom(axiom)
+        return self._decide(axiom, self.live.assess_axiom)
+
+    def _decide(self, message: M, ask: Callable[[M], Assessment]) -> Assessment:
+        """The live verdict of ``message``; the shadow is offered it once the live call
+        has returned or failed, never when it answered busy (the message is called again
+        later, and offered then)."""
+        try:
+            verdict = ask(message)
+        except Busy:
+            raise
+        except Exception:
+            self._offer(message)
+            raise
+        self._offer(message)
+        return verdict
 
     def _offer(self, message: Transaction | Axiom) -> None:
-        """Queue ``message`` for the shadow when chosen; never waits."""
+        """Hand ``message`` to the shadow's pool when chosen; never waits."""
         if self._stopped() or not chosen(message.natural_key, self.fraction):
             return
-        try:
-            self._jobs.put_nowait(Job(message, time.monotonic()))
-        except queue.Full:
+        if not self._open or not self._pool.submit(Job(message, time.monotonic())):
             self._drop("queue_full", None)
 
     # --- the shadow's threads -----------------------------------------------------------
@@ -138,37 +173,12 @@ class ShadowAnalyzer:
         stop = self._worker_stop
         return self._stop.is_set() or (stop is not None and stop.is_set())
 
-    def _start(self) -> None:
-        for n in range(self._count):
-            thread = threading.Thread(target=self._run, name=f"shadow-{n}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _run(self) -> None:
-        while not self._stopped():
-            try:
-                job = self._jobs.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            self._handle(job)
-
     def _handle(self, job: Job) -> None:
         """Ask the shadow about ``job`` and write its verdict; drop it if stale or failed."""
-        if time.monotonic() - job.queued_at > self.deadline_s:
-            self._drop("late", None)
+        verdict = self._ask(job)
+        if verdict is None:
             return
         message = job.message
-        try:
-            if isinstance(message, Transaction):
-                verdict = self.shadow.assess_transaction(message)
-            else:
-                verdict = self.shadow.assess_axiom(message)
-        except Busy as exc:
-            self._drop("busy", exc)
-            return
-        except Exception as exc:  # a shadow's failure costs only its own verdict
-            self._drop("failed", exc)
-            return
         try:
             entry = shadow_entry(message, verdict)
             self._client.xadd(self._key, entry, maxlen=SHADOW_MAXLEN, approximate=True)
@@ -178,6 +188,29 @@ class ShadowAnalyzer:
         with self._lock:
             self.written += 1
         self._count_outcome(entry)
+
+    def _ask(self, job: Job) -> Assessment | None:
+        """The shadow's verdict on ``job``'s message, or None when dropped (stale, busy,
+        failed). A turn handed back before the call was sent (the fleet's first call out,
+        no rate slot yet: :func:`turn_wait`) is taken again after its short wait, as the
+        live path takes its turns, so a burst of shadow calls is not a burst of drops."""
+        while True:
+            age_s = time.monotonic() - job.queued_at
+            if age_s > self.deadline_s:
+                self._drop("late", None)
+                return None
+            try:
+                if isinstance(job.message, Transaction):
+                    return self.shadow.assess_transaction(job.message)
+                return self.shadow.assess_axiom(job.message)
+            except Busy as exc:
+                wait_s = turn_wait(exc.sent, exc.retry_after_s, self.deadline_s - age_s)
+                if wait_s is None or self._stop.wait(wait_s) or self._stopped():
+                    self._drop("busy", exc)
+                    return None
+            except Exception as exc:  # a shadow's failure costs only its own verdict
+                self._drop("failed", exc)
+                return None
 
     def _count_outcome(self, entry: Mapping[str, str]) -> None:
         """Count a written verdict in the worker's outcome counter, when bound; a metric
@@ -222,13 +255,12 @@ class ShadowAnalyzer:
         self._metrics = metrics
 
     def bind_redis(self, client: Any) -> None:
-        """Share both analyzers' limits through ``client`` and start the shadow's threads,
-        which write with it."""
+        """Share both analyzers' limits through ``client`` and open the shadow's pool,
+        whose threads write with it."""
         bind_if_any(self.live, "bind_redis", client)
         bind_if_any(self.shadow, "bind_redis", client)
         self._client = client
-        if self._key is not None and not self._threads:
-            self._start()
+        self._open = self._key is not None
 
     def bind_stop(self, stop: threading.Event) -> None:
         self._worker_stop = stop
@@ -239,8 +271,6 @@ class ShadowAnalyzer:
         """Stop the shadow's threads (a call in flight ends within its own timeout) and
         close both analyzers."""
         self._stop.set()
-        deadline = time.monotonic() + timeout_s
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._pool.close(timeout_s)
         bind_if_any(self.live, "close")
         bind_if_any(self.shadow, "close")
