@@ -64,6 +64,7 @@ from sentinel_platform.streams.plumbing.connection import (
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.shards import keys_of_shards
+from workers.batchlane.runner import batch_lane, run_with_lane
 from workers.forwarding import Forwarder, key_reader
 from workers.rescreening.runner import rescreen_consumer, run_beside
 from workers.shards import consume_shards
@@ -341,7 +342,8 @@ def consume(
 ) -> int:
     """Join the group and consume until stopped; the exit status. ``limit``: a shard's
     share of its worker's limit (:mod:`workers.shards`). With an analyzer, the stream's
-    re-screen queue is consumed beside it (:mod:`workers.rescreening`)."""
+    re-screen queue is consumed beside it (:mod:`workers.rescreening`), and so is its
+    batch lane (:mod:`workers.batchlane`)."""
     worker_log = BoundLogger(
         log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     )
@@ -362,8 +364,10 @@ def consume(
     rescreen = rescreen_consumer(
         client, keys, processor, settings, options.consumer, consumer, stop
     )
+    lane = batch_lane(client, keys, processor, settings, options.consumer, stop)
     try:
-        return run_beside(consumer, rescreen, stop)
+        beside = lambda: run_beside(consumer, rescreen, stop)  # noqa: E731
+        return run_with_lane(beside, lane, stop, settings.shutdown_timeout_s)
     except LeaseWaitStopped:
         return stopped_waiting(worker_log, "lease")
     except (LeaseHeldError, RedisRefusedError) as exc:

@@ -15,7 +15,10 @@ per request, in reverse order (the reference promises no order). Every
 ``errored_every``-th and ``expired_every``-th request of a batch (1-based) comes back so
 instead of with a verdict. Every request is recorded (method, path, lower-cased headers,
 raw body), so a test sees the bytes the worker sent; ``accepted_keys`` answers any other
-key with the API's documented 401, which echoes part of the key.
+key with the API's documented 401, which echoes part of the key. The real-time calls a
+worker's live stream makes meanwhile (``POST /v1/chat/completions``, ``POST
+/v1/messages``) are answered with the verdict as the model API server answers them, so
+one URL serves both lanes; :meth:`BatchApiServer.submissions` counts the batches created.
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sentinel_platform_tests.harness import batch_api_bodies as bodies
-from sentinel_platform_tests.harness.model_api_bodies import VERDICT, rejected_key, request_key
+from sentinel_platform_tests.harness.model_api_bodies import (
+    VERDICT,
+    anthropic_reply,
+    openai_reply,
+    rejected_key,
+    request_key,
+)
+
+#: The paths that create a batch.
+CREATE_PATHS = ("/v1/batches", "/v1/messages/batches")
 
 
 @dataclass
@@ -203,6 +215,15 @@ class BatchApiServer:
         with self.lock:
             self.requests.append(entry)
 
+    def submissions(self) -> int:
+        """How many batches were created (each a submission the provider bills)."""
+        return sum(1 for r in self.seen("POST") if r["path"] in CREATE_PATHS)
+
+    def realtime_calls(self) -> int:
+        """How many real-time calls were answered."""
+        paths = ("/v1/chat/completions", "/v1/messages")
+        return sum(1 for r in self.seen("POST") if r["path"] in paths)
+
     def seen(self, method: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.requests if method is None or r["method"] == method]
@@ -265,6 +286,11 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
                         self.answer(400, bodies.ANTHROPIC_INVALID_BATCH)
                     else:
                         self.answer(200, state.create_anthropic(json.loads(raw)))
+                case "POST", ["v1", "chat", "completions"]:
+                    self.answer(200, openai_reply(state.verdict))
+                case "POST", ["v1", "messages"]:
+                    tool = json.loads(raw)["tool_choice"]["name"]
+                    self.answer(200, anthropic_reply(tool, state.verdict))
                 case "GET", ["v1", "messages", "batches", batch_id]:
                     self.answer(200, state.poll_anthropic(batch_id))
                 case "GET", ["v1", "messages", "batches", batch_id, "results"]:
