@@ -237,10 +237,13 @@ def test_a_worker_killed_while_its_batch_is_at_the_provider_is_resumed_without_a
     assert record["state"] == "submitted" and record["kind"] == api and record["count"] == "10"
     assert record["provider_status"] == "in_progress"
     first.kill()
+    (batch,) = batch_api_server.batches.values()
+    polls_by_first = batch["polls"]
     second = lane_worker(fleet, settings, batch_api_server, "lane-2", api).wait_ready(redis_client)
     publish(redis_client, keys.stream, transactions("live", 2))
     live = wait_for_verdicts(redis_client, settings, 2, second)
     assert {v["txn_id"] for v in live} == {"live-0", "live-1"}  # real time, meanwhile
+    waited(lambda: batch["polls"] > polls_by_first, second, "the batch polled by the taker")
     batch_api_server.polls_to_end = 0
     found = wait_for_verdicts(redis_client, settings, 12, second)
     once_each([v for v in found if v.get("lane") == "batch"], [f"past-{n}" for n in range(10)])
@@ -266,3 +269,29 @@ def test_an_api_without_a_batch_lane_decides_the_lanes_messages_in_real_time(
     assert all("lane" not in v for v in found)  # decided in real time
     (started,) = worker.events("batch_lane_started")
     assert started["mode"] == "realtime" and started["api"] == "sentinel"
+
+
+@pytest.mark.parametrize(("api", "submissions"), [("openai", 1), ("anthropic", 2)])
+def test_a_submission_whose_answer_never_came_is_found_again_before_it_is_sent_again(
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+    batch_api_server: BatchApiServer,
+    api: str,
+    submissions: int,
+) -> None:
+    """OpenAI keeps the ledger's label in the batch's metadata: the batch is found in its
+    list and polled, never created twice. Anthropic keeps none: it is sent again, and
+    each message is still decided once."""
+    batch_api_server.unanswered_creates = 1
+    keys = transaction_keys(settings)
+    worker = lane_worker(
+        fleet, settings, batch_api_server, "lane-1", api, analyzer_timeout_s=0.5
+    ).wait_ready(redis_client)
+    publish(redis_client, batch_stream_key(keys), transactions("past", 6))
+    found = wait_for_verdicts(redis_client, settings, 6, worker)
+    once_each(found, [f"past-{n}" for n in range(6)])
+    assert {(v["driver_used"], v["lane"]) for v in found} == {("analyzer", "batch")}
+    assert batch_api_server.submissions() == submissions
+    wait_until(lambda: settled(redis_client, settings), timeout_s=10)
+    assert worker.events("batch_submit_unanswered")

@@ -121,12 +121,13 @@ class BatchLane:
         ensure_group(self.client, self.keys)
         while self.lease.wait(self.stop):
             self.log.info("batch_lane_holding")
-            try:
-                self.resume()
-                while not self.stop.is_set() and self.lease.refresh():
-                    self.guarded(self.step)
-            finally:
-                self.forget()
+            with self.lease.kept(self.stop) as lost:
+                try:
+                    self.guarded(self.resume)
+                    while not self.stop.is_set() and not lost.is_set():
+                        self.guarded(self.step)
+                finally:
+                    self.forget()
         self.guarded(self.lease.release)
 
     def guarded(self, action: Any) -> None:
