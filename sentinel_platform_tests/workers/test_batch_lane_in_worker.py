@@ -295,3 +295,25 @@ def test_a_submission_whose_answer_never_came_is_found_again_before_it_is_sent_a
     assert batch_api_server.submissions() == submissions
     wait_until(lambda: settled(redis_client, settings), timeout_s=10)
     assert worker.events("batch_submit_unanswered")
+
+
+def test_a_batch_failed_for_the_enqueued_token_limit_sends_its_messages_again_later(
+    fleet: Fleet, settings: Settings, redis_client: RedisClient, batch_api_server: BatchApiServer
+) -> None:
+    """The provider's queue was full: nothing was wrong with the messages, so none gets a
+    rules verdict; they go back to the lane and are sent once the provider has room."""
+    batch_api_server.fail_batch, batch_api_server.fail_with = True, "token_limit_exceeded"
+    keys = transaction_keys(settings)
+    lane = batch_stream_key(keys)
+    worker = lane_worker(fleet, settings, batch_api_server, "lane-1", "openai").wait_ready(
+        redis_client
+    )
+    publish(redis_client, lane, transactions("past", 5))
+    waited(lambda: redis_client.xlen(lane) > 5, worker, "the messages back in the lane")
+    assert verdicts(redis_client, settings) == []
+    batch_api_server.fail_batch = False
+    found = wait_for_verdicts(redis_client, settings, 5, worker)
+    once_each(found, [f"past-{n}" for n in range(5)])
+    assert {(v["driver_used"], v["lane"]) for v in found} == {("analyzer", "batch")}
+    assert batch_api_server.submissions() >= 2
+    wait_until(lambda: settled(redis_client, settings), timeout_s=10)

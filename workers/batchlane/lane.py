@@ -17,8 +17,8 @@ Each pass of :meth:`BatchLane.step`:
 3. polls each outstanding batch when due (:func:`~workers.batchlane.pacing.next_poll_s`),
    keeping the provider's status text in the ledger at every poll; a batch that ended is
    ``ended``, its results committed one by one through the consumer's own commit
-   (:class:`~sentinel_platform.streams.consumer.settling.outbox.Outbox`: result,
-   idempotency marker, XACK), then ``settled``.
+   (:class:`~workers.batchlane.settling.Settler`: result, idempotency marker, XACK),
+   then ``settled``.
 
 Whoever takes the lease resumes from the ledger (:meth:`BatchLane.resume`): refused
 batches' messages are gathered again, unknown submissions resolved, submitted ones
@@ -33,9 +33,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
@@ -48,17 +47,19 @@ from sentinel_platform.streams.consumer.processor import Busy
 from sentinel_platform.streams.consumer.settling.outbox import Outbox
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
-from workers.analyzer.answers.replies import AnalyzerDown, AnalyzerError, Assessment
+from workers.analyzer.answers.replies import AnalyzerDown, AnalyzerError
 from workers.analyzer.batch.cutting import cut
 from workers.analyzer.batch.ledger import BatchLedger, BatchRecord, new_local_id
-from workers.analyzer.batch.protocol import BatchApi, BatchFailed, BatchRequest, unanswered
+from workers.analyzer.batch.openai_batch import ENQUEUED_LIMIT
+from workers.analyzer.batch.protocol import BatchApi, BatchRequest
 from workers.analyzer.prompts import Prompt
 from workers.batchlane import stream_io
 from workers.batchlane.lane_keys import batch_keys
 from workers.batchlane.lease import LaneLease
 from workers.batchlane.pacing import next_poll_s, submit_now
 from workers.batchlane.requests import BodyOf
-from workers.batchlane.verdicts import BatchVerdicts, Decision, Entry, Requeue, Undecided
+from workers.batchlane.settling import Settler
+from workers.batchlane.verdicts import BatchVerdicts, Entry
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,6 @@ log = logging.getLogger(__name__)
 MAX_BLOCK_MS = 1000
 #: Entries read at once.
 READ_COUNT = 1000
-#: Decisions buffered before they are committed.
-COMMIT_EVERY = 500
 #: A submission unanswered for this many call timeouts is unknown (resolved by a taker).
 SUBMIT_DEADLINE_TIMEOUTS = 4
 
@@ -104,9 +103,11 @@ class BatchLane:
         self.lease = LaneLease(
             client, f"{self.keys.lease_prefix}lane", consumer, settings.lease_ttl_ms
         )
-        self.requeuer = stream_io.Requeuer(client, self.keys)
         self.log = BoundLogger(
             log, {"stream": self.keys.stream, "consumer": consumer, "api": api.kind}
+        )
+        self.settler = Settler(
+            client, self.keys, self.ledger, api, prompt, verdicts, outbox, self.log
         )
         self.gathered: dict[str, Entry] = {}
         self.last_new = time.monotonic()
@@ -122,21 +123,28 @@ class BatchLane:
         while self.lease.wait(self.stop):
             self.log.info("batch_lane_holding")
             with self.lease.kept(self.stop) as lost:
+                resumed = False
                 try:
-                    self.guarded(self.resume)
                     while not self.stop.is_set() and not lost.is_set():
-                        self.guarded(self.step)
+                        if resumed:
+                            self.guarded(self.step)
+                        else:
+                            resumed = self.guarded(self.resume)
                 finally:
                     self.forget()
         self.guarded(self.lease.release)
 
-    def guarded(self, action: Any) -> None:
-        """Run ``action``; a Redis or provider error is logged and the pass retried later."""
+    def guarded(self, action: Callable[[], None]) -> bool:
+        """Run ``action``; whether it ran through. A Redis or provider error is logged
+        and the pass retried a moment later (what was done stays done: each step of a
+        batch is recorded in the ledger before the next)."""
         try:
             action()
         except (redis.RedisError, AnalyzerError, Busy, OSError) as exc:
             self.log.warning("batch_lane_error", extra={"error": describe_error(exc)})
             self.stop.wait(min(1.0, self.settings.analyzer_batch_poll_s))
+            return False
+        return True
 
     def forget(self) -> None:
         """Drop what is held in memory (the lease is gone: the next holder takes it over)."""
@@ -172,7 +180,7 @@ class BatchLane:
             self.take(read)
         else:
             self.stop.wait(self.block_ms() / 1000)
-        self.flush()
+        self.settler.flush()
         quiet = time.monotonic() - self.last_new
         held = time.monotonic() < self.held_until
         full = self.api.limits.max_requests
@@ -219,21 +227,21 @@ class BatchLane:
             try:
                 requests.append(BatchRequest(entry.id, self.body_of(entry.message)))
             except AnalyzerError as exc:  # the message does not fit the model
-                self.decide([self.verdicts.undecided(entry, "refused")])
+                self.settler.decide([self.verdicts.undecided(entry, "refused")])
                 self.log.warning("batch_message_refused", extra={"error": describe_error(exc)})
         batches = cut(requests, self.api.size, self.api.limits)
-        self.decide(
+        self.settler.decide(
             [self.verdicts.undecided(by_id[r.custom_id], "refused") for r in batches.too_large]
         )
         for batch in batches.batches:
-            for request in batch:
-                self.gathered.pop(request.custom_id, None)
             local_id = new_local_id()
             self.ledger.record(local_id, self.api.kind, {r.custom_id: r.custom_id for r in batch})
+            for request in batch:  # recorded: the ledger answers for them from now on
+                self.gathered.pop(request.custom_id, None)
             self.send(local_id, batch, [by_id[r.custom_id] for r in batch])
         for request in batches.too_large:
             self.gathered.pop(request.custom_id, None)
-        self.flush()
+        self.settler.flush()
 
     def send(self, local_id: str, batch: Sequence[BatchRequest], entries: Sequence[Entry]) -> None:
         """Submit one recorded batch; what its answer (or none) comes to."""
@@ -259,8 +267,8 @@ class BatchLane:
             self.log.warning(
                 "batch_refused", extra={"local_id": local_id, "error": describe_error(exc)}
             )
-            self.decide([self.verdicts.undecided(e, "refused") for e in entries])
-            self.flush()
+            self.settler.decide([self.verdicts.undecided(e, "refused") for e in entries])
+            self.settler.flush()
             self.ledger.settled(local_id)
             return
         self.ledger.submitted(local_id, ref.batch_id)
@@ -283,23 +291,10 @@ class BatchLane:
                 "batch_found", extra={"local_id": record.local_id, "batch_id": ref.batch_id}
             )
             return
-        entries = self.entries_of(record.local_id)
+        entries = self.settler.entries_of(record.local_id)
         requests = [BatchRequest(e.id, self.body_of(e.message)) for e in entries.values()]
         self.log.info("batch_resubmitted", extra={"local_id": record.local_id})
         self.send(record.local_id, requests, list(entries.values()))
-
-    def entries_of(self, local_id: str) -> dict[str, Entry]:
-        """The batch's messages still in the lane, by ``custom_id`` (their entry ids)."""
-        found = stream_io.fetch(self.client, self.keys, self.ledger.messages(local_id).values())
-        entries: dict[str, Entry] = {}
-        for entry_id, fields in found.items():
-            try:
-                entries[entry_id] = Entry(entry_id, fields, self.verdicts.live.parse(fields))
-            except SchemaError:  # recorded once it parsed: the stream's entry changed
-                self.outbox.add(
-                    DeadLetterOp(Delivery(entry_id, fields, 1), "invalid_message", "unreadable")
-                )
-        return entries
 
     # --- polling and committing ----------------------------------------------------
     def first_poll_s(self) -> float:
@@ -313,17 +308,19 @@ class BatchLane:
         if record is None or record.ref is None:  # settled meanwhile
             self.polls.pop(local_id, None)
             return
-        held = False
+        wait_s = next_poll_s(
+            poll.wait_s,
+            self.settings.analyzer_batch_poll_s,
+            self.settings.analyzer_batch_poll_max_s,
+        )
+        # the next look is due after the wait, whatever this one comes to (a provider
+        # down while it polls or reads results is asked again no sooner)
+        self.polls[local_id] = Poll(time.monotonic() + wait_s, wait_s)
+        held = record.reason.startswith(ENQUEUED_LIMIT)  # ended so before a take-over
         if record.state == "submitted":
             state = self.api.poll(record.ref)
             self.ledger.polled(local_id, state.provider_status)
             if not state.done:
-                wait_s = next_poll_s(
-                    poll.wait_s,
-                    self.settings.analyzer_batch_poll_s,
-                    self.settings.analyzer_batch_poll_max_s,
-                )
-                self.polls[local_id] = Poll(time.monotonic() + wait_s, wait_s)
                 return
             self.ledger.ended(local_id, state.reason)
             held = state.held
@@ -339,57 +336,5 @@ class BatchLane:
                     "reason": state.reason,
                 },
             )
-        self.commit(record, held)
+        self.settler.commit(record, held)
         self.polls.pop(local_id, None)
-
-    def commit(self, record: BatchRecord, held: bool) -> None:
-        """Commit every message of an ended batch, then settle it."""
-        assert record.ref is not None
-        entries = self.entries_of(record.local_id)
-        decisions: list[Decision] = []
-        answered: set[str] = set()
-        try:
-            for custom_id, outcome in self.api.results(record.ref, self.prompt):
-                entry = entries.get(custom_id)
-                if entry is None or custom_id in answered:
-                    continue
-                answered.add(custom_id)
-                if isinstance(outcome, Assessment):
-                    decisions.append(self.verdicts.verdict(entry, outcome))
-                else:
-                    decisions.append(self.verdicts.undecided(entry, outcome.kind, outcome.usage))
-                if len(decisions) >= COMMIT_EVERY:
-                    self.decide(decisions)
-                    decisions = []
-            why: Undecided = "unanswered"
-            rest = unanswered(entries, answered)
-        except BatchFailed:
-            why, rest = ("held" if held else "failed"), [i for i in entries if i not in answered]
-        decisions.extend(self.verdicts.undecided(entries[i], why) for i in rest)
-        self.decide(decisions)
-        self.flush()
-        self.ledger.settled(record.local_id)
-        self.log.info(
-            "batch_settled",
-            extra={
-                "local_id": record.local_id,
-                "answered": len(answered),
-                "undecided": len(rest),
-                "why": why if rest else "",
-            },
-        )
-
-    def decide(self, decisions: Sequence[Decision]) -> None:
-        """Buffer commits and dead letters; put requeued entries back at once."""
-        for decision in decisions:
-            if isinstance(decision, Requeue):
-                self.flush()
-                self.requeuer.requeue(decision.entry.id, decision.entry.fields)
-            else:
-                self.outbox.add(decision)
-        if len(self.outbox) >= COMMIT_EVERY:
-            self.flush()
-
-    def flush(self) -> None:
-        if len(self.outbox):
-            self.outbox.flush()
