@@ -204,7 +204,8 @@ class BatchLane:
         return int(min(MAX_BLOCK_MS, max(1.0, wait_s * 1000)))
 
     def take(self, read: Sequence[tuple[str, dict[str, str]]]) -> None:
-        """Gather ``read``'s entries: unreadable ones dead-lettered, demo ones decided."""
+        """Gather ``read``'s entries: unreadable ones dead-lettered, those the processor
+        decides without the model (a demo entry) decided at once."""
         for entry_id, fields in read:
             try:
                 message = self.verdicts.live.parse(fields)
@@ -213,10 +214,11 @@ class BatchLane:
                 self.outbox.add(DeadLetterOp(delivery, "invalid_message", str(exc)))
                 continue
             entry = Entry(entry_id, fields, message)
-            if self.verdicts.asks_model(entry):
+            decided = self.verdicts.unasked(entry)
+            if decided is None:
                 self.gathered[entry_id] = entry
             else:
-                self.outbox.add(self.verdicts.by_rules(entry))
+                self.outbox.add(decided)
 
     # --- submitting ----------------------------------------------------------------
     def submit(self, entries: Sequence[Entry]) -> None:

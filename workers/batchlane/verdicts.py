@@ -4,7 +4,9 @@ A model's verdict from a batch is the one the stream's processor makes of an
 :class:`~workers.analyzer.answers.replies.Assessment`: the processor is built a second
 time around an analyzer that answers with the batch's assessment (:class:`GivenAnswer`),
 so the result entry has every field a real-time verdict has (the rules' verdict, the
-truth, the model, the prompt's version, the tokens), plus ``lane=batch``. It is committed
+truth, the model, the prompt's version, the tokens), plus ``lane=batch``. A message the
+processor decides without asking the model (a demo entry, an axiom below the audit
+threshold) is decided at once and never sent (:meth:`BatchVerdicts.unasked`). It is committed
 as a real-time verdict is (results entry, idempotency marker, XACK; the recent feed
 keeps to live verdicts).
 
@@ -12,7 +14,8 @@ A message without a verdict (its line ``errored``, ``expired`` or ``canceled``, 
 of the results, its batch failed or refused as a whole) follows
 ``SENTINEL_ANALYZER_WHEN_DOWN`` (:func:`route`):
 
-* ``rules``: the rules decide it, a fallback whose ``fallback_cause`` is ``batch_`` and
+* ``rules``: the processor makes its own fallback of it (the rules' verdict of a
+  transaction; an axiom assumed the worst), whose ``fallback_cause`` is ``batch_`` and
   the reason (``batch_errored``, ``batch_expired``, ...). It is final, neither
   provisional nor queued for re-screening: the batch lane carries past data nobody
   waits for, and a re-screen would ask the model again in real time at full price;
@@ -32,10 +35,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from sentinel_platform.registry import WireModel
-from sentinel_platform.streams.backlog.provisional import FALLBACK_CAUSE
+from sentinel_platform.streams.backlog.provisional import FALLBACK_CAUSE, PROVISIONAL
 from sentinel_platform.streams.consumer.outcomes import Commit, DeadLetterOp, Delivery
 from sentinel_platform.streams.consumer.processor import Effect
-from workers.analyzer.answers.replies import Assessment, Usage
+from workers.analyzer.answers.replies import AnalyzerError, Assessment, Usage
 from workers.analyzer.apis.model_api import Analyzer
 from workers.processors.base import WireProcessor
 
@@ -76,11 +79,18 @@ def route(why: Undecided, when_down: str) -> Route:
     return "rules"
 
 
+class BatchLineFailed(AnalyzerError):
+    """What the processor is told when its message's request got no verdict: it makes
+    its own fallback of it (the rules' verdict; an axiom assumed the worst)."""
+
+
 class GivenAnswer:
-    """An analyzer that answers with the assessment it is given (the batch's)."""
+    """An analyzer that answers with what it is given (the batch's assessment, or a
+    failure to raise) and notes that it was asked."""
 
     def __init__(self) -> None:
-        self.current: Assessment | None = None
+        self.answer: Assessment | Exception = BatchLineFailed("no batch answer was given")
+        self.asked = False
 
     def assess_transaction(self, txn: object) -> Assessment:
         return self._answer()
@@ -89,9 +99,10 @@ class GivenAnswer:
         return self._answer()
 
     def _answer(self) -> Assessment:
-        if self.current is None:
-            raise RuntimeError("no batch answer was given")
-        return self.current
+        self.asked = True
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
 
 
 class BatchVerdicts:
@@ -101,26 +112,25 @@ class BatchVerdicts:
         self.live = live
         self.when_down = when_down
         self.given = GivenAnswer()
-        kind = type(live)
-        self.modelled = kind(live.settings, cast(Analyzer, self.given))
-        self.rules = kind(live.settings, None)
+        self.modelled = type(live)(live.settings, cast(Analyzer, self.given))
 
-    def asks_model(self, entry: Entry) -> bool:
-        """Whether the message goes to the model (a demo entry is the rules' alone)."""
-        return self.live.analyzer_for(entry.message) is not None
+    def _process(self, entry: Entry, answer: Assessment | Exception) -> tuple[Effect, bool]:
+        """The processor's effect for ``entry`` given ``answer``; whether it asked."""
+        self.given.answer, self.given.asked = answer, False
+        try:
+            return self.modelled.process(entry.message), self.given.asked
+        finally:
+            self.given.answer = BatchLineFailed("no batch answer was given")
+
+    def unasked(self, entry: Entry) -> Commit | None:
+        """The verdict of a message the processor decides without the model (a demo
+        entry, an axiom below the audit threshold), or None: it goes in a batch."""
+        effect, asked = self._process(entry, BatchLineFailed("not sent"))
+        return None if asked else commit(entry, effect, {})
 
     def verdict(self, entry: Entry, assessment: Assessment) -> Commit:
         """The model's verdict of ``entry``, as the real-time path makes it."""
-        self.given.current = assessment
-        try:
-            effect = self.modelled.process(entry.message)
-        finally:
-            self.given.current = None
-        return commit(entry, effect, {})
-
-    def by_rules(self, entry: Entry) -> Commit:
-        """The rules' verdict of a message never sent (a demo entry)."""
-        return commit(entry, self.rules.process(entry.message), {})
+        return commit(entry, self._process(entry, assessment)[0], {})
 
     def undecided(self, entry: Entry, why: Undecided, usage: Usage | None = None) -> Decision:
         """What a message without a verdict comes to (:func:`route`)."""
@@ -130,7 +140,7 @@ class BatchVerdicts:
         if where == "dead_letter":
             error = f"the batch lane's model gave no verdict ({why})"
             return DeadLetterOp(delivery(entry), "unprocessable", error)
-        effect = self.rules.process(entry.message)
+        effect, _ = self._process(entry, BatchLineFailed(f"batch request {why}"))
         billed = usage.recorded() if usage is not None else {}
         said = {"driver_used": "fallback", FALLBACK_CAUSE: f"batch_{why}", **billed}
         return commit(entry, effect, said)
@@ -142,8 +152,9 @@ def delivery(entry: Entry) -> Delivery:
 
 def commit(entry: Entry, effect: Effect, said: dict[str, str]) -> Commit:
     """``effect`` as a batch verdict: ``said`` over its result, ``lane=batch``, no
-    recent-feed entry, never a re-screen queue entry."""
-    result = {**effect.result, **said, LANE: BATCH}
+    recent-feed entry, never provisional nor a re-screen queue entry."""
+    kept = {k: v for k, v in effect.result.items() if k != PROVISIONAL}
+    result = {**kept, **said, LANE: BATCH}
     fields = {**effect.log_fields, **said, LANE: BATCH}
     made = Effect(effect.natural_key, result, None, fields, effect.sample, None)
     return Commit(delivery(entry), effect.natural_key, made)

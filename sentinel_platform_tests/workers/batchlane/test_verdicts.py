@@ -7,11 +7,14 @@ from typing import get_args
 
 import pytest
 
+from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE, Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.consumer.outcomes import Commit, DeadLetterOp
+from sentinel_platform_tests.workers.processors.test_axioms import make_axiom
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
 from workers.analyzer.answers.replies import Assessment, Usage
 from workers.batchlane.verdicts import BatchVerdicts, Entry, Requeue, Undecided, route
+from workers.processors.axioms import AxiomProcessor
 from workers.processors.transactions import TransactionProcessor
 
 
@@ -90,3 +93,29 @@ def test_under_wait_it_goes_back_or_to_the_dlq(rules_settings: Settings) -> None
     assert isinstance(verdicts.undecided(entry(), "expired"), Requeue)
     dead = verdicts.undecided(entry(), "errored")
     assert isinstance(dead, DeadLetterOp) and dead.reason == "unprocessable"
+
+
+def test_a_message_decided_without_the_model_is_never_sent(rules_settings: Settings) -> None:
+    txn = make_txn(id="t-demo")
+    demo = Transaction.from_fields({**txn.to_fields(), DEMO_FIELD: DEMO_VALUE})
+    decided = lane(rules_settings).unasked(Entry("2-0", demo.to_fields(), demo))
+    assert isinstance(decided, Commit) and decided.effect.result["driver_used"] == "rules"
+    assert lane(rules_settings).unasked(entry()) is None  # the model is asked: batched
+    axioms = BatchVerdicts(AxiomProcessor(rules_settings, analyzer=None), "rules")
+    quiet = make_axiom(anomaly_score="0.1")  # below the audit threshold
+    below = axioms.unasked(Entry("3-0", quiet.to_fields(), quiet))
+    assert isinstance(below, Commit) and below.effect.result["routed_to_ai"] == "false"
+    audited = make_axiom(anomaly_score="0.99")
+    assert axioms.unasked(Entry("4-0", audited.to_fields(), audited)) is None
+
+
+def test_an_axiom_without_a_batch_verdict_is_the_processors_own_fallback(
+    rules_settings: Settings,
+) -> None:
+    axioms = BatchVerdicts(AxiomProcessor(rules_settings, analyzer=None), "rules")
+    audited = make_axiom(anomaly_score="0.99")
+    made = axioms.undecided(Entry("4-0", audited.to_fields(), audited), "expired")
+    assert isinstance(made, Commit)
+    result = made.effect.result
+    assert (result["risk_level"], result["fallback_cause"]) == ("high", "batch_expired")
+    assert "provisional" not in result and made.effect.provisional is None
