@@ -56,7 +56,8 @@ class BatchSettings(BaseModel):
         gt=0,
         description="how long the batch lane keeps gathering once its stream's batch lane "
         "has nothing more to read: entries gathered are submitted when none came for this "
-        "long, or at once when a batch is full",
+        "long, once the oldest has waited 12 times this long, or at once when a batch is "
+        "full",
     )
 
     def batch_price_share(self, api: str) -> float:

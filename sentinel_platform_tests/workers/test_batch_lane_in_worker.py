@@ -317,3 +317,21 @@ def test_a_batch_failed_for_the_enqueued_token_limit_sends_its_messages_again_la
     assert {(v["driver_used"], v["lane"]) for v in found} == {("analyzer", "batch")}
     assert batch_api_server.submissions() >= 2
     wait_until(lambda: settled(redis_client, settings), timeout_s=10)
+
+
+def test_an_unreadable_entry_of_the_lane_is_dead_lettered_and_never_sent(
+    fleet: Fleet, settings: Settings, redis_client: RedisClient, batch_api_server: BatchApiServer
+) -> None:
+    keys = transaction_keys(settings)
+    worker = lane_worker(fleet, settings, batch_api_server, "lane-1", "openai").wait_ready(
+        redis_client
+    )
+    publish(redis_client, batch_stream_key(keys), [{"data": "{not json"}, *transactions("p", 3)])
+    found = wait_for_verdicts(redis_client, settings, 3, worker)
+    once_each(found, [f"p-{n}" for n in range(3)])
+    waited(lambda: redis_client.xlen(keys.dlq) == 1, worker, "one dead letter")
+    [(_, letter)] = cast(list[Any], redis_client.xrange(keys.dlq))
+    assert letter["reason"] == "invalid_message" and "not json" in letter["payload"]
+    (custom_ids,) = [b["custom_ids"] for b in batch_api_server.batches.values()]
+    assert len(custom_ids) == 3
+    wait_until(lambda: settled(redis_client, settings), timeout_s=10)

@@ -110,7 +110,7 @@ class BatchLane:
             client, self.keys, self.ledger, api, prompt, verdicts, outbox, self.log
         )
         self.gathered: dict[str, Entry] = {}
-        self.last_new = time.monotonic()
+        self.last_new = self.first_gathered = time.monotonic()
         self.polls: dict[str, Poll] = {}
         self.retry_unknown: dict[str, float] = {}
         #: submissions wait until this time (the provider's queue was full)
@@ -185,7 +185,8 @@ class BatchLane:
         held = time.monotonic() < self.held_until
         full = self.api.limits.max_requests
         window = self.settings.analyzer_batch_gather_s
-        if submit_now(len(self.gathered), full, quiet, window, held):
+        oldest = time.monotonic() - self.first_gathered
+        if submit_now(len(self.gathered), full, quiet, oldest, window, held):
             self.submit(list(self.gathered.values()))
         for record in self.ledger.unknown(self.submit_deadline_s):
             if self.retry_unknown.get(record.local_id, 0.0) <= time.monotonic():
@@ -216,6 +217,8 @@ class BatchLane:
             entry = Entry(entry_id, fields, message)
             decided = self.verdicts.unasked(entry)
             if decided is None:
+                if not self.gathered:
+                    self.first_gathered = time.monotonic()
                 self.gathered[entry_id] = entry
             else:
                 self.outbox.add(decided)

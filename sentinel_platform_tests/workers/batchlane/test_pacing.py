@@ -26,16 +26,18 @@ def test_the_wait_between_polls_grows_bounded(
 
 
 @pytest.mark.parametrize(
-    ("gathered", "full", "quiet", "window", "held", "expected"),
+    ("gathered", "full", "quiet", "oldest", "held", "expected"),
     [
-        (0, 100, 99.0, 5.0, False, False),  # nothing to submit
-        (10, 100, 1.0, 5.0, False, False),  # entries still coming: keep gathering
+        (0, 100, 99.0, 99.0, False, False),  # nothing to submit
+        (10, 100, 1.0, 1.0, False, False),  # entries still coming: keep gathering
         (10, 100, 5.0, 5.0, False, True),  # nothing new for the window: submit
-        (100, 100, 0.0, 5.0, False, True),  # a full batch goes at once
-        (100, 100, 99.0, 5.0, True, False),  # held: the provider's queue is full
+        (100, 100, 0.0, 0.0, False, True),  # a full batch goes at once
+        (100, 100, 99.0, 99.0, True, False),  # held: the provider's queue is full
+        (10, 100, 1.0, 59.0, False, False),  # a trickle: gathered a while yet
+        (10, 100, 1.0, 60.0, False, True),  # a trickle: the oldest waited long enough
     ],
 )
-def test_a_batch_is_submitted_when_full_or_once_the_lane_is_quiet(
-    gathered: int, full: int, quiet: float, window: float, held: bool, expected: bool
+def test_a_batch_is_submitted_when_full_once_the_lane_is_quiet_or_after_long_enough(
+    gathered: int, full: int, quiet: float, oldest: float, held: bool, expected: bool
 ) -> None:
-    assert submit_now(gathered, full, quiet, window, held) is expected
+    assert submit_now(gathered, full, quiet, oldest, 5.0, held) is expected
