@@ -119,7 +119,6 @@ class BatchLane:
 
     def run(self) -> None:
         """Hold the lease and run the lane until the stop; a lease lost is waited for again."""
-        ensure_group(self.client, self.keys)
         while self.lease.wait(self.stop):
             self.log.info("batch_lane_holding")
             with self.lease.kept(self.stop) as lost:
@@ -155,6 +154,7 @@ class BatchLane:
     # --- resuming ------------------------------------------------------------------
     def resume(self) -> None:
         """Take over the ledger's batches and the lane's pending entries (see the module)."""
+        ensure_group(self.client, self.keys)
         for record in self.ledger.batches():
             if record.state == "refused":  # its messages are gathered again below
                 self.ledger.settled(record.local_id)

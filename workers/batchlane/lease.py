@@ -55,10 +55,14 @@ class LaneLease:
         return bool(self._refresh(keys=[self.key], args=[self.holder, self.ttl_ms]))
 
     def wait(self, stop: threading.Event) -> bool:
-        """Wait for the lease (True) or the stop (False), looking every third of a TTL."""
+        """Wait for the lease (True) or the stop (False), looking every third of a TTL
+        (a server that cannot be reached only delays the next look)."""
         while not stop.is_set():
-            if self.take():
-                return True
+            try:
+                if self.take():
+                    return True
+            except redis.RedisError:
+                pass
             stop.wait(self.ttl_ms / 3000)
         return False
 
