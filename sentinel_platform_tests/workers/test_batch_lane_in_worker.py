@@ -335,3 +335,24 @@ def test_an_unreadable_entry_of_the_lane_is_dead_lettered_and_never_sent(
     (custom_ids,) = [b["custom_ids"] for b in batch_api_server.batches.values()]
     assert len(custom_ids) == 3
     wait_until(lambda: settled(redis_client, settings), timeout_s=10)
+
+
+def test_entries_gathered_by_a_killed_worker_are_taken_over_and_sent_once(
+    fleet: Fleet, settings: Settings, redis_client: RedisClient, batch_api_server: BatchApiServer
+) -> None:
+    keys = transaction_keys(settings)
+    lane = batch_stream_key(keys)
+    first = lane_worker(
+        fleet, settings, batch_api_server, "lane-1", "openai", analyzer_batch_gather_s=60
+    ).wait_ready(redis_client)
+    publish(redis_client, lane, transactions("past", 5))
+    waited(lambda: redis_client.xpending(lane, keys.group)["pending"] == 5, first, "5 gathered")
+    first.kill()  # read, gathered, never recorded nor sent
+    assert batch_api_server.submissions() == 0
+    second = lane_worker(fleet, settings, batch_api_server, "lane-2", "openai").wait_ready(
+        redis_client
+    )
+    found = wait_for_verdicts(redis_client, settings, 5, second)
+    once_each(found, [f"past-{n}" for n in range(5)])
+    assert batch_api_server.submissions() == 1
+    wait_until(lambda: settled(redis_client, settings), timeout_s=10)
