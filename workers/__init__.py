@@ -14,6 +14,9 @@ lines, log set-up or a metrics endpoint.
 * :mod:`workers.rescreening`: the stream's re-screen queue, consumed beside it by every
   worker with an analyzer: provisional rules fallbacks decided again by the model, after
   live traffic.
+* :mod:`workers.batchlane`: the stream's batch lane, beside it in every worker: past
+  partitions' messages sent through the provider's batch API by the worker holding the
+  lane's lease, each verdict exactly once (real time for an API without a batch lane).
 * :mod:`workers.watch_transactions`, :mod:`workers.watch_axioms`: the historical commands,
   each the same worker as ``python -m sentinel_platform.workers <stream>``.
 

@@ -39,6 +39,27 @@ class BatchSettings(BaseModel):
         "openai and anthropic)",
     )
 
+    analyzer_batch_poll_s: float = Field(
+        60.0,
+        gt=0,
+        description="how long the worker's batch lane waits before it first polls a batch "
+        "at the provider; the wait doubles at each poll that finds it still running, up "
+        "to SENTINEL_ANALYZER_BATCH_POLL_MAX_S",
+    )
+    analyzer_batch_poll_max_s: float = Field(
+        600.0,
+        gt=0,
+        description="the longest wait between two polls of one batch at the provider (seconds)",
+    )
+    analyzer_batch_gather_s: float = Field(
+        5.0,
+        gt=0,
+        description="how long the batch lane keeps gathering once its stream's batch lane "
+        "has nothing more to read: entries gathered are submitted when none came for this "
+        "long, once the oldest has waited 12 times this long, or at once when a batch is "
+        "full",
+    )
+
     def batch_price_share(self, api: str) -> float:
         """The share of the real-time price a batch token of ``api`` costs."""
         if self.analyzer_batch_price_share is not None:

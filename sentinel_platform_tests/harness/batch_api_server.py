@@ -15,7 +15,11 @@ per request, in reverse order (the reference promises no order). Every
 ``errored_every``-th and ``expired_every``-th request of a batch (1-based) comes back so
 instead of with a verdict. Every request is recorded (method, path, lower-cased headers,
 raw body), so a test sees the bytes the worker sent; ``accepted_keys`` answers any other
-key with the API's documented 401, which echoes part of the key.
+key with the API's documented 401, which echoes part of the key. The real-time calls a
+worker's live stream makes meanwhile (``POST /v1/chat/completions``, ``POST
+/v1/messages``) are answered with the verdict as the model API server answers them, so
+one URL serves both lanes; :meth:`BatchApiServer.submissions` counts the batches created,
+and the first ``unanswered_creates`` creations are made but never answered.
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sentinel_platform_tests.harness import batch_api_bodies as bodies
-from sentinel_platform_tests.harness.model_api_bodies import VERDICT, rejected_key, request_key
+from sentinel_platform_tests.harness.model_api_bodies import (
+    VERDICT,
+    anthropic_reply,
+    openai_reply,
+    rejected_key,
+    request_key,
+)
+
+#: The paths that create a batch.
+CREATE_PATHS = ("/v1/batches", "/v1/messages/batches")
 
 
 @dataclass
@@ -50,6 +63,8 @@ class BatchApiServer:
     #: OpenAI: the code a failed batch's ``errors`` give (:data:`.batch_api_bodies.BATCH_ERRORS`).
     fail_with: str = "invalid_request"
     accepted_keys: frozenset[str] | None = None
+    #: This many batch creations are made but never answered (the connection closed).
+    unanswered_creates: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     #: Batch id -> {"kind", "custom_ids", "tools", "create", "polls"}.
@@ -203,6 +218,23 @@ class BatchApiServer:
         with self.lock:
             self.requests.append(entry)
 
+    def answers_create(self) -> bool:
+        """Whether this creation is answered (False for the first ``unanswered_creates``)."""
+        with self.lock:
+            if self.unanswered_creates > 0:
+                self.unanswered_creates -= 1
+                return False
+            return True
+
+    def submissions(self) -> int:
+        """How many batches were created (each a submission the provider bills)."""
+        return sum(1 for r in self.seen("POST") if r["path"] in CREATE_PATHS)
+
+    def realtime_calls(self) -> int:
+        """How many real-time calls were answered."""
+        paths = ("/v1/chat/completions", "/v1/messages")
+        return sum(1 for r in self.seen("POST") if r["path"] in paths)
+
     def seen(self, method: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
             return [r for r in self.requests if method is None or r["method"] == method]
@@ -253,7 +285,7 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
                 case "POST", ["v1", "files"]:
                     self.answer(200, state.upload(headers["content-type"], raw))
                 case "POST", ["v1", "batches"]:
-                    self.answer(200, state.create_openai(json.loads(raw)))
+                    self.created(state.create_openai(json.loads(raw)))
                 case "GET", ["v1", "batches"]:
                     self.answer(200, state.list_openai(query))
                 case "GET", ["v1", "batches", batch_id]:
@@ -264,13 +296,25 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
                     if state.fail_batch:
                         self.answer(400, bodies.ANTHROPIC_INVALID_BATCH)
                     else:
-                        self.answer(200, state.create_anthropic(json.loads(raw)))
+                        self.created(state.create_anthropic(json.loads(raw)))
+                case "POST", ["v1", "chat", "completions"]:
+                    self.answer(200, openai_reply(state.verdict))
+                case "POST", ["v1", "messages"]:
+                    tool = json.loads(raw)["tool_choice"]["name"]
+                    self.answer(200, anthropic_reply(tool, state.verdict))
                 case "GET", ["v1", "messages", "batches", batch_id]:
                     self.answer(200, state.poll_anthropic(batch_id))
                 case "GET", ["v1", "messages", "batches", batch_id, "results"]:
                     self.answer_bytes(200, state.anthropic_results(batch_id), "application/binary")
                 case _:
                     raise KeyError(self.path)
+
+        def created(self, batch: dict[str, Any]) -> None:
+            """A batch was created: answered, or the connection closed unanswered."""
+            if state.answers_create():
+                self.answer(200, batch)
+            else:
+                self.close_connection = True
 
         def answer(self, status: int, reply: dict[str, Any]) -> None:
             self.answer_bytes(status, json.dumps(reply).encode(), "application/json")

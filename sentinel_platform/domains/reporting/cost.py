@@ -20,7 +20,11 @@ Prices are the settings ``SENTINEL_ANALYZER_PRICE_{INPUT,OUTPUT,CACHED_INPUT}_PE
 (per million tokens, in the currency of the user's price list). Without an input and an
 output price the metadata shows tokens only: a cost made up from a default price list
 would be wrong for every provider but one. Cached prompt tokens are billed at the cached
-price when set, else at the input price (never less than what is paid).
+price when set, else at the input price (never less than what is paid). The batch
+lane's tokens cost ``Settings.batch_price_share`` of those prices
+(``SENTINEL_ANALYZER_BATCH_PRICE_SHARE``, else the provider's documented discount for
+``SENTINEL_ANALYZER_API``): each row's cost is its lane's, and ``saved`` is what the
+batch lane's tokens would have cost in real time less what they cost.
 
 The tables fit their cell in the Dagster UI's metadata, whose value column is narrow at a
 laptop's width (a third column already scrolls out of sight): each has two columns, one
@@ -28,7 +32,7 @@ figure and then the day, lane and model in one cell: ``analyzer_usage`` the AI
 verdicts, ``analyzer_tokens`` the tokens billed (input + output), ``analyzer_cost``
 (with prices) the cost. The totals
 give the input, output and cached tokens and the answers billed without a verdict
-(``unusable``) apart.
+(``unusable``) apart; with prices, ``cost`` in all and ``saved`` by the batch lane.
 """
 
 from __future__ import annotations
@@ -51,21 +55,33 @@ ROW_NAME = "day · lane · model"
 #: Result field: how the model was asked; absent, :data:`REALTIME`.
 LANE = "lane"
 REALTIME = "realtime"
+BATCH = "batch"
 #: At most this many (day, lane, model) rows are shown (the totals count them all).
 MAX_ROWS = 100
 
 
 @dataclass(frozen=True)
 class Prices:
-    """Per million tokens; ``cached_input`` None: billed as ``input``."""
+    """Per million tokens; ``cached_input`` None: billed as ``input``. ``batch_share``:
+    what a batch-lane token costs as a share of these real-time prices."""
 
     input: float
     output: float
     cached_input: float | None = None
+    batch_share: float = 1.0
+
+    def of_lane(self, lane: str) -> Prices:
+        """The prices of ``lane``'s tokens (the batch lane's at its share)."""
+        if lane != BATCH or self.batch_share == 1.0:
+            return self
+        share = self.batch_share
+        cached = None if self.cached_input is None else self.cached_input * share
+        return Prices(self.input * share, self.output * share, cached, 1.0)
 
 
 def prices_from(settings: Settings) -> Prices | None:
-    """The configured prices, or None unless both the input and output price are set."""
+    """The configured prices, or None unless both the input and output price are set;
+    the batch lane's share is the configured API's (:meth:`Settings.batch_price_share`)."""
     if settings.analyzer_price_input_per_mtok is None:
         return None
     if settings.analyzer_price_output_per_mtok is None:
@@ -74,6 +90,7 @@ def prices_from(settings: Settings) -> Prices | None:
         settings.analyzer_price_input_per_mtok,
         settings.analyzer_price_output_per_mtok,
         settings.analyzer_price_cached_input_per_mtok,
+        settings.batch_price_share(settings.analyzer_api_kind),
     )
 
 
@@ -168,14 +185,18 @@ def usage_tables(rows: list[dict[str, Any]], priced: bool) -> dict[str, dg.Table
 
 def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
     """The read-back's cost metadata: the tables per data day, lane and model
-    (:func:`usage_tables`) and the totals; a ``cost`` column and total only when
-    ``prices`` are set."""
+    (:func:`usage_tables`) and the totals; a ``cost`` column (each row at its lane's
+    prices), its total and ``saved`` (the batch lane's tokens at real-time prices less
+    their cost) only when ``prices`` are set."""
     rows = [row.asDict() for row in usage_by_day(raw).collect()]  # days x lanes x models
     for row in rows:
         counts = [int(row[n] or 0) for n in TOKEN_FIELDS]
         row.update(dict(zip(TOKEN_FIELDS, counts, strict=True)))
         row["verdicts"], row["unusable"] = int(row["verdicts"] or 0), int(row["unusable"] or 0)
-        row["cost"] = cost(counts[0], counts[1], counts[2], prices)
+        lane_prices = prices.of_lane(row["lane"]) if prices is not None else None
+        row["cost"] = cost(counts[0], counts[1], counts[2], lane_prices)
+        full = cost(counts[0], counts[1], counts[2], prices)
+        row["saved"] = (full or 0.0) - (row["cost"] or 0.0)
     totals = {n: sum(row[n] for row in rows) for n in (*TOKEN_FIELDS, "unusable")}
     out: dict[str, Any] = {
         **usage_tables(rows, prices is not None),
@@ -186,4 +207,6 @@ def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
         # ``MetadataValue.float`` refuses, and the whole read-back would fail.
         total = sum((row["cost"] for row in rows), 0.0)
         out["cost"] = dg.MetadataValue.float(round(total, 6))
+        saved = sum((row["saved"] for row in rows), 0.0)
+        out["saved"] = dg.MetadataValue.float(round(saved, 6))
     return out

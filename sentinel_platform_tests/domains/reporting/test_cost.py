@@ -172,3 +172,66 @@ def test_a_stream_without_any_ai_verdict_reads_back_with_prices_set(
     (events,) = result.asset_materializations_for_node("compliance_events")
     assert events.metadata["cost"].value == 0.0
     assert events.metadata["analyzer_cost"].value.records == []
+
+
+#: An openai analyzer's settings: its batch lane's documented share of the price is 0.5.
+OPENAI = {
+    "analyzer_api": "openai",
+    "analyzer_model": "gpt-4o-mini",
+    "analyzer_url": "https://api.openai.com/v1",
+    "analyzer_api_key": "sk-C0st-T3st-0123456789abcdef",
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "share"),
+    [
+        ({}, 1.0),  # the sentinel API has no batch lane
+        (OPENAI, 0.5),  # the provider's documented discount
+        ({**OPENAI, "analyzer_batch_price_share": "0.4"}, 0.4),  # set: the setting wins
+    ],
+)
+def test_the_batch_lane_is_priced_at_its_share_of_the_real_time_prices(
+    values: dict[str, str], share: float
+) -> None:
+    prices = prices_from(load_settings(**PRICED, **values))
+    assert prices is not None and prices.batch_share == share
+    assert prices.of_lane("realtime") == prices
+    batch = prices.of_lane("batch")
+    assert (batch.input, batch.output) == pytest.approx((0.15 * share, 0.60 * share))
+    assert cost(1_000_000, 1_000_000, 0, batch) == pytest.approx(0.75 * share)
+
+
+@pytest.mark.spark
+def test_the_read_back_prices_each_lane_and_shows_what_the_batch_lane_saved(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Verdicts as the worker writes them, one real time and two through the batch lane:
+    the batch row costs half, and ``saved`` is the other half."""
+    openai = {k: v for k, v in OPENAI.items() if k != "analyzer_api_key"}
+    monkeypatch.setenv("SENTINEL_ANALYZER_API_KEY", OPENAI["analyzer_api_key"])  # never config
+    txn = transaction_keys(settings)
+    rows = [
+        (DAY_1 + 1, (1_000_000, 100_000, 0), None),
+        (DAY_1 + 2, (1_000_000, 100_000, 0), "batch"),
+        (DAY_1 + 3, (1_000_000, 100_000, 0), "batch"),
+    ]
+    for millis, tokens, lane in rows:
+        fields = _verdict("analyzer", tokens, "2026-11-20", lane)
+        redis_client.xadd(txn.results, dict(fields), id=f"{millis}-0")  # type: ignore[arg-type]
+    result = _read_back_priced(
+        settings, data_resources, dagster_instance, "transaction_verdicts", openai
+    )
+    assert result.success
+    (verdicts,) = result.asset_materializations_for_node("transaction_verdicts")
+    meta = verdicts.metadata
+    by_lane = {r.data["lane"]: r.data for r in meta["analyzer_cost"].value.records}
+    real_time = 0.15 + 0.06  # a million input and 100,000 output tokens
+    assert by_lane["realtime"]["cost"] == pytest.approx(real_time)
+    assert by_lane["batch"]["cost"] == pytest.approx(2 * real_time * 0.5)
+    assert meta["cost"].value == pytest.approx(real_time * 2)
+    assert meta["saved"].value == pytest.approx(real_time)

@@ -58,6 +58,13 @@ return 1
 """
 
 
+_POLLED_LUA = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'provider_status', ARGV[1])
+return 1
+"""
+
+
 class BatchMissing(LookupError):
     """No such batch in the ledger (settled, or never recorded)."""
 
@@ -74,6 +81,7 @@ class BatchRecord:
     updated_ms: int
     batch_id: str = ""
     reason: str = ""
+    provider_status: str = ""
 
     @property
     def ref(self) -> BatchRef | None:
@@ -98,6 +106,7 @@ class BatchLedger:
         self.index = batches_key(keys)
         self._record = client.register_script(_RECORD_LUA)
         self._move = client.register_script(_MOVE_LUA)
+        self._polled = client.register_script(_POLLED_LUA)
 
     def keys_of(self, local_id: str) -> list[str]:
         """The index, the batch's record and its messages (one slot on a cluster)."""
@@ -135,6 +144,13 @@ class BatchLedger:
     def settled(self, local_id: str) -> None:
         """Every message of the batch is decided: the batch leaves the ledger."""
         self._change(local_id, "settled", {})
+
+    def polled(self, local_id: str, provider_status: str) -> bool:
+        """Keep the provider's own status text of its last poll (``provider_status``:
+        ``in_progress``, ``finalizing``, ...) for the "at the provider" readers; the
+        state is not changed. False when the batch is no longer in the ledger (settled
+        meanwhile: it is not brought back)."""
+        return bool(self._polled(keys=[self.keys_of(local_id)[1]], args=[provider_status]))
 
     def get(self, local_id: str) -> BatchRecord | None:
         fields = cast(dict[str, str], self.client.hgetall(self.keys_of(local_id)[1]))
@@ -199,4 +215,5 @@ def from_fields(local_id: str, fields: Mapping[str, str]) -> BatchRecord:
         updated_ms=int(fields.get("updated_ms", 0)),
         batch_id=fields.get("batch_id", ""),
         reason=fields.get("reason", ""),
+        provider_status=fields.get("provider_status", ""),
     )

@@ -131,3 +131,20 @@ def test_the_ledger_works_on_a_cluster_in_the_streams_slot(
     ledger.ended("b1")
     ledger.settled("b1")
     assert ledger.batches() == []
+
+
+def test_each_poll_keeps_the_providers_status_in_the_record_as_the_readers_read_it(
+    ledger: BatchLedger, redis_client: RedisClient, settings: Settings
+) -> None:
+    local_id = new_local_id()
+    ledger.record(local_id, "openai", {"c-1": "1-0"})
+    ledger.submitted(local_id, "batch_1")
+    assert ledger.polled(local_id, "finalizing")
+    record = redis_client.hgetall(f"{batches_key(transaction_keys(settings))}:{local_id}")
+    assert record["provider_status"] == "finalizing"
+    assert record["state"] == "submitted"  # a poll changes no state
+    assert ledger.get(local_id).provider_status == "finalizing"  # type: ignore[union-attr]
+    ledger.ended(local_id)
+    ledger.settled(local_id)
+    assert not ledger.polled(local_id, "completed")  # a settled batch is not brought back
+    assert ledger.get(local_id) is None

@@ -1,0 +1,169 @@
+"""The stream's batch lane, run beside its live consumer in the same worker process.
+
+Which way the lane's entries go is decided once, at start-up, and said once
+(``batch_lane_started``, a structured line naming the API and the mode):
+
+* ``batch``: the analyzer's API has a batch lane (``openai``, ``anthropic``): one thread
+  runs :class:`~workers.batchlane.lane.BatchLane` over the provider's batch API, with
+  the live analyzer's API, key and prompts (the same request bodies), its own HTTP pool
+  (:class:`~workers.analyzer.batch.http.BatchHttp`), and none of the real-time path's
+  limits: batch tokens are counted against neither the per-minute budget nor the
+  in-flight limit (the provider counts them apart);
+* ``realtime``: the ``sentinel`` API, or no analyzer: nothing published to the lane is
+  stranded: a second consumer (:class:`~sentinel_platform.streams.consumer.loop.Consumer`
+  over :func:`~workers.batchlane.lane_keys.batch_keys`, the live processor) decides each
+  entry in real time, started once the lane holds an entry, as the re-screen queue's is.
+
+Whichever of the live consumer and the lane ends first stops the other; the worker's
+exit status is the live consumer's, or the lane's when the live one's is OK.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, cast
+
+from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
+from sentinel_platform.logs import BoundLogger
+from sentinel_platform.settings import Settings
+from sentinel_platform.settings.batch import BATCH_PRICE_SHARE
+from sentinel_platform.streams.consumer.healing.lease import LeaseWaitStopped
+from sentinel_platform.streams.consumer.loop import Consumer
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Processor
+from sentinel_platform.streams.consumer.settling.outbox import Outbox
+from sentinel_platform.streams.plumbing.connection import RedisClient
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from workers.analyzer.apis.anthropic_api import AnthropicApi
+from workers.analyzer.apis.openai_api import OpenAiApi
+from workers.analyzer.batch.anthropic_batch import AnthropicBatch
+from workers.analyzer.batch.http import BatchHttp
+from workers.analyzer.batch.openai_batch import OpenAiBatch
+from workers.analyzer.batch.protocol import BatchApi
+from workers.analyzer.client import HttpAnalyzer
+from workers.batchlane.lane import BatchLane
+from workers.batchlane.lane_keys import batch_keys
+from workers.batchlane.requests import body_maker
+from workers.batchlane.verdicts import BatchVerdicts
+from workers.processors.base import WireProcessor
+from workers.rescreening.runner import JOIN_MARGIN_S, wait_for_entries
+
+log = logging.getLogger(__name__)
+
+#: What the lane runs on its thread; its exit status.
+Lane = Callable[[], int]
+
+
+def primary_of(analyzer: object) -> HttpAnalyzer | None:
+    """The HTTP analyzer that decides first through ``analyzer`` (a lane's live one)."""
+    if isinstance(analyzer, HttpAnalyzer):
+        return analyzer
+    deciders = getattr(analyzer, "deciders", None)
+    if callable(deciders):
+        for inner in deciders():
+            found = primary_of(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def batch_api_of(analyzer: HttpAnalyzer) -> BatchApi | None:
+    """The batch API in front of ``analyzer``'s model API, None where it has none."""
+    api = analyzer.api
+    if api.kind not in BATCH_PRICE_SHARE:
+        return None
+    http = BatchHttp(api, analyzer.url, analyzer.timeout_s)
+    if isinstance(api, OpenAiApi):
+        return OpenAiBatch(api, http)
+    if isinstance(api, AnthropicApi):
+        return AnthropicBatch(api, http)
+    return None
+
+
+def batch_lane(
+    client: RedisClient,
+    keys: StreamKeys,
+    processor: Any,
+    settings: Settings,
+    consumer: str,
+    stop: threading.Event,
+) -> Lane | None:
+    """The lane of ``keys`` beside its live consumer (see the module); None for a
+    processor of no declared stream (a plug-in)."""
+    if not isinstance(processor, WireProcessor):
+        return None
+    lane_keys = batch_keys(keys)
+    labels = {"stream": lane_keys.stream, "group": lane_keys.group, "consumer": consumer}
+    metrics = Metrics(labels=labels, processor=f"{processor.name}_batch")
+    lane_log = BoundLogger(log, {"stream": lane_keys.stream, "consumer": consumer})
+    primary = primary_of(processor.analyzer)
+    api = batch_api_of(primary) if primary is not None else None
+    kind = primary.api.kind if primary is not None else "rules"
+    if primary is None or api is None:
+        lane_log.info(
+            "batch_lane_started",
+            extra={"mode": "realtime", "api": kind, "why": f"the {kind} API has no batch lane"},
+        )
+        live = Consumer(
+            client, lane_keys, cast(Processor, processor), settings, consumer, metrics, stop
+        )
+        return realtime(live, stop)
+    outbox = Outbox(client, lane_keys, settings, consumer, metrics, labels)
+    verdicts = BatchVerdicts(processor, settings.analyzer_when_down)
+    body_of = body_maker(primary.api, primary.prompts)
+    prompt = next(iter(primary.prompts.values()), None)
+    lane = BatchLane(client, keys, api, body_of, prompt, verdicts, settings, outbox, consumer, stop)
+    lane_log.info("batch_lane_started", extra={"mode": "batch", "api": kind})
+
+    def run() -> int:
+        try:
+            lane.run()
+        finally:
+            metrics.close()
+        return EXIT_OK
+
+    return run
+
+
+def realtime(live: Consumer, stop: threading.Event) -> Lane:
+    """The lane's entries decided in real time by ``live``, once the lane holds one."""
+
+    def run() -> int:
+        try:
+            return live.run() if wait_for_entries(live, stop) else EXIT_OK
+        except LeaseWaitStopped:
+            return EXIT_OK
+        finally:
+            live.metrics.close()
+
+    return run
+
+
+def run_with_lane(
+    main: Callable[[], int], lane: Lane | None, stop: threading.Event, join_s: float
+) -> int:
+    """Run ``main`` (the live consumer) on this thread and ``lane`` on one of its own;
+    the exit status (see the module)."""
+    if lane is None:
+        return main()
+    statuses = [EXIT_OK]
+
+    def serve() -> None:
+        try:
+            statuses[0] = lane()
+        except BaseException:  # the thread's owner: logged, never a silent death
+            log.exception("batch_lane_failed")
+            statuses[0] = EXIT_ERROR
+        finally:
+            stop.set()
+
+    thread = threading.Thread(target=serve, name="batch-lane", daemon=True)
+    thread.start()
+    try:
+        status = main()
+    finally:
+        stop.set()
+        thread.join(join_s + JOIN_MARGIN_S)
+    return status if status != EXIT_OK else statuses[0]
