@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from sentinel_platform.cli import (
+    status_batch,
     status_provisional,
     status_quality,
     status_shards,
@@ -120,6 +121,8 @@ def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
             lines.append(provisional)
         if quality := status_quality.line(s.get("quality")):
             lines.append(quality)
+        if batch := status_batch.line(s.get("batch")):
+            lines.append(batch)
         if s.get("drain_advice"):
             lines.append(paint(f"  advice: {s['drain_advice']}", "elevated", out))
         if s.get("retained"):
