@@ -6,42 +6,13 @@ alone never moves the lag or the zone."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from sentinel_platform.cli.status_batch import line
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from sentinel_platform.streams.plumbing.keys import StreamKeys, batch_stream_key, batches_key
-from sentinel_platform_tests.harness.cli import CliResult, status_of_stream, transaction_fields
-
-HOUR_MS = 3_600_000
-
-
-def fill_batch_lane(client: RedisClient, keys: StreamKeys, entries: int, batches: int) -> None:
-    """``entries`` messages in the batch lane, the first ``batches`` x 2 of them in
-    batches at the provider (2 each), as the worker's ledger records them."""
-    lane = batch_stream_key(keys)
-    for n in range(entries):
-        fields: dict[Any, Any] = dict(transaction_fields(f"tx-b-{n}"))
-        client.xadd(lane, fields)
-    client.xgroup_create(lane, keys.group, id="0")
-    client.xreadgroup(keys.group, "w-batch", {lane: ">"}, count=2 * batches)
-
-
-def _batch(client: RedisClient, keys: StreamKeys, local_id: str, age_h: float, status: str) -> None:
-    now_ms = int(client.time()[0]) * 1000
-    created = now_ms - int(age_h * HOUR_MS)
-    record: dict[Any, Any] = {
-        "state": "submitted",
-        "kind": "openai",
-        "count": 2,
-        "created_ms": created,
-        "updated_ms": now_ms,
-        "batch_id": f"batch_{local_id}",
-        "provider_status": status,
-    }
-    client.zadd(batches_key(keys), {local_id: created})
-    client.hset(f"{batches_key(keys)}:{local_id}", mapping=record)
+from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.harness.batch_lane import fill_batch_lane, record_batch
+from sentinel_platform_tests.harness.cli import CliResult, status_of_stream
 
 
 def test_the_batch_lane_is_shown_apart_from_the_lag(
@@ -50,9 +21,9 @@ def test_the_batch_lane_is_shown_apart_from_the_lag(
     redis_client: RedisClient,
     tx_keys: StreamKeys,
 ) -> None:
-    fill_batch_lane(redis_client, tx_keys, 7, 2)
-    _batch(redis_client, tx_keys, "b-1", 2, "in_progress")
-    _batch(redis_client, tx_keys, "b-2", 1, "validating")
+    fill_batch_lane(redis_client, tx_keys, 7, 4)
+    record_batch(redis_client, tx_keys, "b-1", 2, "in_progress")
+    record_batch(redis_client, tx_keys, "b-2", 1, "validating")
 
     result = sentinel("status", "--json")
 
@@ -78,8 +49,8 @@ def test_a_batch_past_its_completion_window_is_a_warning(
     redis_client: RedisClient,
     tx_keys: StreamKeys,
 ) -> None:
-    fill_batch_lane(redis_client, tx_keys, 2, 1)
-    _batch(redis_client, tx_keys, "b-late", 25, "finalizing")
+    fill_batch_lane(redis_client, tx_keys, 2, 2)
+    record_batch(redis_client, tx_keys, "b-late", 25, "finalizing")
 
     result = sentinel("status", "--json")
 
