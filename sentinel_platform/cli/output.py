@@ -75,6 +75,9 @@ class LastPublish(Document):
     at: AwareDatetime | None = Field(description="when it finished")
     outcome: str | None = Field(description="`success` or `failed`")
     error: str | None = Field(description="first line of the error, when it failed")
+    lane: str | None = Field(
+        None, description="`realtime` (the stream) or `batch` (its batch lane); null: not recorded"
+    )
 
 
 class Retention(Document):

@@ -201,7 +201,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
             reason = executor_error(exc)
             if not demo:
                 error = reason or f"{type(exc).__name__}: {exc}"
-                _record_outcome(client, keys, run_id, None, error)
+                _record_outcome(client, keys, run_id, None, error, lane)
             if reason and isinstance(exc, Exception):
                 raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
             raise
@@ -211,7 +211,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         total = PublishStats.combine(PublishStats(**row.asDict()) for row in rows)
         total.wall_s = time.monotonic() - started
         if not demo:
-            _record_outcome(client, keys, run_id, total.rows, None)
+            _record_outcome(client, keys, run_id, total.rows, None, lane)
         with contextlib.suppress(Exception):
             client.close()
         return total
@@ -246,10 +246,13 @@ def _record_outcome(
     run_id: str,
     rows: int | None,
     error: str | None,
+    lane: Lane = "realtime",
 ) -> None:
-    """Keep the stream's last publish for ``sentinel status``; never fails the publish."""
+    """Keep the stream's last publish (and its lane) for ``sentinel status``; never fails
+    the publish."""
     fields = {
         "run_id": run_id,
+        "lane": lane,
         "partition": _current_partition(),
         "rows": rows,
         "at": time.time(),

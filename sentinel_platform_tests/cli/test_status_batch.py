@@ -5,10 +5,12 @@ alone never moves the lag or the zone."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from sentinel_platform.cli.status_batch import line
 from sentinel_platform.exit_codes import EXIT_ELEVATED, EXIT_OK
+from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
 from sentinel_platform_tests.harness.batch_lane import fill_batch_lane, record_batch
@@ -58,6 +60,21 @@ def test_a_batch_past_its_completion_window_is_a_warning(
     [warning] = result.json()["warnings"]  # type: ignore[index]
     assert warning.startswith(f"{tx_keys.stream}: WARN: the oldest batch (submitted, ")
     assert "finalizing" in warning and "24 h completion window" in warning
+
+
+def test_the_last_publish_says_it_went_to_the_batch_lane(
+    sentinel: Callable[..., CliResult],
+    streams_alive: None,
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
+) -> None:
+    fields = {"run_id": "0123456789", "partition": "2026-11-02", "rows": 500, "at": time.time()}
+    record_publish(redis_client, tx_keys, {**fields, "outcome": "success", "lane": "batch"})
+
+    result = sentinel("status", "--json")
+
+    assert status_of_stream(result.json(), tx_keys.stream)["last_publish"]["lane"] == "batch"
+    assert "last publish: 2026-11-02 (500 rows) to the batch lane at " in sentinel("status").out
 
 
 def test_an_empty_batch_lane_says_nothing() -> None:

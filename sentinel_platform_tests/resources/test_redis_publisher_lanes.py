@@ -9,6 +9,7 @@ import pytest
 
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.progress import last_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import batch_stream_key, transaction_keys
 from sentinel_platform.streams.plumbing.replies import entries
@@ -50,3 +51,5 @@ def test_the_batch_lane_gets_the_live_lanes_entries_past_the_pause_limit(
     batch_fields = [fields for _id, fields in entries(redis_client.xrange(batch))]
     key = lambda fields: fields["data"]  # noqa: E731 - one JSON field per transaction
     assert sorted(batch_fields, key=key) == sorted(live_fields, key=key)
+    record = last_publish(redis_client, keys)  # what `sentinel status` shows
+    assert record is not None and (record["lane"], record["rows"]) == ("batch", "6")
