@@ -1,6 +1,8 @@
 """The lane of a publish run launched as the UI launches it (the webserver's GraphQL API of
 the real ``sentinel up``): a past day goes to the stream's batch lane by itself, today's
-with the run's ``sentinel/lane=batch`` tag too, and today's untagged to the live stream."""
+with the run's ``sentinel/lane=batch`` tag too, and today's untagged to the live stream;
+an asset backfill's tag reaches its runs (``sentinel/lane=batch`` sends today to the batch
+lane)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,18 @@ from sentinel_platform_tests.harness.platform import (
     wait_for_run,
 )
 from sentinel_platform_tests.harness.processes import MODEL_NAMES
+from sentinel_platform_tests.harness.waits import wait_until
 
-#: Three Spark publish runs through ``sentinel up``: minutes on a loaded 2-core machine.
+#: Spark publish runs through ``sentinel up`` (three, then a backfill's): minutes each test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROWS = 20
 PAST = "2026-11-02"
 RUN_TIMEOUT_S = 600
+TRANSACTION_ASSETS = ["raw_transactions", "enriched_transactions", "transaction_stream"]
+LAUNCH_BACKFILL = """mutation($p: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $p) {
+    __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
 
 
 @pytest.fixture
@@ -74,3 +81,23 @@ def test_publish_runs_launched_through_graphql_go_to_their_lane(
     wait_for_run(openai_platform, fresh, RUN_TIMEOUT_S)
     assert _ids(redis_client, keys.stream) & (past_ids | today_ids) == today_ids
     assert _ids(redis_client, batch) == past_ids | today_ids
+
+
+def test_a_backfills_lane_tag_reaches_its_runs(
+    openai_platform: Platform, settings: Settings, redis_client: RedisClient
+) -> None:
+    keys = transaction_keys(settings)
+    today = datetime.now(UTC).date().isoformat()
+    backfilled = set(land_transactions(settings, today, ROWS, "lane-backfill"))
+    params = {
+        "assetSelection": [{"path": [name]} for name in TRANSACTION_ASSETS],
+        "partitionNames": [today],
+        "tags": [{"key": LANE_TAG, "value": "batch"}],
+    }
+
+    launched = openai_platform.graphql(LAUNCH_BACKFILL, {"p": params})["launchPartitionBackfill"]
+
+    assert launched["__typename"] == "LaunchBackfillSuccess", launched
+    batch = batch_stream_key(keys)
+    wait_until(lambda: backfilled <= _ids(redis_client, batch), RUN_TIMEOUT_S, interval_s=1)
+    assert not _ids(redis_client, keys.stream) & backfilled
