@@ -203,7 +203,8 @@ class RedisPublisherResource(dg.ConfigurableResource):
                 error = reason or f"{type(exc).__name__}: {exc}"
                 _record_outcome(client, keys, run_id, None, error, lane)
             if reason and isinstance(exc, Exception):
-                raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
+                target = lane_keys(keys, lane).stream
+                raise PublishError(f"publish to {target!r} failed: {reason}") from None
             raise
         finally:
             _untag_jobs(spark, tag)
