@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -97,7 +98,8 @@ def test_exporter_serves_a_stream_with_no_worker_then_sees_a_live_one(
     added_ms = int(time.time() * 1000) - 120_000
     redis_client.xgroup_create(tx_keys.stream, tx_keys.group, id="0", mkstream=True)
     for n in range(5):
-        redis_client.xadd(tx_keys.stream, transaction_fields(f"t{n}"), id=f"{added_ms}-{n}")
+        fields: dict[Any, Any] = dict(transaction_fields(f"t{n}"))
+        redis_client.xadd(tx_keys.stream, fields, id=f"{added_ms}-{n}")
     redis_client.xreadgroup(tx_keys.group, "gone-worker", {tx_keys.stream: ">"}, count=2)
     add_dead_letter(tx_keys, transaction_fields("bad"))
     add_dead_letter(tx_keys, transaction_fields("worse"))
@@ -212,7 +214,7 @@ def test_exporter_serves_the_provisional_verdicts_waiting_and_the_oldest_ones_ag
     # Three provisional verdicts queued two minutes ago (their ids carry the time).
     queued_ms = int(time.time() * 1000) - 120_000
     for n in range(3):
-        entry = {**transaction_fields(f"p{n}"), "sentinel_rescreen_of": f"1-{n}"}
+        entry: dict[Any, Any] = {**transaction_fields(f"p{n}"), "sentinel_rescreen_of": f"1-{n}"}
         redis_client.xadd(tx_keys.rescreen, entry, id=f"{queued_ms}-{n}")
     port, _process = start_exporter(settings_env)
     samples = scrape(port)

@@ -22,6 +22,7 @@ from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform.streams.plumbing.replies import entries
 from sentinel_platform.streams.producer.lanes import lane_keys
 from sentinel_platform.streams.producer.publish import PublishStats
 from sentinel_platform.streams.sharding.routing import shard_of
@@ -70,7 +71,10 @@ def _keys_by_shard(
 ) -> list[list[str]]:
     """The natural keys on each shard, in each shard's order."""
     return [
-        [spec.wire_model.from_fields(fields).natural_key for _id, fields in client.xrange(s.stream)]
+        [
+            spec.wire_model.from_fields(fields).natural_key
+            for _id, fields in entries(client.xrange(s.stream))
+        ]
         for s in shards
     ]
 
