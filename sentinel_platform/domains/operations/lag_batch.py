@@ -3,9 +3,10 @@
 A stream's batch lane (messages of past partitions waiting for a provider's batch, or at
 the provider) is read with
 :func:`~sentinel_platform.streams.backlog.at_provider.read_shards_at_provider` and added
-to ``consumer_lag_within_limits``'s metadata (``batch_*``), leaving its outcome as the
-lag made it: the lag gate never holds a publish for the batch lane, and no lag alert
-fires for it. A batch past its completion window is said there (``batch_overdue``, a
+to ``consumer_lag_within_limits``'s metadata (``batch_*``) by the check and by the lag
+gate (after the gate's card is made, so its figures never move the gate), leaving the
+outcome as the lag made it: the lag gate never holds a publish for the batch lane, and
+no lag alert fires for it. A batch past its completion window is said there (``batch_overdue``, a
 WARN or ERROR sentence); the alert itself is the exporter's
 (``sentinel_batch_oldest_age_seconds``).
 """

@@ -89,4 +89,5 @@ def test_a_full_batch_lane_never_holds_the_producers(
     data = tick(build_lag_sensor([TRANSACTIONS], clock=clock), dagster_instance, resources, None)
     (seen,) = observations(data, TRANSACTIONS.asset_key)
     assert (seen["zone"], seen["lag"], seen["hard_backpressure_episodes"]) == ("nominal", 1, 0)
+    assert (seen["batch_waiting"], seen["batch_at_provider"]) == (WAITING, AT_PROVIDER)
     assert not redis_client.exists(txn_keys.paused)
