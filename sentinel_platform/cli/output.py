@@ -20,6 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import AwareDatetime, Field
 
 from sentinel_platform.cli.document import Document
+from sentinel_platform.cli.output_batch import BatchLane
 from sentinel_platform.cli.output_verdict import VerdictLookup
 
 Zone = Literal["nominal", "elevated", "backpressure", "worker_off"]
@@ -74,6 +75,9 @@ class LastPublish(Document):
     at: AwareDatetime | None = Field(description="when it finished")
     outcome: str | None = Field(description="`success` or `failed`")
     error: str | None = Field(description="first line of the error, when it failed")
+    lane: str | None = Field(
+        None, description="`realtime` (the stream) or `batch` (its batch lane); null: not recorded"
+    )
 
 
 class Retention(Document):
@@ -187,6 +191,11 @@ class StreamStatus(StreamFigures):
     )
     quality: RecentQuality | None = Field(
         None, description="the last hours' model verdicts against the truth and the rules"
+    )
+    batch: BatchLane | None = Field(
+        None,
+        description="the batch lane (a sharded stream's summed): never lag; a warning once "
+        "the oldest batch is past its 24 h completion window",
     )
     drain_advice: str | None = Field(
         None,

@@ -32,6 +32,7 @@ from sentinel_platform import argtypes
 from sentinel_platform.cli import (
     output,
     status_advice,
+    status_batch,
     status_provisional,
     status_shards,
     status_verdicts,
@@ -191,6 +192,7 @@ def stream_doc(
         "verdicts": asdict(mix_of(recent)),
         "provisional": status_provisional.read(client, shards),
         "quality": quality_of(client, recent, shards),
+        "batch": status_batch.read(client, shards),
     }
     if len(shards) == 1:  # one shard, or none recorded yet
         return {**base, **verdicts}
@@ -220,7 +222,11 @@ def collect(client: RedisClient, settings: Settings, alerts: int = 5) -> dict[st
     setup = status_advice.setup_from(settings)
     for s in streams:
         s["drain_advice"] = status_advice.drain_advice(s, held, setup)
-    found = status_verdicts.warnings(streams, held) + status_provisional.warnings(streams)
+    found = (
+        status_verdicts.warnings(streams, held)
+        + status_provisional.warnings(streams)
+        + status_batch.warnings(streams)
+    )
     worst = status_verdicts.overall_zone(
         worst_zone([s["zone"] for s in streams]), found, ZONE_ORDER
     )

@@ -63,6 +63,7 @@ def publish_record(raw: dict[str, str] | None) -> dict[str, Any] | None:
         "at": as_time(raw.get("at")),
         "outcome": raw.get("outcome") or None,
         "error": raw.get("error") or None,
+        "lane": raw.get("lane") or None,
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from sentinel_platform.cli import (
+    status_batch,
     status_provisional,
     status_quality,
     status_shards,
@@ -57,7 +58,8 @@ def _progress_line(s: dict[str, Any]) -> str:
 
 
 def _publish_line(record: dict[str, Any] | None) -> str:
-    """``last publish 2026-11-22 (500 rows) at 12:01:05 UTC: success``."""
+    """``last publish 2026-11-22 (500 rows) at 12:01:05 UTC: success``; ``... (500 rows)
+    to the batch lane at ...`` for a publish to the stream's batch lane."""
     if not record:
         return "  last publish: none recorded"
     at = records.as_time(record.get("at"))
@@ -67,7 +69,8 @@ def _publish_line(record: dict[str, Any] | None) -> str:
     outcome = record.get("outcome", "?")
     error = f" ({record['error']})" if record.get("error") else ""
     run = (record.get("run_id") or "?")[:8]
-    return f"  last publish: {partition}{rows} at {when}, run {run}: {outcome}{error}"
+    lane = " to the batch lane" if record.get("lane") == "batch" else ""
+    return f"  last publish: {partition}{rows}{lane} at {when}, run {run}: {outcome}{error}"
 
 
 def _registration(info: dict[str, Any] | None) -> str:
@@ -120,6 +123,8 @@ def render(doc: dict[str, Any], out: TextIO, shards: bool = False) -> None:
             lines.append(provisional)
         if quality := status_quality.line(s.get("quality")):
             lines.append(quality)
+        if batch := status_batch.line(s.get("batch")):
+            lines.append(batch)
         if s.get("drain_advice"):
             lines.append(paint(f"  advice: {s['drain_advice']}", "elevated", out))
         if s.get("retained"):

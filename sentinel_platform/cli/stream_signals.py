@@ -34,6 +34,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from sentinel_platform.cli.batch_signals import batch_families, read_stream_batch
 from sentinel_platform.cli.provisional_signals import (
     provisional_families,
     read_stream_provisional,
@@ -42,6 +43,8 @@ from sentinel_platform.cli.status import ZONE_ORDER, StreamState, analyzer_holds
 from sentinel_platform.redaction import scrub
 from sentinel_platform.registry import stream_specs
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.at_provider import NOTHING as NO_BATCH
+from sentinel_platform.streams.backlog.at_provider import BatchBacklog
 from sentinel_platform.streams.backlog.entry_ages import oldest_pending_age_s, server_now_s
 from sentinel_platform.streams.backlog.provisional import NOTHING, ProvisionalBacklog
 from sentinel_platform.streams.backlog.zones import limits_from_settings
@@ -71,6 +74,8 @@ class StreamSignals:
     oldest_pending_age_s: float
     #: its provisional verdicts, waiting to be re-screened (over its shards)
     provisional: ProvisionalBacklog = NOTHING
+    #: its batch lane: waiting for a batch, at the provider (over its shards); never lag
+    batch: BatchBacklog = NO_BATCH
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,8 @@ def read_signals(client: RedisClient, settings: Settings) -> Reading:
         state = stream_state(client, settings, keys, None, spec.name)
         oldest = oldest_pending_age_s(client, keys, now_s)
         provisional = read_stream_provisional(client, settings, spec)
-        streams.append(StreamSignals(spec.name, state, oldest, provisional))
+        batch = read_stream_batch(client, settings, spec)
+        streams.append(StreamSignals(spec.name, state, oldest, provisional, batch))
     dlqs = [read_dlq(client, dlq) for dlq in dlq_streams_of(client, settings)]
     eviction = server_verdict(client, settings.allow_evicting_server).level
     return Reading(streams, dlqs, eviction, analyzer_holds(client, settings))
@@ -213,7 +219,10 @@ def stream_families(reading: Reading, settings: Settings) -> list[Metric]:
             read.add_metric(labels, s.processed)
     provisional = [([s.state.stream, s.state.group], s.provisional) for s in reading.streams]
     waiting = provisional_families(provisional, STREAM_LABELS)
-    return [info, *gauges.values(), zone, pause, read, *waiting]
+    lanes = batch_families(
+        [([s.state.stream, s.state.group], s.batch) for s in reading.streams], STREAM_LABELS
+    )
+    return [info, *gauges.values(), zone, pause, read, *waiting, *lanes]
 
 
 def families(reading: Reading, settings: Settings) -> list[Metric]:

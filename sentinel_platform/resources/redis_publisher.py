@@ -42,10 +42,12 @@ from sentinel_platform.resources.settings import SettingsResource, settings_or_e
 from sentinel_platform.resources.wire_columns import wire_frame
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE
 from sentinel_platform.settings import Settings
+from sentinel_platform.settings.batch import Lane
 from sentinel_platform.streams.backlog.progress import record_publish
 from sentinel_platform.streams.plumbing.connection import RedisClient, connect, resolve_url
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform.streams.producer.lanes import lane_keys
 from sentinel_platform.streams.producer.pacing_limits import BackpressureConfig
 from sentinel_platform.streams.producer.partition_publisher import (
     STATS_SCHEMA,
@@ -140,8 +142,17 @@ class RedisPublisherResource(dg.ConfigurableResource):
         return client
 
     # --- publish --------------------------------------------------------------------------
+    def current_settings(self) -> Settings:
+        """The settings this resource publishes with, read now (its fields on top)."""
+        return self._settings()
+
     def publish_dataframe(
-        self, df: Any, kind: str, run_id: str | None = None, demo: bool = False
+        self,
+        df: Any,
+        kind: str,
+        run_id: str | None = None,
+        demo: bool = False,
+        lane: Lane = "realtime",
     ) -> PublishStats:
         """Publish ``df``'s wire columns from the executors; return the summed stats.
 
@@ -152,6 +163,10 @@ class RedisPublisherResource(dg.ConfigurableResource):
         ``demo``: every entry carries the demo's mark (``DEMO_FIELD``), which the workers
         and the reports honour, and the stream's last-publish record (``sentinel status``)
         is left as it is: it answers for the user's own runs, never for the demo's.
+
+        ``lane``: ``batch`` writes the same entries to the stream's batch lane
+        (:func:`~sentinel_platform.streams.producer.lanes.lane_keys`; a sharded stream's
+        to each shard's), unpaced: the batch lane is never the live stream's lag.
         """
         settings = self._settings()
         spec = spec_for(kind, settings)  # the one look-up: everything below uses the spec
@@ -164,13 +179,14 @@ class RedisPublisherResource(dg.ConfigurableResource):
         publisher = PartitionPublisher(
             url=resolve_url(settings),
             cluster=settings.is_cluster,
-            keys=keys,
+            keys=lane_keys(keys, lane),
             spec=spec,
             config=self.backpressure_config(settings),
             batch_size=settings.publish_batch_size,
             stop_key=stop,
             marker=((DEMO_FIELD, DEMO_VALUE),) if demo else (),
-            shards=shards,
+            shards=tuple(lane_keys(shard, lane) for shard in shards),
+            paced=lane == "realtime",
         )
         spark = df.sparkSession
         tag = f"sentinel-publish-{run_id}"
@@ -185,9 +201,10 @@ class RedisPublisherResource(dg.ConfigurableResource):
             reason = executor_error(exc)
             if not demo:
                 error = reason or f"{type(exc).__name__}: {exc}"
-                _record_outcome(client, keys, run_id, None, error)
+                _record_outcome(client, keys, run_id, None, error, lane)
             if reason and isinstance(exc, Exception):
-                raise PublishError(f"publish to {keys.stream!r} failed: {reason}") from None
+                target = lane_keys(keys, lane).stream
+                raise PublishError(f"publish to {target!r} failed: {reason}") from None
             raise
         finally:
             _untag_jobs(spark, tag)
@@ -195,7 +212,7 @@ class RedisPublisherResource(dg.ConfigurableResource):
         total = PublishStats.combine(PublishStats(**row.asDict()) for row in rows)
         total.wall_s = time.monotonic() - started
         if not demo:
-            _record_outcome(client, keys, run_id, total.rows, None)
+            _record_outcome(client, keys, run_id, total.rows, None, lane)
         with contextlib.suppress(Exception):
             client.close()
         return total
@@ -230,10 +247,13 @@ def _record_outcome(
     run_id: str,
     rows: int | None,
     error: str | None,
+    lane: Lane = "realtime",
 ) -> None:
-    """Keep the stream's last publish for ``sentinel status``; never fails the publish."""
+    """Keep the stream's last publish (and its lane) for ``sentinel status``; never fails
+    the publish."""
     fields = {
         "run_id": run_id,
+        "lane": lane,
         "partition": _current_partition(),
         "rows": rows,
         "at": time.time(),

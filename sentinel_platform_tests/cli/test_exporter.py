@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +21,7 @@ from sentinel_platform.redis_server import free_port
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys
+from sentinel_platform_tests.harness.batch_lane import fill_batch_lane, record_batch
 from sentinel_platform_tests.harness.cli import SENTINEL, transaction_fields
 from sentinel_platform_tests.harness.waits import wait_until
 
@@ -96,7 +98,8 @@ def test_exporter_serves_a_stream_with_no_worker_then_sees_a_live_one(
     added_ms = int(time.time() * 1000) - 120_000
     redis_client.xgroup_create(tx_keys.stream, tx_keys.group, id="0", mkstream=True)
     for n in range(5):
-        redis_client.xadd(tx_keys.stream, transaction_fields(f"t{n}"), id=f"{added_ms}-{n}")
+        fields: dict[Any, Any] = dict(transaction_fields(f"t{n}"))
+        redis_client.xadd(tx_keys.stream, fields, id=f"{added_ms}-{n}")
     redis_client.xreadgroup(tx_keys.group, "gone-worker", {tx_keys.stream: ">"}, count=2)
     add_dead_letter(tx_keys, transaction_fields("bad"))
     add_dead_letter(tx_keys, transaction_fields("worse"))
@@ -211,7 +214,7 @@ def test_exporter_serves_the_provisional_verdicts_waiting_and_the_oldest_ones_ag
     # Three provisional verdicts queued two minutes ago (their ids carry the time).
     queued_ms = int(time.time() * 1000) - 120_000
     for n in range(3):
-        entry = {**transaction_fields(f"p{n}"), "sentinel_rescreen_of": f"1-{n}"}
+        entry: dict[Any, Any] = {**transaction_fields(f"p{n}"), "sentinel_rescreen_of": f"1-{n}"}
         redis_client.xadd(tx_keys.rescreen, entry, id=f"{queued_ms}-{n}")
     port, _process = start_exporter(settings_env)
     samples = scrape(port)
@@ -219,3 +222,23 @@ def test_exporter_serves_the_provisional_verdicts_waiting_and_the_oldest_ones_ag
     assert value(samples, "sentinel_provisional_verdicts", **labels) == 3
     oldest = value(samples, "sentinel_provisional_oldest_age_seconds", **labels)
     assert oldest is not None and 119 <= oldest < 600
+
+
+def test_exporter_serves_the_batch_lane_apart_from_the_lag(
+    settings_env: dict[str, str],
+    redis_client: RedisClient,
+    tx_keys: StreamKeys,
+    start_exporter: Callable[..., tuple[int, subprocess.Popen[bytes]]],
+) -> None:
+    # Five messages in the batch lane, two of them in a batch submitted 3 hours ago.
+    fill_batch_lane(redis_client, tx_keys, 5, 2)
+    record_batch(redis_client, tx_keys, "b-1", 3, "in_progress")
+    port, _process = start_exporter(settings_env)
+    samples = scrape(port)
+    labels = _labels(tx_keys)
+    assert value(samples, "sentinel_batch_messages", **labels, state="waiting") == 3
+    assert value(samples, "sentinel_batch_messages", **labels, state="at_provider") == 2
+    assert value(samples, "sentinel_batch_batches", **labels) == 1
+    oldest = value(samples, "sentinel_batch_oldest_age_seconds", **labels)
+    assert oldest is not None and 10_800 <= oldest < 10_800 + 300
+    assert value(samples, "sentinel_stream_lag_messages", **labels) == 0

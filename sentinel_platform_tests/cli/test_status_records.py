@@ -66,7 +66,9 @@ def test_publish_record_types_rows_and_time() -> None:
         "at": T0,
         "outcome": "success",
         "error": None,
+        "lane": None,  # recorded before the lanes: the stream itself
     }
+    assert publish_record({**stored, "lane": "batch"})["lane"] == "batch"  # type: ignore[index]
     assert publish_record({}) is None
     assert publish_record({"rows": "many"})["rows"] is None  # type: ignore[index]
 

@@ -80,6 +80,12 @@ MUTATIONS = [
         "sentinel_worker_analyzer_exhausted",
     ),
     (
+        "batch window lengthened",
+        "(sentinel_batch_oldest_age_seconds) > 86400",
+        "(sentinel_batch_oldest_age_seconds) > 172800",
+    ),
+    ("batch alert waits longer", "> 86400\n        for: 15m", "> 86400\n        for: 30m"),
+    (
         "dead letters by length",
         "increase(sentinel_dlq_added_total[10m])",
         "delta(sentinel_dlq_entries[10m])",

@@ -98,9 +98,11 @@ def launch(
     job: str,
     partition: str | None = None,
     run_config: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
     **selector: Any,
 ) -> str:
-    """Launch ``job`` through the webserver's GraphQL API, as the UI does; its run id."""
+    """Launch ``job`` through the webserver's GraphQL API, as the UI does; its run id.
+    ``tags``: the run's tags besides its partition's (the launch dialog's)."""
     params: dict[str, Any] = {
         "selector": {
             "repositoryLocationName": LOCATION,
@@ -110,8 +112,10 @@ def launch(
         },
         "runConfigData": run_config or {},
     }
-    if partition:
-        params["executionMetadata"] = {"tags": [{"key": "dagster/partition", "value": partition}]}
+    run_tags = {**(tags or {}), **({"dagster/partition": partition} if partition else {})}
+    if run_tags:
+        pairs = [{"key": key, "value": value} for key, value in run_tags.items()]
+        params["executionMetadata"] = {"tags": pairs}
     launched = platform.graphql(LAUNCH, {"p": params})["launchPipelineExecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     return str(launched["run"]["runId"])

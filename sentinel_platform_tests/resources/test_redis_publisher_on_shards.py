@@ -22,6 +22,8 @@ from sentinel_platform.resources.redis_publisher import RedisPublisherResource
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform.streams.plumbing.replies import entries
+from sentinel_platform.streams.producer.lanes import lane_keys
 from sentinel_platform.streams.producer.publish import PublishStats
 from sentinel_platform.streams.sharding.routing import shard_of
 from sentinel_platform.streams.sharding.shards import keys_of_shards
@@ -69,7 +71,10 @@ def _keys_by_shard(
 ) -> list[list[str]]:
     """The natural keys on each shard, in each shard's order."""
     return [
-        [spec.wire_model.from_fields(fields).natural_key for _id, fields in client.xrange(s.stream)]
+        [
+            spec.wire_model.from_fields(fields).natural_key
+            for _id, fields in entries(client.xrange(s.stream))
+        ]
         for s in shards
     ]
 
@@ -122,3 +127,25 @@ def test_spark_sends_each_row_to_the_shard_of_its_natural_key(
     _assert_routed(
         cluster_client, redis_cluster, cluster_settings, sharded_axioms, ax_stats, expected
     )
+
+
+def test_the_batch_lane_of_a_sharded_stream_is_each_shards_own(
+    spark: Any,
+    cluster_settings: Settings,
+    cluster_client: RedisClient,
+    publisher: RedisPublisherResource,
+    sharded_stream: StreamSpec,
+) -> None:
+    transactions = generate_transactions(spark, DAY, 300, seed=5, partitions=2)
+
+    stats = publisher.publish_dataframe(transactions, sharded_stream.name, lane="batch")
+
+    shards = keys_of_shards(cluster_client, cluster_settings, sharded_stream)
+    lanes = tuple(lane_keys(keys, "batch") for keys in shards)
+    on_lanes = _keys_by_shard(cluster_client, sharded_stream, lanes)
+    for k, keys in enumerate(on_lanes):
+        assert keys and {shard_of(key, len(shards)) for key in keys} == {k}
+    assert sum(len(keys) for keys in on_lanes) == stats.rows == 300
+    assert stats.rows_per_shard == [len(keys) for keys in on_lanes]
+    assert all(cluster_client.xlen(keys.stream) == 0 for keys in shards)
+    assert cluster_client.xlen(keys_for(cluster_settings, sharded_stream).stream) == 0

@@ -39,6 +39,7 @@ from sentinel_platform.domains.operations.lag_analyzer import (
     AnalyzerBound,
     read_analyzer_bound,
 )
+from sentinel_platform.domains.operations.lag_batch import with_batch_lane
 from sentinel_platform.domains.operations.lag_gate_policy import (
     Action,
     ClearPauseFlag,
@@ -193,6 +194,8 @@ def read_stream(
         verdict = evaluate_lag(snapshot, settings, peaks, analyzer)
     target = latest_materialization(instance, stream.asset_key)
     card = lag_card(verdict, target)
+    # shown beside the lag once the card is made: the batch lane never moves the gate
+    verdict = with_batch_lane(verdict, client, settings, stream.spec)
     flag = optional_text(client.get(keys.paused))
     observation = Observation(
         stream=stream.name,

@@ -35,6 +35,7 @@ from sentinel_platform.domains.operations.lag_analyzer import (
     analyzer_explains_wait,
     read_analyzer_bound,
 )
+from sentinel_platform.domains.operations.lag_batch import with_batch_lane
 from sentinel_platform.domains.operations.lag_verdict import evaluate_lag
 from sentinel_platform.domains.operations.targets import StreamTarget, stream_targets
 from sentinel_platform.resources.settings import SettingsResource
@@ -171,14 +172,14 @@ def _redis_check(
 
 def _lag_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
     """The lag at the fleet's drain rate; in a zone the analyzer's limits may explain,
-    judged again with the analyzer's bound."""
+    judged again with the analyzer's bound; the batch lane beside it, never judged."""
     snapshot = stream_snapshot(client, current, target.spec)
     verdict = evaluate_lag(snapshot, current)
-    if verdict.metadata["zone"] not in ADVISED_ZONES:
-        return verdict
-    keys = target.keys_of(current)
-    bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
-    return evaluate_lag(snapshot, current, analyzer=bound)
+    if verdict.metadata["zone"] in ADVISED_ZONES:
+        keys = target.keys_of(current)
+        bound = read_analyzer_bound(client, target.name, keys, current, snapshot.drain_rate)
+        verdict = evaluate_lag(snapshot, current, analyzer=bound)
+    return with_batch_lane(verdict, client, current, target.spec)
 
 
 def _delivery_verdict(client: RedisClient, current: Settings, target: StreamTarget) -> Verdict:
@@ -204,7 +205,9 @@ def _lag_check(target: StreamTarget) -> dg.AssetChecksDefinition:
         "and under backpressure from `SENTINEL_LAG_PAUSE_S`, ERROR with no live worker "
         "(Sentinel-L7's counts `SENTINEL_LAG_WARN`/`SENTINEL_LAG_PAUSE` instead when set; "
         "docs/backpressure.md). Blocking: the lag gate launches no publish run under "
-        "backpressure or with no live worker. "
+        "backpressure or with no live worker. The batch lane (`batch_*`: messages waiting "
+        "for a provider's batch or at the provider) is shown, never lag; `batch_overdue` "
+        "says a batch past its 24 h completion window. "
         "Evaluated by `consumer_lag_sensor`.",
         _lag_verdict,
         blocking=True,

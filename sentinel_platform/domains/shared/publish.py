@@ -6,6 +6,9 @@ to the publisher resource, which writes it to the stream from the executors unde
 backpressure. Everything else about the asset comes from the stream's
 :class:`~sentinel_platform.registry.StreamSpec`: its name (``spec.asset``), the stream it
 writes (``spec.name``), and the Dagster concurrency **pool** of its step (``spec.pool``).
+Each run publishes to one lane (:func:`~sentinel_platform.domains.shared.lane.lane_of_run`):
+the stream itself, or for a past partition (or a run tagged ``sentinel/lane=batch``) the
+stream's batch lane, unpaced; the materialisation's metadata say which and why.
 
 The pool is why there is one factory. ``sentinel up`` limits each publish pool to one
 slot in the instance's database and runs the queue at run granularity, so a run that
@@ -19,14 +22,17 @@ A daily stream of the code location's own domains also gets its publish job from
 stream's group (``spec.name``), so a new daily stream writes only its own transformation.
 """
 
+from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
 from sentinel_platform.domains.shared.common import DAILY, publish_metadata, publish_selection
+from sentinel_platform.domains.shared.lane import LaneChoice, lane_of_run
 from sentinel_platform.registry import StreamSpec
 from sentinel_platform.resources.redis_publisher import RedisPublisherResource
+from sentinel_platform.streams.producer.lanes import lane_keys
 
 #: The input under which the publish step receives the DataFrame it publishes.
 FRAME_INPUT = "frame"
@@ -59,18 +65,37 @@ def publish_asset(
         frame: DataFrame,
         redis_publisher: RedisPublisherResource,
     ) -> dg.MaterializeResult:
-        stats = redis_publisher.publish_dataframe(frame, spec.name, context.run_id)
+        settings = redis_publisher.current_settings()
+        partition = context.partition_key if context.has_partition_key else None
+        choice = lane_of_run(settings, partition, context.run.tags, datetime.now(timezone.utc))
+        if choice.warning:
+            context.log.warning(choice.warning)
+        context.log.info(f"publishing {spec.name} to the {choice.lane} lane: {choice.reason}")
+        stats = redis_publisher.publish_dataframe(
+            frame, spec.name, context.run_id, lane=choice.lane
+        )
         context.log.info(
             f"published {stats.rows} {spec.name} in {stats.wall_s:.1f}s "
             f"({stats.rows_per_s:.0f} rows/s, paused {stats.paused_s:.1f}s)"
         )
+        keys = lane_keys(redis_publisher.stream_keys(spec.name, settings), choice.lane)
         return dg.MaterializeResult(
-            metadata=publish_metadata(
-                stats, redis_publisher.stream_keys(spec.name), spec.name, frame
-            )
+            metadata={**publish_metadata(stats, keys, spec.name, frame), **lane_metadata(choice)}
         )
 
     return _publish
+
+
+def lane_metadata(choice: LaneChoice) -> dict[str, dg.MetadataValue]:
+    """Which lane a publish went to and why; a run tag that could not be followed is said
+    (``lane_warning``), never dropped silently."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "lane": dg.MetadataValue.text(choice.lane),
+        "lane_reason": dg.MetadataValue.text(choice.reason),
+    }
+    if choice.warning:
+        metadata["lane_warning"] = dg.MetadataValue.text(choice.warning)
+    return metadata
 
 
 class Publishing(NamedTuple):

@@ -90,7 +90,9 @@ class PartitionPublisher:
 
     With ``shards`` (a sharded stream's shards, ``sharding.shards.keys_of_shards``) every
     entry goes to its natural key's shard and the guard paces on the whole stream;
-    ``keys`` stay the stream's own, where its flags, stop keys and lag live.
+    ``keys`` stay the stream's own, where its flags, stop keys and lag live. For the batch
+    lane ``keys`` and ``shards`` name the batch lane's streams (``lanes.lane_keys``) and
+    nothing is paced (``paced`` false).
     """
 
     url: str
@@ -105,6 +107,9 @@ class PartitionPublisher:
     #: extra fields every entry carries besides its wire fields (the demo's mark)
     marker: tuple[tuple[str, str], ...] = ()
     shards: tuple[StreamKeys, ...] = ()
+    #: paced by the stream's backpressure guard; False for the batch lane, whose
+    #: messages wait for a provider's batch and are never the live stream's lag
+    paced: bool = True
 
     def publish(self, rows: Iterable[Mapping[str, Any]]) -> PublishStats:
         """Publish rows of ``spec.columns`` values, each through its wire model."""
@@ -121,13 +126,17 @@ class PartitionPublisher:
     def _publish(self, entries: Iterable[Any]) -> PublishStats:
         name = f"{PUBLISHER_CLIENT_PREFIX}{self.keys.stream}"
         client = client_from_url(self.url, self.cluster, name=name)
-        guard = BackpressureGuard(
-            client,
-            self.keys,
-            self.config,
-            should_stop=self._stop_requested(client),
-            stop_key=self.stop_key,
-            shards=self.shards,
+        guard = (
+            BackpressureGuard(
+                client,
+                self.keys,
+                self.config,
+                should_stop=self._stop_requested(client),
+                stop_key=self.stop_key,
+                shards=self.shards,
+            )
+            if self.paced
+            else None
         )
         tally = ShardTally(len(self.shards))
         send = (
