@@ -3,12 +3,17 @@ its tokens cost. A part of :class:`~sentinel_platform.settings.Settings`.
 
 OpenAI's Batch API and Anthropic's Message Batches take past data at half the real-time
 price and apart from the per-minute limits; fresh data needs its verdict in seconds and
-stays real time. The platform's own ``sentinel`` contract has no batch lane.
+stays real time. The platform's own ``sentinel`` contract has no batch lane, and neither
+has an OpenAI-compatible server (llama.cpp, vLLM, a proxy) unless it says so: the batch
+endpoints are the provider's, not the chat API's, so :func:`serves_batches` takes the
+provider's own host for one and anything else only when
+``SENTINEL_ANALYZER_BATCH_LANE=on`` says it serves them.
 """
 
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -17,6 +22,19 @@ from pydantic import BaseModel, Field
 BATCH_PRICE_SHARE: dict[str, float] = {"openai": 0.5, "anthropic": 0.5}
 Lane = Literal["realtime", "batch"]
 LANES: tuple[Lane, ...] = ("realtime", "batch")
+#: The hosts that serve each API's batch endpoints as the provider documents them.
+BATCH_HOSTS: dict[str, str] = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+BatchLaneSetting = Literal["auto", "on", "off"]
+
+
+def serves_batches(api: str, url: str | None, pinned: BatchLaneSetting = "auto") -> bool:
+    """Whether the analyzer speaking ``api`` at ``url`` has a batch lane: never without a
+    URL or for an API with none (``sentinel``); ``on``/``off`` pin it; ``auto`` only on
+    the provider's own host (:data:`BATCH_HOSTS`), since a compatible server answers the
+    chat API, not necessarily the batch one."""
+    if url is None or api not in BATCH_PRICE_SHARE or pinned == "off":
+        return False
+    return pinned == "on" or (urlsplit(url).hostname or "").lower() == BATCH_HOSTS[api]
 
 
 class BatchSettings(BaseModel):
@@ -39,6 +57,14 @@ class BatchSettings(BaseModel):
         "openai and anthropic)",
     )
 
+    analyzer_batch_lane: BatchLaneSetting = Field(
+        "auto",
+        description="whether the analyzer's server takes the provider's batch API "
+        "(openai: /v1/files and /v1/batches; anthropic: /v1/messages/batches); auto: only "
+        "on the provider's own host (api.openai.com, api.anthropic.com), so an "
+        "OpenAI-compatible server such as llama.cpp stays real time; on: this server "
+        "serves them too; off: never the batch lane",
+    )
     analyzer_batch_poll_s: float = Field(
         60.0,
         gt=0,

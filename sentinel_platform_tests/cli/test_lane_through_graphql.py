@@ -50,6 +50,7 @@ def openai_platform(
         "SENTINEL_ANALYZER_URL": model_api_server.url,
         "SENTINEL_ANALYZER_MODEL": MODEL_NAMES["openai"],
         "SENTINEL_ANALYZER_API_KEY": "sk-lane-journey-0001",
+        "SENTINEL_ANALYZER_BATCH_LANE": "on",  # the test server stands in for the provider
     }
     with serving_platform(settings, settings_env, analyzer) as running:
         yield running

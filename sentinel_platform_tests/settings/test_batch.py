@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sentinel_platform.settings import SettingsError, load_settings
+from sentinel_platform.settings.batch import BatchLaneSetting, serves_batches
 
 
 @pytest.mark.parametrize(
@@ -40,3 +41,22 @@ def test_a_bad_batch_setting_fails_naming_it(
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=name):
         load_settings(home=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("api", "url", "pinned", "serves"),
+    [
+        ("openai", "https://api.openai.com/v1", "auto", True),
+        ("anthropic", "https://API.anthropic.com", "auto", True),
+        ("openai", "http://127.0.0.1:8080/v1", "auto", False),  # llama.cpp, vLLM, a proxy
+        ("openai", "https://api.openai.com.evil.example/v1", "auto", False),
+        ("openai", "http://127.0.0.1:8080/v1", "on", True),
+        ("openai", "https://api.openai.com/v1", "off", False),
+        ("sentinel", "http://127.0.0.1:8080", "on", False),
+        ("openai", None, "on", False),
+    ],
+)
+def test_a_server_has_a_batch_lane_on_the_providers_host_or_when_pinned(
+    api: str, url: str | None, pinned: BatchLaneSetting, serves: bool
+) -> None:
+    assert serves_batches(api, url, pinned) is serves

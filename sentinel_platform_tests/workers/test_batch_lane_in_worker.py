@@ -43,6 +43,7 @@ from sentinel_platform_tests.workers.processors.test_transactions import BASE
 KEY = "sk-B4tch-L4ne-W0rker-K3y-0123456789"
 #: The lane's timings in these tests: polls and the gather window of a fraction of a second.
 FAST_LANE = {
+    "analyzer_batch_lane": "on",  # the stub stands in for the provider's own host
     "analyzer_batch_poll_s": 0.1,
     "analyzer_batch_poll_max_s": 0.3,
     "analyzer_batch_gather_s": 0.3,
@@ -356,3 +357,24 @@ def test_entries_gathered_by_a_killed_worker_are_taken_over_and_sent_once(
     once_each(found, [f"past-{n}" for n in range(5)])
     assert batch_api_server.submissions() == 1
     wait_until(lambda: settled(redis_client, settings), timeout_s=10)
+
+
+def test_an_openai_compatible_server_keeps_the_lane_real_time_unless_pinned(
+    fleet: Fleet,
+    settings: Settings,
+    redis_client: RedisClient,
+    batch_api_server: BatchApiServer,
+) -> None:
+    """A local server speaking OpenAI's chat API (llama.cpp, vLLM) is not the provider's
+    host: on ``auto`` the worker never sends it a batch, and decides the lane in real time."""
+    keys = transaction_keys(settings)
+    worker = lane_worker(
+        fleet, settings, batch_api_server, "lane-1", "openai", analyzer_batch_lane="auto"
+    ).wait_ready(redis_client)
+    publish(redis_client, batch_stream_key(keys), transactions("past", 4))
+    found = wait_for_verdicts(redis_client, settings, 4, worker)
+    once_each(found, [f"past-{n}" for n in range(4)])
+    assert all("lane" not in v for v in found), "decided in real time"
+    assert batch_api_server.submissions() == 0
+    started = worker.events("batch_lane_started")
+    assert [line["mode"] for line in started] == ["realtime"], started

@@ -28,7 +28,7 @@ from typing import Any, cast
 from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
-from sentinel_platform.settings.batch import BATCH_PRICE_SHARE
+from sentinel_platform.settings.batch import BatchLaneSetting, serves_batches
 from sentinel_platform.streams.consumer.healing.lease import LeaseWaitStopped
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.metrics import Metrics
@@ -69,10 +69,12 @@ def primary_of(analyzer: object) -> HttpAnalyzer | None:
     return None
 
 
-def batch_api_of(analyzer: HttpAnalyzer) -> BatchApi | None:
-    """The batch API in front of ``analyzer``'s model API, None where it has none."""
+def batch_api_of(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> BatchApi | None:
+    """The batch API in front of ``analyzer``'s model API, None where its server has
+    none (:func:`~sentinel_platform.settings.batch.serves_batches`, ``pinned`` by
+    ``SENTINEL_ANALYZER_BATCH_LANE``)."""
     api = analyzer.api
-    if api.kind not in BATCH_PRICE_SHARE:
+    if not serves_batches(api.kind, analyzer.url, pinned):
         return None
     http = BatchHttp(api, analyzer.url, analyzer.timeout_s)
     if isinstance(api, OpenAiApi):
@@ -99,12 +101,12 @@ def batch_lane(
     metrics = Metrics(labels=labels, processor=f"{processor.name}_batch")
     lane_log = BoundLogger(log, {"stream": lane_keys.stream, "consumer": consumer})
     primary = primary_of(processor.analyzer)
-    api = batch_api_of(primary) if primary is not None else None
+    api = batch_api_of(primary, settings.analyzer_batch_lane) if primary is not None else None
     kind = primary.api.kind if primary is not None else "rules"
     if primary is None or api is None:
         lane_log.info(
             "batch_lane_started",
-            extra={"mode": "realtime", "api": kind, "why": f"the {kind} API has no batch lane"},
+            extra={"mode": "realtime", "api": kind, "why": f"the {kind} server has no batch lane"},
         )
         live = Consumer(
             client, lane_keys, cast(Processor, processor), settings, consumer, metrics, stop

@@ -8,7 +8,9 @@ limits. :func:`lane_for` is the whole decision, pure: a run's :data:`LANE_TAG` w
 ways; without it a partition whose data day ended longer than
 ``SENTINEL_ANALYZER_BATCH_AFTER_S`` ago goes to the batch lane. Only an analyzer whose
 API has a batch lane (a key of ``BATCH_PRICE_SHARE``, with ``SENTINEL_ANALYZER_URL``
-set) can take one: for the ``sentinel`` API or no analyzer the partition stays real time,
+set) on a server that serves it (:func:`~sentinel_platform.settings.batch.serves_batches`)
+can take one: for the ``sentinel`` API, an OpenAI-compatible server such as llama.cpp,
+or no analyzer the partition stays real time,
 and a run tagged ``batch`` there is told so (:attr:`LaneChoice.warning`) rather than
 published to a lane nobody reads.
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
 from sentinel_platform.settings import Settings
-from sentinel_platform.settings.batch import BATCH_PRICE_SHARE, LANES, Lane
+from sentinel_platform.settings.batch import BATCH_PRICE_SHARE, LANES, Lane, serves_batches
 
 #: The run tag that names a run's lane (``batch`` or ``realtime``); it wins both ways.
 LANE_TAG = "sentinel/lane"
@@ -52,10 +54,14 @@ def lane_for(
     api: str,
     has_analyzer: bool,
     tag: str | None,
+    server_batches: bool = True,
 ) -> LaneChoice:
     """The lane of a publish of the partition of ``day`` (None: not a daily partition)
-    at ``now``, for an analyzer speaking ``api`` (``has_analyzer``: a URL is set), with
-    the run's :data:`LANE_TAG` value ``tag`` (None: not tagged)."""
+    at ``now``, for an analyzer speaking ``api`` (``has_analyzer``: a URL is set) on a
+    server that serves its batch API or not (``server_batches``), with the run's
+    :data:`LANE_TAG` value ``tag`` (None: not tagged)."""
+    if has_analyzer and api in BATCH_PRICE_SHARE and not server_batches:
+        api = f"{api}-compatible server"  # the API, not this server's batch endpoints
     batchable = has_analyzer and api in BATCH_PRICE_SHARE
     unknown = None
     if tag is not None and tag not in LANES:
@@ -107,6 +113,11 @@ def _by_urgency(
 def _no_batch_lane(api: str, has_analyzer: bool) -> str:
     if not has_analyzer:
         return "no analyzer is set (SENTINEL_ANALYZER_URL): the rules decide in real time"
+    if api.endswith("-compatible server"):
+        return (
+            f"the {api} has no batch lane (SENTINEL_ANALYZER_BATCH_LANE=auto takes only "
+            "the provider's own host; on: this server serves the batch API)"
+        )
     return f"the {api} API has no batch lane (only {', '.join(sorted(BATCH_PRICE_SHARE))} have)"
 
 
@@ -140,4 +151,11 @@ def lane_of_run(
         api=settings.analyzer_api_kind,
         has_analyzer=settings.analyzer_url is not None,
         tag=tags.get(LANE_TAG),
+        server_batches=server_batches(settings),
     )
+
+
+def server_batches(settings: Settings) -> bool:
+    """Whether the analyzer the settings name takes the provider's batch API."""
+    url = settings.analyzer_url.get_secret_value() if settings.analyzer_url else None
+    return serves_batches(settings.analyzer_api_kind, url, settings.analyzer_batch_lane)

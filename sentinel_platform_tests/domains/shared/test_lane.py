@@ -84,3 +84,19 @@ def test_the_lane_of_a_run_reads_its_partition_tags_and_settings() -> None:
     assert lane_of_run(settings, "not-a-day", {}, NOW).lane == "realtime"
     assert lane_of_run(settings, "2026-11-29", {LANE_TAG: "batch"}, NOW).lane == "batch"
     assert lane_of_run(Settings(), "2026-11-20", {LANE_TAG: "batch"}, NOW).lane == "realtime"
+
+
+def test_a_compatible_server_is_no_batch_lane_unless_it_says_so() -> None:
+    """llama.cpp, vLLM or a proxy speak OpenAI's chat API, not its batch endpoints: a past
+    day stays real time, and a batch tag is told why."""
+    local = {
+        "analyzer_api": "openai",
+        "analyzer_url": "http://127.0.0.1:8080/v1",
+        "analyzer_model": "smollm2",
+    }
+    assert lane_of_run(Settings(**local), "2026-11-20", {}, NOW).lane == "realtime"
+    told = lane_of_run(Settings(**local), "2026-11-20", {LANE_TAG: "batch"}, NOW)
+    assert told.lane == "realtime" and told.warning is not None
+    assert "SENTINEL_ANALYZER_BATCH_LANE" in told.warning
+    pinned = Settings(**local, analyzer_batch_lane="on")
+    assert lane_of_run(pinned, "2026-11-20", {}, NOW).lane == "batch"

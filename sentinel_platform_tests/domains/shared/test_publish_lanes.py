@@ -29,6 +29,7 @@ OPENAI = {
     "analyzer_api": "openai",
     "analyzer_url": "http://127.0.0.1:9/v1",
     "analyzer_model": "gpt-4o-mini",
+    "analyzer_batch_lane": "on",  # a local stand-in for the provider's batch endpoints
 }
 
 
