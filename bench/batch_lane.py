@@ -20,7 +20,8 @@ their cost (the cost module's :class:`Prices` at the lane's price, and at the re
 price); the live stream's drain rate and p95 latency (result entry time minus its source
 entry's) in ``backfill`` as a ratio of ``live`` (target: within 10%), and the p95 of its
 calls alone (the results' ``latency_ms``: the stub's answer, which shares this process with
-the batch stub's work, apart from the worker's own).
+the batch stub's work, apart from the worker's own); when the batch verdicts were written
+and the live messages slower than twice the median, by 5 s of the feed they were sent in.
 """
 
 from __future__ import annotations
@@ -167,8 +168,8 @@ def run_arm(url: str, home: Path, api: str, mode: str, with_backfill: bool) -> d
     batch = [r for r in results if r.get("lane") == "batch"]
     t0, slow = min(sent.values()), 2 * statistics.median(lat or [0.0])
     batch_at = [round((id_ms(i) - t0) / 1e3, 1) for i, f in entries if f.get("lane") == "batch"]
-    slow_at = [round((sent[f["txn_id"]] - t0) / 1e3, 1) for i, f in entries
-               if f["txn_id"] in sent and id_ms(i) - sent[f["txn_id"]] > slow]  # fmt: skip
+    slow_at = Counter(int((sent[f["txn_id"]] - t0) / 5e3) * 5 for i, f in entries
+                      if f["txn_id"] in sent and id_ms(i) - sent[f["txn_id"]] > slow)  # fmt: skip
     return {
         **got, "messages": len(ids), "lost": sum(1 for i in ids if not counts[i]),
         "twice": sum(1 for n in counts.values() if n > 1),
@@ -180,7 +181,8 @@ def run_arm(url: str, home: Path, api: str, mode: str, with_backfill: bool) -> d
         "live_call_ms": timing.distribution([float(f.get("latency_ms") or 0) for f in results
                                              if f["txn_id"] in sent] or [0.0], 1),
         "tokens": tokens_by_lane(results, settings),
-        "batch_verdicts_at_s": batch_at and [batch_at[0], batch_at[-1]], "slow_live_at_s": slow_at,
+        "batch_verdicts_at_s": batch_at and [batch_at[0], batch_at[-1]],
+        "slow_live_by_5s": dict(sorted(slow_at.items())),
     }  # fmt: skip
 
 
