@@ -84,7 +84,7 @@ format: $(VENV)/.installed-test
 ## prompt_cache without a llama-server binary (LLAMA_SERVER)
 BENCH_SCENARIOS = worker_throughput publish_throughput backpressure recovery_latency soak \
                   slow_processor analyzer_limits token_budget quota_exhausted daily_budget \
-                  llama_cpp model_quality prompt_cache
+                  llama_cpp model_quality prompt_cache batch_lane
 bench: $(VENV)/.installed-bench
 	@mkdir -p bench/out
 	@: > bench/out/goals.txt

@@ -17,9 +17,10 @@ instead of with a verdict. Every request is recorded (method, path, lower-cased 
 raw body), so a test sees the bytes the worker sent; ``accepted_keys`` answers any other
 key with the API's documented 401, which echoes part of the key. The real-time calls a
 worker's live stream makes meanwhile (``POST /v1/chat/completions``, ``POST
-/v1/messages``) are answered with the verdict as the model API server answers them, so
-one URL serves both lanes; :meth:`BatchApiServer.submissions` counts the batches created,
-and the first ``unanswered_creates`` creations are made but never answered.
+/v1/messages``) are answered with the verdict as the model API server answers them, each
+after ``realtime_latency_s``, so one URL serves both lanes; :meth:`BatchApiServer.submissions`
+counts the batches created, and the first ``unanswered_creates`` creations are made but
+never answered.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class BatchApiServer:
     errored_every: int | None = None
     expired_every: int | None = None
     fail_batch: bool = False
+    #: How long each real-time call takes to answer (a hosted model's service time).
+    realtime_latency_s: float = 0.0
     #: OpenAI: the code a failed batch's ``errors`` give (:data:`.batch_api_bodies.BATCH_ERRORS`).
     fail_with: str = "invalid_request"
     accepted_keys: frozenset[str] | None = None
@@ -298,8 +301,10 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
                     else:
                         self.created(state.create_anthropic(json.loads(raw)))
                 case "POST", ["v1", "chat", "completions"]:
+                    time.sleep(state.realtime_latency_s)
                     self.answer(200, openai_reply(state.verdict))
                 case "POST", ["v1", "messages"]:
+                    time.sleep(state.realtime_latency_s)
                     tool = json.loads(raw)["tool_choice"]["name"]
                     self.answer(200, anthropic_reply(tool, state.verdict))
                 case "GET", ["v1", "messages", "batches", batch_id]:
