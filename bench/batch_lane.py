@@ -58,7 +58,8 @@ APIS, PARTITIONS, WORKERS, SEED = ("openai", "anthropic"), 5, 2, 54
 SIZES = {"quick": (2_000, 10.0, 20.0), "full": (20_000, 10.0, 60.0)}
 POLLS_TO_END, ERRORED_EVERY, EXPIRED_EVERY, REALTIME_S = 12, 50, 40, 0.05
 LANE_TIMINGS = {"analyzer_batch_poll_s": 0.2, "analyzer_batch_poll_max_s": 1.0,
-                "analyzer_batch_gather_s": 0.5}  # fmt: skip
+                "analyzer_batch_gather_s": 0.5,
+                "analyzer_batch_lane": "on"}  # the stub serves the batch API  # fmt: skip
 #: USD per million input, output tokens: the providers' list prices of the harness's models.
 PRICES = {"openai": (0.15, 0.60), "anthropic": (0.80, 4.00)}
 KEY, GOAL_RATIO = "sk-bench-batch-lane-0123456789", 0.10
