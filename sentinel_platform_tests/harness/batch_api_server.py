@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sentinel_platform_tests.harness import batch_api_bodies as bodies
+from sentinel_platform_tests.harness.http_serving import serving
 from sentinel_platform_tests.harness.model_api_bodies import (
     VERDICT,
     anthropic_reply,
@@ -341,14 +342,6 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
 def serving_batch_api() -> Iterator[BatchApiServer]:
     """A :class:`BatchApiServer` on a free local port until the block ends."""
     state = BatchApiServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(_handler(state)) as base:
+        state.url = f"{base}"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -35,9 +35,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from sentinel_platform_tests.harness.http_serving import serving
 from sentinel_platform_tests.harness.model_api_bodies import (
     ANTHROPIC_MODEL,
     ANTHROPIC_RATE_LIMITED,
@@ -340,14 +341,6 @@ def serving_model_api() -> Iterator[ModelApiServer]:
     """A :class:`ModelApiServer` on a free local port until the block ends; its ``url`` is
     the API's base URL (``http://127.0.0.1:<port>/v1``)."""
     state = ModelApiServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(_handler(state)) as base:
+        state.url = f"{base}/v1"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
