@@ -102,7 +102,9 @@ class VerdictMix(Document):
     fallback_causes: dict[str, int] = Field(
         {},
         description="the fallbacks by `fallback_cause` (`down`, `breaker_open`, `held`, "
-        "`exhausted`, `over_budget`, `refused`, `unusable`; `unknown`: none recorded)",
+        "`exhausted`, `over_budget`, `refused`, `unusable`, and the batch lane's `batch_errored`, "
+        "`batch_expired`, `batch_canceled`, `batch_unanswered`, `batch_failed`, "
+        "`batch_refused`; `unknown`: none recorded)",
     )
 
 
