@@ -64,7 +64,7 @@ from sentinel_platform.streams.plumbing.connection import (
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.shards import keys_of_shards
-from workers.batchlane.runner import batch_lane, run_with_lane
+from workers.batchlane.runner import batch_lane, every_lane, run_with_lane
 from workers.forwarding import Forwarder, key_reader
 from workers.rescreening.runner import rescreen_consumer, run_beside
 from workers.shards import consume_shards
@@ -311,7 +311,8 @@ def consume_stream(
 ) -> int:
     """Consume the stream's one shard on this thread, or each of its shards on a thread of
     its own; the exit status. A shard record that does not match the declared count is
-    refused (exit status 2). The stream's batch lane runs beside its shards."""
+    refused (exit status 2). Each shard's batch lane (the publish path fills each shard's
+    own) runs beside the shards' consumers."""
     fields = {"stream": spec.stream_key(settings), "consumer": options.consumer}
     try:
         shards = keys_of_shards(client, settings, spec)
@@ -327,7 +328,11 @@ def consume_stream(
     key_of = key_reader(processor.parse, processor.natural_key)
     base = keys_for(settings, spec)
     forwarder = Forwarder(client, base, shards, key_of, options.consumer, settings, stop)
-    lane = batch_lane(client, base, processor, settings, options.consumer, stop)
+    lane = every_lane(
+        [batch_lane(client, keys, processor, settings, options.consumer, stop) for keys in shards],
+        stop,
+        settings.shutdown_timeout_s,
+    )
     return run_with_lane(
         lambda: consume_shards(shards, settings, consume_shard, forwarder.run, stop, fields),
         lane,
@@ -349,8 +354,8 @@ def consume(
     """Join the group and consume until stopped; the exit status. ``limit``: a shard's
     share of its worker's limit (:mod:`workers.shards`). With an analyzer, the stream's
     re-screen queue is consumed beside it (:mod:`workers.rescreening`), and so is its
-    batch lane (:mod:`workers.batchlane`) unless this is one shard of many (the stream's
-    one lane then runs beside all its shards, :func:`consume_stream`)."""
+    batch lane (:mod:`workers.batchlane`) unless this is one shard of many (every shard's
+    lane then runs beside all its shards, :func:`consume_stream`)."""
     worker_log = BoundLogger(
         log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     )
@@ -371,7 +376,7 @@ def consume(
     rescreen = rescreen_consumer(
         client, keys, processor, settings, options.consumer, consumer, stop
     )
-    # one batch lane per stream, beside its shards when it has more than one
+    # the shards' lanes run together beside the shards when the stream has more than one
     shard_of_many = limit is not None
     lane = (
         None

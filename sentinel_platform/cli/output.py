@@ -6,6 +6,13 @@ records are objects (never JSON text inside a string), and every time is an ISO-
 string in UTC. The models forbid unknown fields and validate strictly, so a test can check
 the real output against them, and the field tables of docs/cli.md are generated from them
 (:func:`field_table`; ``python -m sentinel_platform.cli.output`` rewrites them).
+
+The status document's verdict and quality parts
+(:mod:`~sentinel_platform.cli.output_quality`), its batch lane
+(:mod:`~sentinel_platform.cli.output_batch`), the ``dlq`` commands' documents
+(:mod:`~sentinel_platform.cli.output_dlq`) and ``verdict``'s
+(:mod:`~sentinel_platform.cli.output_verdict`) live in modules of their own; this one
+holds the status document's frame and the table generator.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from pydantic import AwareDatetime, Field
 
 from sentinel_platform.cli.document import Document
 from sentinel_platform.cli.output_batch import BatchLane
+from sentinel_platform.cli.output_dlq import DlqEntry, Import, Purge, ReplayOutcome
+from sentinel_platform.cli.output_quality import Provisional, RecentQuality, VerdictMix
 from sentinel_platform.cli.output_verdict import VerdictLookup
 
 Zone = Literal["nominal", "elevated", "backpressure", "worker_off"]
@@ -85,68 +94,6 @@ class Retention(Document):
     oldest_age_s: float | None = Field(description="age of the oldest one in seconds")
     window_s: int = Field(description="how long acknowledged entries are kept")
     enabled: bool = Field(description="whether acknowledged entries are trimmed")
-
-
-class VerdictMix(Document):
-    window_s: int = Field(description="how far back the verdicts were read, seconds")
-    covered_s: float = Field(description="the span the figures cover (shorter when capped)")
-    verdicts: int = Field(description="verdicts committed in that span")
-    by_driver: dict[str, int] = Field(description="verdicts by `driver_used`")
-    ai_share: float | None = Field(description="share decided by the analyzer (0-1)")
-    fallback_share: float | None = Field(description="share of rules fallbacks (0-1)")
-    input_tokens_per_min: float = Field(description="prompt tokens per minute")
-    output_tokens_per_min: float = Field(description="completion tokens per minute")
-    cached_input_tokens_per_min: float = Field(description="cached prompt tokens per minute")
-    models: list[str] = Field(description="the models that answered")
-    mostly_fallback: bool = Field(description="most verdicts were fallbacks (a warning)")
-    fallback_causes: dict[str, int] = Field(
-        {},
-        description="the fallbacks by `fallback_cause` (`down`, `breaker_open`, `held`, "
-        "`exhausted`, `over_budget`, `refused`, `unusable`; `unknown`: none recorded)",
-    )
-
-
-class Provisional(Document):
-    waiting: int = Field(
-        description="provisional verdicts (rules fallbacks made because the analyzer could "
-        "not be asked) waiting in the re-screen queue for the model"
-    )
-    oldest_age_s: float | None = Field(description="the oldest one's age; null: none waits")
-
-
-_LIVE = "a shadow's row: the live decisions' on the same messages; null otherwise"
-
-
-class ModelQuality(Document):
-    role: str = Field(
-        description="which analyzer: `primary`, `fallback` (the second model before the "
-        "rules) or `shadow` (a model on trial, deciding nothing)"
-    )
-    model: str = Field(description="the model that answered")
-    prompt_version: str = Field(description="its prompt's version (`-`: none recorded)")
-    verdicts: int = Field(description="its verdicts (a superseded one left out)")
-    labelled: int = Field(description="those whose message carried its truth (`label`)")
-    tp: int = Field(description="threats it flagged")
-    fp: int = Field(description="harmless messages it flagged")
-    tn: int = Field(description="harmless messages it passed")
-    fn: int = Field(description="threats it missed")
-    precision: float | None = Field(description="tp / (tp + fp); null: it flagged none")
-    recall: float | None = Field(description="tp / (tp + fn); null: no labelled threat")
-    f1: float | None = Field(description="the harmonic mean of the two")
-    rules_precision: float | None = Field(description="the rules' on the same messages")
-    rules_recall: float | None = Field(description="the rules' on the same messages")
-    rules_f1: float | None = Field(description="the rules' on the same messages")
-    agreement: float | None = Field(description="share of its verdicts the rules shared")
-    live_precision: float | None = Field(default=None, description=_LIVE)
-    live_recall: float | None = Field(default=None, description=_LIVE)
-    live_f1: float | None = Field(default=None, description=_LIVE)
-
-
-class RecentQuality(Document):
-    window_s: int = Field(description="how far back the verdicts were read, seconds")
-    models: list[ModelQuality] = Field(
-        description="one per role, model and prompt version (primary, fallback, then shadow)"
-    )
 
 
 class StreamFigures(Document):
@@ -265,58 +212,6 @@ class Status(Document):
     analyzer_holds: list[AnalyzerHold] = Field(
         description="the fleet's holds on the analyzer: no worker calls it meanwhile"
     )
-
-
-# ``sentinel dlq ... --json`` -----------------------------------------------------------
-
-
-class DlqEntry(Document):
-    """One dead letter (``dlq list --json`` is an array of them, ``dlq show --json`` one)."""
-
-    dlq: str = Field(description="the DLQ stream")
-    id: str = Field(description="the entry id (what `show` and `replay` take)")
-    dead_lettered_at: AwareDatetime = Field(
-        description="when it was dead-lettered (an imported entry: its time before export)"
-    )
-    stream: str | None = Field(description="the source stream's Redis key")
-    group: str | None = Field(description="the consumer group it died in")
-    message_id: str | None = Field(description="its id in the source stream")
-    reason: str | None = Field(description="why it was dead-lettered")
-    error: str | None = Field(description="the error, bounded")
-    deliveries: int | None = Field(description="how often it was delivered")
-    consumer: str | None = Field(description="the consumer that gave up on it")
-    imported_from: str | None = Field(description="`dlq import`: its id before export")
-    payload: dict[str, str] | None = Field(description="the original fields; null: unreadable")
-    payload_encoding: str | None = Field(description="`base64` when the payload holds raw bytes")
-    payload_raw: str | None = Field(description="base64 payload of exact bytes, when stored so")
-    fields: dict[str, str] = Field(description="every stored field, verbatim")
-    problem: str | None = Field(description="why the entry is not a readable dead letter")
-
-
-class ReplayOutcome(Document):
-    """One element of ``dlq replay --json`` (an array)."""
-
-    entry_id: str = Field(description="the DLQ entry id")
-    status: Literal["replayed", "would_replay", "already_replayed", "gone", "refused"] = Field(
-        description="what happened"
-    )
-    stream: str | None = Field(description="the stream it was (or would be) published on")
-    new_id: str | None = Field(description="its id there, when replayed now")
-    replayed_at: AwareDatetime | None = Field(description="when an earlier replay did it")
-    detail: str | None = Field(description="why it was refused or is gone")
-
-
-class Purge(Document):
-    """``dlq purge --json``."""
-
-    purged: int = Field(description="entries deleted")
-
-
-class Import(Document):
-    """``dlq import --json``."""
-
-    imported: int = Field(description="entries added to the DLQ")
-    skipped: int = Field(description="entries imported before or still in the DLQ")
 
 
 #: The documents, by the command that prints them (the keys of docs/cli.md's tables).

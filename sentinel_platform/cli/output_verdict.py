@@ -34,7 +34,13 @@ class VerdictRecord(Document):
     prompt_version: str | None = Field(description="the prompt's version")
     fallback_cause: str | None = Field(
         description="a fallback's cause: `down`, `breaker_open`, `held`, `exhausted`, "
-        "`over_budget` (provisional), `refused`, `unusable` (final)"
+        "`over_budget` (provisional), `refused`, `unusable`, and the batch lane's "
+        "`batch_errored`, `batch_expired`, `batch_canceled`, `batch_unanswered`, "
+        "`batch_failed`, `batch_refused` (final)"
+    )
+    lane: str = Field(
+        description="the lane it was decided in: `realtime`, or `batch` (the provider's "
+        "batch API, priced at its share)"
     )
     provisional: bool = Field(description="a fallback that waits for the model")
     rescreen_of: str | None = Field(description="a re-screen: the verdict it supersedes")
@@ -47,7 +53,8 @@ class VerdictRecord(Document):
     output_tokens: int | None = Field(description="completion tokens billed")
     cached_input_tokens: int | None = Field(description="prompt tokens served from cache")
     cost: float | None = Field(
-        description="at the `SENTINEL_ANALYZER_PRICE_*_PER_MTOK` prices; null: no prices "
+        description="at the `SENTINEL_ANALYZER_PRICE_*_PER_MTOK` prices (a batch verdict's "
+        "at `SENTINEL_ANALYZER_BATCH_PRICE_SHARE` of them); null: no prices "
         "or no tokens"
     )
     demo: bool = Field(description="the demo's traffic")

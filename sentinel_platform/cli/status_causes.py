@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sentinel_platform.streams.backlog.provisional import BATCH_CAUSE_TEXT
+
 #: The hold cause a worker writes for an exhausted analyzer (quota, spend limit, key).
 EXHAUSTED = "exhausted"
 #: The exhaustion cause of the fleet's own daily token budget (a hold reason's prefix).
@@ -33,6 +35,10 @@ CAUSE_TEXT = {
     "over_budget": "the daily token budget (SENTINEL_ANALYZER_DAILY_TOKENS) is spent",
     "refused": "the model refused the messages",
     "unusable": "the model's answers were no verdicts",
+    **{
+        cause: f"the batch lane's requests {text} (the rules decided them, final)"
+        for cause, text in BATCH_CAUSE_TEXT.items()
+    },
 }
 FAILING = "the analyzer is failing"
 

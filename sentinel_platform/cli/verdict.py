@@ -34,17 +34,18 @@ DEFAULT_SCAN = 200_000
 
 
 def pricing(settings: Settings) -> verdict_view.Pricing:
-    """The cost of a verdict's tokens at the settings' prices, as the reporting computes
-    it; without an input and an output price, no cost. The reporting's module loads
-    Dagster and Spark, so it is imported only when prices are set."""
+    """The cost of a verdict's tokens at the settings' prices for its lane (a batch
+    verdict's at the batch share), as the reporting computes it; without an input and
+    an output price, no cost. The reporting's module loads Dagster and Spark, so it is
+    imported only when prices are set."""
     if settings.analyzer_price_input_per_mtok is None:
         return lambda *_: None
     if settings.analyzer_price_output_per_mtok is None:
         return lambda *_: None
-    from sentinel_platform.domains.reporting.cost import cost, prices_from
+    from sentinel_platform.domains.reporting.cost import lane_cost, prices_from
 
     prices = prices_from(settings)
-    return lambda i, o, c: cost(i, o, c, prices)
+    return lambda i, o, c, lane: lane_cost(i, o, c, lane, prices)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -6,7 +6,9 @@ and ``prompt_version`` it recorded), the rules, or the rules as a fallback with 
 ``fallback_cause``. A provisional fallback is superseded by the model's verdict naming
 it (``rescreen_of``); both are kept, and the verdict in force is the newest model
 verdict, else the newest (:func:`in_force`). The cost is what ``price`` makes of the
-tokens the entry recorded (the settings' prices; None without them).
+tokens the entry recorded in its ``lane`` (the settings' prices, the batch lane's at its
+share; None without them). A batch-lane fallback is named for what the provider did
+(:data:`~sentinel_platform.streams.backlog.provisional.BATCH_CAUSE_TEXT`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,18 @@ from typing import Any
 from sentinel_platform.cli.verdict_lookup import RESULT_KEYS, Entry, Found
 from sentinel_platform.schemas import is_demo
 from sentinel_platform.streams.backlog.provisional import (
+    BATCH_CAUSE_TEXT,
     DAY,
     FALLBACK_CAUSE,
     PROVISIONAL,
     RESCREEN_OF,
 )
 
-#: Tokens to a cost (input, output, cached input); None: no prices.
-Pricing = Callable[[int, int, int], float | None]
+#: Tokens to a cost (input, output, cached input, the lane); None: no prices.
+Pricing = Callable[[int, int, int, str], float | None]
+#: Result field: the lane a verdict was decided in; absent, :data:`REALTIME`.
+LANE = "lane"
+REALTIME = "realtime"
 TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens")
 WHERE = {
     "stream": "from its source stream",
@@ -54,10 +60,11 @@ def record(
     """One result entry as a :class:`~sentinel_platform.cli.output_verdict.VerdictRecord`."""
     entry_id, fields = entry
     tokens = {name: _count(fields.get(name)) for name in TOKENS}
+    lane = fields.get(LANE) or REALTIME
     cost = None
     if tokens["input_tokens"] is not None or tokens["output_tokens"] is not None:
         counts = [tokens[name] or 0 for name in TOKENS]
-        cost = price(counts[0], counts[1], counts[2])
+        cost = price(counts[0], counts[1], counts[2], lane)
     later = [i for i, f in results if f.get(RESCREEN_OF) == entry_id]
     return {
         "entry_id": entry_id,
@@ -69,6 +76,7 @@ def record(
         "model": fields.get("model"),
         "prompt_version": fields.get("prompt_version"),
         "fallback_cause": fields.get(FALLBACK_CAUSE),
+        "lane": lane,
         "provisional": fields.get(PROVISIONAL) == "true",
         "rescreen_of": fields.get(RESCREEN_OF),
         "superseded_by": later[-1] if later else None,
@@ -123,7 +131,11 @@ def _who(r: Mapping[str, Any]) -> str:
         prompt = f" (prompt_version {r['prompt_version']})" if r["prompt_version"] else ""
         return f"the model{model}{prompt}"
     if driver == "fallback":
-        return f"the rules, as a fallback (fallback_cause {r['fallback_cause'] or 'unknown'})"
+        cause = r["fallback_cause"] or "unknown"
+        if cause in BATCH_CAUSE_TEXT:
+            said = f"the batch lane's request {BATCH_CAUSE_TEXT[cause]}"
+            return f"the rules, as a fallback: {said} (fallback_cause {cause})"
+        return f"the rules, as a fallback (fallback_cause {cause})"
     return "the rules" if driver == "rules" else driver
 
 
@@ -168,7 +180,8 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
         when = str(r["committed_at"])[:19].replace("T", " ") + " UTC"
         day = f", day {r['day']}" if r["day"] else ""
         demo = " (the demo's)" if r["demo"] else ""
-        out.append(f"verdict {r['entry_id']} at {when}{day}{demo}: {_decision(r)}")
+        lane = " (batch lane)" if r["lane"] != REALTIME else ""
+        out.append(f"verdict {r['entry_id']} at {when}{day}{demo}{lane}: {_decision(r)}")
         out.append(f"  by {_who(r)}{_standing(r)}")
         if r["narrative"]:
             out.append(f"  narrative: {r['narrative']}")

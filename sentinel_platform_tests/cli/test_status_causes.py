@@ -40,6 +40,13 @@ CASES = [
     ({"over_budget": 7, "down": 2}, [], "SENTINEL_ANALYZER_DAILY_TOKENS"),
     ({"down": 2, "breaker_open": 7}, [BUSY], "circuit breaker is open"),
     ({"down": 7, "unknown": 9}, [], "the analyzer is down"),
+    # the batch lane's causes are named for what the provider did
+    ({"batch_expired": 5, "down": 1}, [], "expired at the provider"),
+    ({"batch_errored": 3}, [], "errored at the provider"),
+    ({"batch_canceled": 3}, [], "canceled at the provider"),
+    ({"batch_unanswered": 3}, [], "left unanswered by the provider"),
+    ({"batch_failed": 3}, [], "a batch that failed as a whole"),
+    ({"batch_refused": 3}, [], "a batch the provider refused"),
 ]
 
 

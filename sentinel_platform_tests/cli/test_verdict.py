@@ -245,3 +245,38 @@ def test_an_axiom_is_found_by_its_natural_key_with_its_audit_narrative(
     assert (verdict["is_threat"], verdict["risk_level"]) == (None, "medium")
     assert verdict["narrative"] == result["audit_narrative"]
     assert doc["input"]["fields"]["source_id"] == "sensor-4"
+
+
+def test_a_batch_lane_verdict_is_priced_at_the_batch_share_and_its_fallback_named(
+    settings_env: dict[str, str], redis_client: RedisClient, tx_keys: StreamKeys
+) -> None:
+    """Result entries as the batch lane commits them (``lane=batch``): the model's verdict
+    costs the batch share of the real-time prices, an expired request's fallback is named
+    for what the provider did."""
+    batch = {**PRICES, "SENTINEL_ANALYZER_BATCH_PRICE_SHARE": "0.5"}
+    source = redis_client.xadd(tx_keys.stream, transaction_fields("t-b"))
+    redis_client.set(tx_keys.marker("t-b"), source, ex=3600)
+    said = {
+        "model": "gpt-4o-mini-2024-07-18",
+        "prompt_version": "3f2a9c1e",
+        "narrative": "nothing unusual",
+        "input_tokens": "1000",
+        "output_tokens": "100",
+        "cached_input_tokens": "400",
+        "lane": "batch",
+    }
+    redis_client.xadd(tx_keys.results, {**_result("t-b", source, "analyzer"), **said})
+    result = run_sentinel({**settings_env, **batch}, "verdict", "t-b", "--json")
+    assert result.code == EXIT_OK, result.err
+    doc: Any = result.json()
+    [verdict] = doc["verdicts"]
+    assert verdict["lane"] == "batch"
+    assert abs(verdict["cost"] - _cost(1000, 100, 400) * 0.5) < 1e-9, verdict["cost"]
+
+    late = redis_client.xadd(tx_keys.stream, transaction_fields("t-x"))
+    redis_client.set(tx_keys.marker("t-x"), late, ex=3600)
+    expired = {"fallback_cause": "batch_expired", "lane": "batch"}
+    redis_client.xadd(tx_keys.results, _result("t-x", late, "fallback", **expired))
+    text = run_sentinel({**settings_env, **batch}, "verdict", "t-x")
+    assert text.code == EXIT_OK, text.err
+    assert "expired at the provider" in text.out and "batch lane" in text.out, text.out

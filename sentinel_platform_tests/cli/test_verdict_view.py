@@ -48,7 +48,7 @@ def test_in_force(drivers: list[str], expected: str) -> None:
 
 def _doc(results: list[tuple[str, dict[str, str]]], **found: Any) -> dict[str, Any]:
     base = Found(results, "1-0", Search("marker"), **found)
-    return document("transactions", "tx-1", base, lambda i, o, c: i + o + c)
+    return document("transactions", "tx-1", base, lambda i, o, c, lane: i + o + c)
 
 
 def test_a_provisional_verdict_names_what_supersedes_it_or_its_queue_entry() -> None:

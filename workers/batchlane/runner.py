@@ -16,13 +16,18 @@ Which way the lane's entries go is decided once, at start-up, and said once
 
 Whichever of the live consumer and the lane ends first stops the other; the worker's
 exit status is the live consumer's, or the lane's when the live one's is OK.
+
+A sharded stream has one batch lane per shard (the publish path fills each shard's
+``batch_stream_key``, in the shard's hash slot, beside the shard's ledger, results and
+markers), so its worker runs every shard's lane, each on a thread of its own
+(:func:`every_lane`), as one lane beside its shards' consumers.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK
@@ -139,6 +144,42 @@ def realtime(live: Consumer, stop: threading.Event) -> Lane:
             return EXIT_OK
         finally:
             live.metrics.close()
+
+    return run
+
+
+def every_lane(lanes: Sequence[Lane | None], stop: threading.Event, join_s: float) -> Lane | None:
+    """``lanes`` (a sharded stream's shards' lanes) as one lane: each on a thread of its
+    own until ``stop`` (which the first to end sets, so one lane ending ends them all, as
+    the live consumer's end does); its status the first failing one's, else OK. None
+    without a lane; a single lane is itself."""
+    present = [lane for lane in lanes if lane is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+
+    def run() -> int:
+        statuses = [EXIT_OK] * len(present)
+
+        def serve(index: int) -> None:
+            try:
+                statuses[index] = present[index]()
+            except BaseException:  # the thread's owner: logged, never a silent death
+                log.exception("batch_lane_failed")
+                statuses[index] = EXIT_ERROR
+            finally:
+                stop.set()
+
+        threads = [
+            threading.Thread(target=serve, args=(n,), name=f"batch-lane-{n}", daemon=True)
+            for n in range(len(present))
+        ]
+        for thread in threads:
+            thread.start()
+        while not stop.wait(0.5):
+            pass
+        for thread in threads:
+            thread.join(join_s + JOIN_MARGIN_S)
+        return next((status for status in statuses if status != EXIT_OK), EXIT_OK)
 
     return run
 

@@ -16,7 +16,8 @@ of the results, its batch failed or refused as a whole) follows
 
 * ``rules``: the processor makes its own fallback of it (the rules' verdict of a
   transaction; an axiom assumed the worst), whose ``fallback_cause`` is ``batch_`` and
-  the reason (``batch_errored``, ``batch_expired``, ...). It is final, neither
+  the reason (:func:`~sentinel_platform.streams.backlog.provisional.batch_cause`:
+  ``batch_errored``, ``batch_expired``, ...). It is final, neither
   provisional nor queued for re-screening: the batch lane carries past data nobody
   waits for, and a re-screen would ask the model again in real time at full price;
   what an errored line billed is recorded as a real-time fallback's is;
@@ -35,7 +36,11 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from sentinel_platform.registry import WireModel
-from sentinel_platform.streams.backlog.provisional import FALLBACK_CAUSE, PROVISIONAL
+from sentinel_platform.streams.backlog.provisional import (
+    FALLBACK_CAUSE,
+    PROVISIONAL,
+    batch_cause,
+)
 from sentinel_platform.streams.consumer.outcomes import Commit, DeadLetterOp, Delivery
 from sentinel_platform.streams.consumer.processor import Effect
 from workers.analyzer.answers.replies import AnalyzerError, Assessment, Usage
@@ -142,7 +147,7 @@ class BatchVerdicts:
             return DeadLetterOp(delivery(entry), "unprocessable", error)
         effect, _ = self._process(entry, BatchLineFailed(f"batch request {why}"))
         billed = usage.recorded() if usage is not None else {}
-        said = {"driver_used": "fallback", FALLBACK_CAUSE: f"batch_{why}", **billed}
+        said = {"driver_used": "fallback", FALLBACK_CAUSE: batch_cause(why), **billed}
         return commit(entry, effect, said)
 
 

@@ -23,7 +23,12 @@ from typing import Any
 
 from sentinel_platform.alerting.model import Alert
 from sentinel_platform.domains.operations.check_verdict import ERROR, WARN, Verdict
-from sentinel_platform.streams.backlog.provisional import PROVISIONAL_CAUSES, ProvisionalBacklog
+from sentinel_platform.streams.backlog.provisional import (
+    BATCH_CAUSE_TEXT,
+    BATCH_CAUSES,
+    PROVISIONAL_CAUSES,
+    ProvisionalBacklog,
+)
 from sentinel_platform.streams.backlog.verdict_mix import (
     FALLBACK_SHARE_LIMIT,
     MIN_VERDICTS,
@@ -47,6 +52,10 @@ EXHAUSTED = "exhausted"
 #: Fallback causes the setting does not decide: the model refused the message, or its
 #: answer was no verdict, or the request was wrong; asking again would not help.
 FINAL_FATE = "final: asking the model again would not help (a refusal or an unusable answer)"
+#: The batch lane's fallbacks: final too, for the lane's own reason.
+BATCH_FATE = (
+    "from the batch lane: final, decided by the rules (past data is not asked again in real time)"
+)
 
 
 #: The fate policy of ``SENTINEL_ANALYZER_WHEN_DOWN=rules`` with re-screening off.
@@ -145,15 +154,25 @@ def provisional_severity(backlog: ProvisionalBacklog) -> Any:
     return None
 
 
+def cause_name(cause: str) -> str:
+    """How a fallback cause is named: a batch-lane cause by what the provider did
+    (``expired at the provider``), any other by its recorded name."""
+    return BATCH_CAUSE_TEXT.get(cause, cause)
+
+
 def _causes_text(causes: Mapping[str, int]) -> str:
-    return ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items(), key=lambda c: -c[1]))
+    ranked = sorted(causes.items(), key=lambda c: -c[1])
+    return ", ".join(f"{cause_name(cause)} {n}" for cause, n in ranked)
 
 
 def fallback_fate(causes: Mapping[str, int]) -> str:
     """What became of the window's fallbacks: provisional ones are re-screened (their
-    fate under the setting), final ones stay; unrecorded causes are the rules' verdicts."""
+    fate under the setting), final ones stay (the batch lane's told apart from a
+    refusal's); unrecorded causes are the rules' verdicts."""
     provisional = sum(n for c, n in causes.items() if c in PROVISIONAL_CAUSES)
-    final = sum(n for c, n in causes.items() if c not in PROVISIONAL_CAUSES and c != "unknown")
+    batch = sum(n for c, n in causes.items() if c in BATCH_CAUSES)
+    ruled = PROVISIONAL_CAUSES | BATCH_CAUSES | {"unknown"}
+    final = sum(n for c, n in causes.items() if c not in ruled)
     parts = []
     if provisional:
         parts.append(
@@ -162,6 +181,8 @@ def fallback_fate(causes: Mapping[str, int]) -> str:
         )
     if final:
         parts.append(f"{final} {FINAL_FATE}")
+    if batch:
+        parts.append(f"{batch} {BATCH_FATE}")
     if not parts:
         parts.append("decided by the rules")
     return "; ".join(parts)

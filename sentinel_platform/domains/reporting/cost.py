@@ -105,6 +105,17 @@ def cost(input_tokens: int, output_tokens: int, cached: int, prices: Prices | No
     return round((paid + output_tokens * prices.output) / 1_000_000, 6)
 
 
+def lane_cost(
+    input_tokens: int, output_tokens: int, cached: int, lane: str | None, prices: Prices | None
+) -> float | None:
+    """What tokens asked in ``lane`` (None: :data:`REALTIME`) cost: :func:`cost` at the
+    lane's prices (:meth:`Prices.of_lane`). Every figure that prices verdicts (these
+    tables, the quality rows' cost per verdict, ``sentinel verdict``) prices through
+    it, so a batch token costs the same everywhere."""
+    lane_prices = None if prices is None else prices.of_lane(lane or REALTIME)
+    return cost(input_tokens, output_tokens, cached, lane_prices)
+
+
 def data_day() -> Column:
     """The entry's data day (its ``day`` field), else the UTC date of its entry id."""
     millis = F.split(F.col("stream_id"), "-").getItem(0).cast("long")
@@ -193,8 +204,7 @@ def metadata(raw: DataFrame, prices: Prices | None) -> dict[str, Any]:
         counts = [int(row[n] or 0) for n in TOKEN_FIELDS]
         row.update(dict(zip(TOKEN_FIELDS, counts, strict=True)))
         row["verdicts"], row["unusable"] = int(row["verdicts"] or 0), int(row["unusable"] or 0)
-        lane_prices = prices.of_lane(row["lane"]) if prices is not None else None
-        row["cost"] = cost(counts[0], counts[1], counts[2], lane_prices)
+        row["cost"] = lane_cost(counts[0], counts[1], counts[2], row["lane"], prices)
         full = cost(counts[0], counts[1], counts[2], prices)
         row["saved"] = (full or 0.0) - (row["cost"] or 0.0)
     totals = {n: sum(row[n] for row in rows) for n in (*TOKEN_FIELDS, "unusable")}

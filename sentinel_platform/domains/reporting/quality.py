@@ -21,7 +21,9 @@ driver.
 A verdict decided by the rules (``rules``, ``fallback``) names no model: its group's
 role, model and prompt version are :data:`NONE`. The ``fallback_share`` of every row is the
 day's: the share of the stream's decisions that fell back to the rules (the shadow's
-verdicts decide nothing and are not counted in it).
+verdicts decide nothing and are not counted in it). A row's ``cost_per_verdict`` prices
+the tokens of its verdicts decided in the batch lane (``lane=batch``) at the batch price
+and the rest at the real-time price, as the cost report does.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from sentinel_platform.domains.reporting.cost import Prices, cost, data_day
+from sentinel_platform.domains.reporting.cost import (
+    BATCH,
+    LANE,
+    REALTIME,
+    Prices,
+    data_day,
+    lane_cost,
+)
 from sentinel_platform.domains.reporting.decisions import decisions, with_supersession
 from sentinel_platform.streams.backlog.provisional import RESCREEN_OF
 from sentinel_platform.streams.backlog.recent_quality import ANALYZER_ROLE
@@ -58,6 +67,9 @@ KEY = ("stream", "role", "driver", "model", "prompt_version")
 LIVE_COUNTS = tuple(f"live_{name}" for name in OUTCOMES)
 LIVE_FIGURES = ("live_precision", "live_recall", "live_f1")
 TOKENS = ("input_tokens", "output_tokens", "cached_input_tokens")
+#: The counts of a group's tokens asked in the batch lane (a part of :data:`TOKENS`),
+#: priced apart: not stored, only the cost per verdict they make.
+BATCH_TOKENS = tuple(f"batch_{name}" for name in TOKENS)
 #: The stored rows' columns, in order, with their Spark types.
 SCHEMA = StructType(
     [
@@ -115,6 +127,7 @@ def verdict_rows(raw: DataFrame) -> DataFrame:
         flag_field(RULES_IS_THREAT),
         *[F.coalesce(fields.getItem(n).try_cast("long"), F.lit(0)).alias(n) for n in TOKENS],
         fields.getItem(LATENCY_MS).try_cast("double").alias(LATENCY_MS),
+        F.coalesce(fields.getItem(LANE), F.lit(REALTIME)).alias(LANE),
     )
 
 
@@ -167,12 +180,30 @@ def group_counts(verdicts: DataFrame, day: str) -> list[dict[str, Any]]:
             ),
             F.sum(compared.cast("long")).alias("compared"),
             *[F.sum(n).alias(n) for n in TOKENS],
+            *batch_sums(),
             latency_percentiles().alias("_latency"),
         )
         .orderBy("_role", "_driver", "_m", "_p")
         .collect()
     )
     return [counted(row.asDict()) for row in rows]
+
+
+def batch_sums() -> list[Column]:
+    """The :data:`BATCH_TOKENS`: the group's tokens of verdicts asked in the batch lane."""
+    batch = F.col(LANE) == F.lit(BATCH)
+    return [F.sum(F.when(batch, F.col(n)).otherwise(F.lit(0))).alias(f"batch_{n}") for n in TOKENS]
+
+
+def priced(row: dict[str, Any], prices: Prices | None) -> float | None:
+    """What ``row``'s tokens cost, each lane's at its price (:func:`lane_cost`): the
+    batch lane's :data:`BATCH_TOKENS` apart from the rest, which were asked in real time
+    (a row without them, a shadow's, was all real time). None: no prices."""
+    batch = [int(row.get(name) or 0) for name in BATCH_TOKENS]
+    realtime = [int(row[name]) - spent for name, spent in zip(TOKENS, batch, strict=True)]
+    now = lane_cost(realtime[0], realtime[1], realtime[2], REALTIME, prices)
+    later = lane_cost(batch[0], batch[1], batch[2], BATCH, prices)
+    return None if now is None or later is None else now + later
 
 
 def latency_percentiles() -> Column:
@@ -207,7 +238,8 @@ def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) ->
     """The rows of ``counts`` (:func:`group_counts`, and the shadow's) with their
     figures: precision, recall and F1 of the verdicts, of the rules and (a shadow row)
     of the live decisions on the same messages, agreement, the day's fallback share,
-    tokens and cost per verdict (no prices: no cost)."""
+    tokens and cost per verdict, each lane's tokens at its price (:func:`priced`; no
+    prices: no cost)."""
     decided = [row for row in counts if row["role"] != SHADOW]
     total = sum(row["verdicts"] for row in decided)
     fell = sum(row["verdicts"] for row in decided if row["driver"] == "fallback")
@@ -217,7 +249,7 @@ def figures(stream: str, counts: list[dict[str, Any]], prices: Prices | None) ->
         mine = confusion_of(row)
         rules = confusion_of({name: row[f"rules_{name}"] for name in OUTCOMES})
         live = live_of(row)
-        billed = cost(row["input_tokens"], row["output_tokens"], row["cached_input_tokens"], prices)
+        billed = priced(row, prices)
         tokens = row["input_tokens"] + row["output_tokens"]
         per = row["verdicts"] or 1
         rows.append(

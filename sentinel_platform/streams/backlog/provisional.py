@@ -13,6 +13,13 @@ A fallback for a reason of the message's own (the model refused it: ``refused``;
 an answer that was no verdict: ``unusable``) is final: asking again would be refused
 again, so it is not provisional.
 
+A batch-lane message the provider gave no verdict for, decided by the rules, is final too
+(:data:`BATCH_CAUSES`, ``batch_`` and the reason, :func:`batch_cause`): the batch lane
+carries past data nobody waits for, and a re-screen would ask the model in real time at
+full price. :data:`BATCH_CAUSE_TEXT` names each for what the provider did, so every
+reader of the causes (``sentinel status``, the ``ai_verdicts`` check, ``sentinel
+verdict``) says the same words.
+
 The queue is consumed by the stream's own consumer group (``StreamKeys.group``) and its
 acknowledged entries are trimmed from below, so what waits is the group's lag plus its
 pending entries, and the oldest waiting entry is the older of the first pending one and
@@ -29,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Literal, cast
 
 import redis
 
@@ -51,12 +58,36 @@ RESCREEN_OF = "rescreen_of"
 DAY = "day"
 
 FallbackCause = Literal[
-    "down", "breaker_open", "held", "exhausted", "over_budget", "refused", "unusable"
+    "down",
+    "breaker_open",
+    "held",
+    "exhausted",
+    "over_budget",
+    "refused",
+    "unusable",
+    "batch_errored",
+    "batch_expired",
+    "batch_canceled",
+    "batch_unanswered",
+    "batch_failed",
+    "batch_refused",
 ]
 #: The causes that make a fallback provisional: the analyzer could not be asked.
 PROVISIONAL_CAUSES: frozenset[str] = frozenset(
     {"down", "breaker_open", "held", "exhausted", "over_budget"}
 )
+#: What the provider did to a batch-lane message the rules then decided (final), in
+#: words that follow "the batch lane's requests".
+BATCH_CAUSE_TEXT: dict[str, str] = {
+    "batch_errored": "errored at the provider",
+    "batch_expired": "expired at the provider",
+    "batch_canceled": "canceled at the provider",
+    "batch_unanswered": "left unanswered by the provider",
+    "batch_failed": "in a batch that failed as a whole",
+    "batch_refused": "in a batch the provider refused",
+}
+#: The causes of the batch lane's fallbacks: final, never re-screened.
+BATCH_CAUSES: frozenset[str] = frozenset(BATCH_CAUSE_TEXT)
 
 #: Queue entry field: the results entry id of the provisional verdict.
 QUEUE_RESULT_ID = "sentinel_rescreen_of"
@@ -81,6 +112,16 @@ def day_of(stamp: str) -> str:
 def is_provisional_cause(cause: str) -> bool:
     """Whether a fallback for ``cause`` waits for the model (:data:`PROVISIONAL_CAUSES`)."""
     return cause in PROVISIONAL_CAUSES
+
+
+def batch_cause(why: str) -> FallbackCause:
+    """The cause of the rules' fallback of a batch-lane message that got no verdict for
+    ``why`` (``expired``: ``batch_expired``). ``ValueError`` for a reason that makes no
+    fallback (a batch ``held`` by the provider's queue limit goes back to the lane)."""
+    cause = f"batch_{why}"
+    if cause not in BATCH_CAUSES:
+        raise ValueError(f"no batch fallback for {why!r}")
+    return cast(FallbackCause, cause)
 
 
 def payload_of(fields: Mapping[str, str]) -> dict[str, str]:

@@ -51,6 +51,9 @@ def test_what_becomes_of_the_messages_is_true_under_each_setting(
         ({"refused": 3}, ["3 final: asking the model again would not help"]),
         ({"down": 1, "unusable": 2}, ["1 provisional", "2 final"]),
         ({"unknown": 4}, ["decided by the rules"]),
+        # the batch lane's fallbacks are final, but not for the message's own reason
+        ({"batch_expired": 4}, ["4 from the batch lane: final"]),
+        ({"down": 1, "batch_errored": 2}, ["1 provisional", "2 from the batch lane: final"]),
     ],
 )
 def test_the_windows_fallbacks_are_told_provisional_or_final(
@@ -58,6 +61,17 @@ def test_the_windows_fallbacks_are_told_provisional_or_final(
 ) -> None:
     text = fallback_fate(causes)
     assert all(part in text for part in says), text
+    if not any(cause in ("refused", "unusable") for cause in causes):
+        assert "would not help" not in text, text
+
+
+def test_the_batch_lanes_fallbacks_are_named_for_what_the_provider_did() -> None:
+    found = figures(
+        drivers={"analyzer": 2, "fallback": 8}, causes={"batch_expired": 6, "batch_failed": 2}
+    )
+    summary = judge(found).description
+    assert "expired at the provider 6" in summary, summary
+    assert "batch_expired" not in summary, summary
 
 
 def figures(

@@ -244,3 +244,32 @@ def test_a_day_without_verdicts_is_empty_and_its_check_passes_saying_so(
     assert "typologies" not in materialization.metadata, "no enriched partition that day"
     (check,) = result.get_asset_check_evaluations()
     assert check.passed and "nothing to measure" in str(check.metadata["note"].value)
+
+
+def test_the_cost_per_verdict_prices_each_lanes_tokens_at_its_price(
+    settings: Settings,
+    data_resources: dict[str, Any],
+    redis_client: RedisClient,
+    dagster_instance: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two real-time and two batch-lane verdicts of one model and prompt, 1,000 prompt
+    and 100 completion tokens each: the batch ones cost half, as the cost report says."""
+    monkeypatch.setenv("SENTINEL_ANALYZER_PRICE_INPUT_PER_MTOK", "1.0")
+    monkeypatch.setenv("SENTINEL_ANALYZER_PRICE_OUTPUT_PER_MTOK", "4.0")
+    monkeypatch.setenv("SENTINEL_ANALYZER_BATCH_PRICE_SHARE", "0.5")
+    results = transaction_keys(settings).results
+    tokens = {"input_tokens": "1000", "output_tokens": "100"}
+    for i in range(4):
+        lane = {"lane": "batch"} if i >= 2 else {}
+        said = {**_model("m1", "p1"), **tokens, **lane}
+        redis_client.xadd(results, _entry(i, "analyzer", TRUE, TRUE, TRUE, **said))
+    result = dg.materialize(
+        [verdict_quality], resources=data_resources, instance=dagster_instance, partition_key=DAY
+    )
+    assert result.success
+    [row] = result.output_for_node("verdict_quality").collect()
+    realtime = (1000 * 1.0 + 100 * 4.0) / 1_000_000
+    expected = (2 * realtime + 2 * realtime * 0.5) / 4
+    assert row["verdicts"] == 4 and row["input_tokens"] == 4000
+    assert abs(row["cost_per_verdict"] - expected) < 1e-9, (row["cost_per_verdict"], expected)

@@ -3,10 +3,18 @@ exists, the group's lag plus its pending entries after, the oldest of those by i
 
 from __future__ import annotations
 
+from typing import get_args
+
+import pytest
+
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.provisional import (
+    BATCH_CAUSE_TEXT,
+    BATCH_CAUSES,
     QUEUE_CAUSE,
     QUEUE_FIELDS,
+    FallbackCause,
+    batch_cause,
     is_provisional_cause,
     payload_of,
     read_provisional,
@@ -54,3 +62,19 @@ def test_the_queue_fields_are_kept_apart_from_the_payload() -> None:
         False,
         False,
     ]
+
+
+@pytest.mark.parametrize(
+    "why", ["errored", "expired", "canceled", "unanswered", "failed", "refused"]
+)
+def test_each_batch_fallback_is_a_final_cause_of_the_contract(why: str) -> None:
+    cause = batch_cause(why)
+    assert cause == f"batch_{why}"
+    assert cause in get_args(FallbackCause) and cause in BATCH_CAUSES
+    assert not is_provisional_cause(cause), "past data is never re-screened in real time"
+    assert BATCH_CAUSE_TEXT[cause].strip()
+
+
+def test_a_batch_held_at_the_provider_is_no_fallback() -> None:
+    with pytest.raises(ValueError, match="held"):
+        batch_cause("held")

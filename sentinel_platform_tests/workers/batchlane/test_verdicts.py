@@ -9,6 +9,7 @@ import pytest
 
 from sentinel_platform.schemas import DEMO_FIELD, DEMO_VALUE, Transaction
 from sentinel_platform.settings import Settings
+from sentinel_platform.streams.backlog.provisional import FallbackCause, is_provisional_cause
 from sentinel_platform.streams.consumer.outcomes import Commit, DeadLetterOp
 from sentinel_platform_tests.workers.processors.test_axioms import make_axiom
 from sentinel_platform_tests.workers.processors.test_transactions import make_txn
@@ -47,6 +48,19 @@ def test_every_reason_has_a_route() -> None:
     for why in get_args(Undecided):
         for when_down in ("rules", "wait"):
             assert route(why, when_down) in ("rules", "requeue", "dead_letter")
+
+
+def test_every_fallback_the_lane_makes_is_a_cause_of_the_contract(
+    rules_settings: Settings,
+) -> None:
+    made = [
+        lane(rules_settings).undecided(entry(), why)
+        for why in get_args(Undecided)
+        if route(why, "rules") == "rules"
+    ]
+    causes = {m.effect.result["fallback_cause"] for m in made if isinstance(m, Commit)}
+    assert causes and causes <= set(get_args(FallbackCause)), causes
+    assert not any(is_provisional_cause(cause) for cause in causes)
 
 
 def lane(settings: Settings, when_down: str = "rules") -> BatchVerdicts:
