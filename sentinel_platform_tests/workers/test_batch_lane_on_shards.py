@@ -47,6 +47,7 @@ def lane_env(server: BatchApiServer) -> dict[str, str]:
         "SENTINEL_ANALYZER_API_KEY": KEY,
         "SENTINEL_ANALYZER_MODEL": MODEL_NAMES["openai"],
         "SENTINEL_ANALYZER_MAX_OUTPUT_TOKENS": "100",
+        "SENTINEL_ANALYZER_BATCH_LANE": "on",  # the stub stands in for the provider's host
         "SENTINEL_ANALYZER_BATCH_POLL_S": "0.1",
         "SENTINEL_ANALYZER_BATCH_POLL_MAX_S": "0.3",
         "SENTINEL_ANALYZER_BATCH_GATHER_S": "0.3",
