@@ -138,11 +138,12 @@ def _runs_of(platform: Platform, day: str) -> list[dict[str, Any]]:
 
 def _at_provider(platform: Platform, stream_key: str) -> dict[str, Any] | None:
     """The transaction stream's ``sentinel status --json`` while a batch is at the
-    provider, else None."""
+    provider and polled (its provider status known), else None."""
     shown = platform.sentinel("status", "--json")
     doc = json.loads(shown.stdout)
     (stream,) = [s for s in doc["streams"] if s["stream"] == stream_key]
-    return stream if stream["batch"]["at_provider"] > 0 else None
+    lane = stream["batch"]
+    return stream if lane["at_provider"] > 0 and lane["provider_status"] else None
 
 
 def _priced(rows: list[dict[str, str]], share: float) -> float:
@@ -191,7 +192,7 @@ def test_a_backfill_goes_through_the_batch_lane_at_half_price(
         lambda: _at_provider(platform, transaction_keys(settings).stream),
         timeout_s=RUN_TIMEOUT_S,
         interval_s=0.5,
-        what="sentinel status showing a batch at the provider",
+        what="sentinel status showing a polled batch at the provider",
     )
     assert stream is not None
     lane = stream["batch"]
