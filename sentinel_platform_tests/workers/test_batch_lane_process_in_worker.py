@@ -3,9 +3,10 @@ processes (``python -m workers.watch_transactions`` speaking OpenAI's API) again
 HTTP server speaking OpenAI's Batch API, a real Redis.
 
 What is promised: the lane's bulk work is off the live consumer's interpreter (the
-process saying ``batch_lane_started`` is a child of the worker, not the worker) while
-the live stream stays real time; the worker's SIGTERM stops both within the shutdown
-deadline, the lane's lease given back; a SIGKILLed worker leaves no lane process behind.
+process saying ``batch_lane_started`` is a child of the worker, not the worker, at a
+lower CPU priority) while the live stream stays real time; the worker's SIGTERM stops
+both within the shutdown deadline, the lane's lease given back; a SIGKILLed worker leaves
+no lane process behind.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sentinel_platform_tests.workers.test_batch_lane_in_worker import (
     wait_for_verdicts,
     waited,
 )
+from workers.batchlane.child import LANE_NICENESS
 from workers.batchlane.lane_keys import batch_keys
 
 #: The worker's shutdown deadline in these tests, and what its own stop may add to it.
@@ -76,6 +78,9 @@ def test_the_lane_runs_in_a_child_of_the_worker_while_live_messages_stay_real_ti
     assert pid != worker.pid
     fields = stat_of(pid)
     assert fields is not None and int(fields[1]) == worker.pid  # its parent is the worker
+    own = stat_of(worker.pid)
+    assert own is not None
+    assert int(fields[16]) == min(19, int(own[16]) + LANE_NICENESS)  # live work goes first
     (process,) = worker.events("batch_lane_process_started")
     assert process["pid"] == pid
 

@@ -4,7 +4,8 @@ Started by a worker (:mod:`workers.batchlane.process`) with its environment and 
 it runs the lane of each of the stream's shards (:func:`~workers.batchlane.runner.batch_lane`,
 one thread each when there are several) until it is stopped: SIGTERM/SIGINT, or its
 parent gone (:func:`watch_parent` sees ``os.getppid()`` change), each lane then ending at
-its step's end. Its logs are the worker's JSON lines; its exit status is the lanes'
+its step's end. It runs at a lower CPU priority than its worker (:data:`LANE_NICENESS`).
+Its logs are the worker's JSON lines; its exit status is the lanes'
 (:func:`~workers.batchlane.runner.every_lane`), or one of the worker's start-up statuses
 (:mod:`sentinel_platform.exit_codes`: settings or processor refused, stream shards
 that do not match).
@@ -13,6 +14,7 @@ that do not match).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -49,6 +51,9 @@ log = logging.getLogger(__name__)
 
 #: How often the lane's process looks for its parent.
 PARENT_LOOK_S = 0.5
+#: The lane's CPU priority below its worker's: past data waits hours at the provider
+#: anyway, so on a busy host the live consumer gets the cores first.
+LANE_NICENESS = 10
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the lane(s) until stopped; the exit status (see the module)."""
     args = parse(argv)
     configure_json_logging(args.log_level)
+    with contextlib.suppress(OSError):  # raising one's own niceness is always allowed
+        os.nice(LANE_NICENESS)
     stop = threading.Event()
     options = WorkerOptions(
         consumer=args.consumer,
