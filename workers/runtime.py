@@ -64,7 +64,8 @@ from sentinel_platform.streams.plumbing.connection import (
 from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
 from sentinel_platform.streams.sharding.shards import keys_of_shards
-from workers.batchlane.runner import batch_lane, every_lane, run_with_lane
+from workers.batchlane.process import worker_lane
+from workers.batchlane.runner import Lane, run_with_lane
 from workers.forwarding import Forwarder, key_reader
 from workers.rescreening.runner import rescreen_consumer, run_beside
 from workers.shards import consume_shards
@@ -312,14 +313,16 @@ def consume_stream(
     """Consume the stream's one shard on this thread, or each of its shards on a thread of
     its own; the exit status. A shard record that does not match the declared count is
     refused (exit status 2). Each shard's batch lane (the publish path fills each shard's
-    own) runs beside the shards' consumers."""
+    own) runs beside the shards' consumers: in a child process of the worker when the
+    analyzer's API has a batch lane (:mod:`workers.batchlane.process`)."""
     fields = {"stream": spec.stream_key(settings), "consumer": options.consumer}
     try:
         shards = keys_of_shards(client, settings, spec)
     except ValueError as exc:  # ShardCountChanged, a record that is not one
         return refused(exc, BoundLogger(log, fields))
+    lane = worker_lane(client, spec.name, shards, processor, settings, options, stop)
     if len(shards) == 1:
-        return consume(client, shards[0], processor, settings, options, metrics[0], stop)
+        return consume(client, shards[0], processor, settings, options, metrics[0], stop, lane=lane)
 
     def consume_shard(shard: int, limit: LimitShare) -> int:
         keys, meters = shards[shard], metrics[shard]
@@ -328,11 +331,6 @@ def consume_stream(
     key_of = key_reader(processor.parse, processor.natural_key)
     base = keys_for(settings, spec)
     forwarder = Forwarder(client, base, shards, key_of, options.consumer, settings, stop)
-    lane = every_lane(
-        [batch_lane(client, keys, processor, settings, options.consumer, stop) for keys in shards],
-        stop,
-        settings.shutdown_timeout_s,
-    )
     return run_with_lane(
         lambda: consume_shards(shards, settings, consume_shard, forwarder.run, stop, fields),
         lane,
@@ -350,12 +348,14 @@ def consume(
     metrics: Metrics,
     stop: threading.Event,
     limit: LimitShare | None = None,
+    lane: Lane | None = None,
 ) -> int:
     """Join the group and consume until stopped; the exit status. ``limit``: a shard's
     share of its worker's limit (:mod:`workers.shards`). With an analyzer, the stream's
-    re-screen queue is consumed beside it (:mod:`workers.rescreening`), and so is its
-    batch lane (:mod:`workers.batchlane`) unless this is one shard of many (every shard's
-    lane then runs beside all its shards, :func:`consume_stream`)."""
+    re-screen queue is consumed beside it (:mod:`workers.rescreening`), and so is ``lane``
+    (the stream's batch lane, :func:`~workers.batchlane.process.worker_lane`) when given;
+    one shard of many is given none (every shard's lane then runs beside all its shards,
+    :func:`consume_stream`)."""
     worker_log = BoundLogger(
         log, {"stream": keys.stream, "group": keys.group, "consumer": options.consumer}
     )
@@ -375,13 +375,6 @@ def consume(
         limit.count_running(lambda: consumer.calls.running)
     rescreen = rescreen_consumer(
         client, keys, processor, settings, options.consumer, consumer, stop
-    )
-    # the shards' lanes run together beside the shards when the stream has more than one
-    shard_of_many = limit is not None
-    lane = (
-        None
-        if shard_of_many
-        else batch_lane(client, keys, processor, settings, options.consumer, stop)
     )
     try:
         beside = lambda: run_beside(consumer, rescreen, stop)  # noqa: E731

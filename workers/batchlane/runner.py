@@ -1,31 +1,36 @@
-"""The stream's batch lane, run beside its live consumer in the same worker process.
+"""The stream's batch lane, run beside its live consumer.
 
 Which way the lane's entries go is decided once, at start-up, and said once
-(``batch_lane_started``, a structured line naming the API and the mode):
+(``batch_lane_started``, a structured line naming the API, the mode and the pid of the
+process running the lane):
 
-* ``batch``: the analyzer's API has a batch lane (``openai``, ``anthropic``): one thread
-  runs :class:`~workers.batchlane.lane.BatchLane` over the provider's batch API, with
+* ``batch``: the analyzer's API has a batch lane (``openai``, ``anthropic``,
+  :func:`has_batch_lane`): the worker runs it in a child process of its own
+  (:mod:`workers.batchlane.process`, off the live consumer's interpreter), where one
+  thread runs :class:`~workers.batchlane.lane.BatchLane` over the provider's batch API, with
   the live analyzer's API, key and prompts (the same request bodies), its own HTTP pool
   (:class:`~workers.analyzer.batch.http.BatchHttp`), and none of the real-time path's
   limits: batch tokens are counted against neither the per-minute budget nor the
   in-flight limit (the provider counts them apart);
 * ``realtime``: the ``sentinel`` API, or no analyzer: nothing published to the lane is
-  stranded: a second consumer (:class:`~sentinel_platform.streams.consumer.loop.Consumer`
-  over :func:`~workers.batchlane.lane_keys.batch_keys`, the live processor) decides each
-  entry in real time, started once the lane holds an entry, as the re-screen queue's is.
+  stranded: on a thread of the worker, a second consumer
+  (:class:`~sentinel_platform.streams.consumer.loop.Consumer` over
+  :func:`~workers.batchlane.lane_keys.batch_keys`, the live processor) decides each entry
+  in real time, started once the lane holds an entry, as the re-screen queue's is.
 
 Whichever of the live consumer and the lane ends first stops the other; the worker's
 exit status is the live consumer's, or the lane's when the live one's is OK.
 
 A sharded stream has one batch lane per shard (the publish path fills each shard's
 ``batch_stream_key``, in the shard's hash slot, beside the shard's ledger, results and
-markers), so its worker runs every shard's lane, each on a thread of its own
-(:func:`every_lane`), as one lane beside its shards' consumers.
+markers), so every shard's lane runs, each on a thread of its own (:func:`every_lane`),
+as one lane beside its shards' consumers (in the lane's process when batched).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -89,6 +94,20 @@ def batch_api_of(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> B
     return None
 
 
+def has_batch_lane(processor: object, settings: Settings) -> bool:
+    """Whether ``processor``'s lane goes through a provider's batch API (its analyzer's
+    API has one: :func:`batch_api_of` would give one), decided as :func:`batch_lane` does."""
+    if not isinstance(processor, WireProcessor):
+        return False
+    primary = primary_of(processor.analyzer)
+    if primary is None:
+        return False
+    api = primary.api
+    if not isinstance(api, (OpenAiApi, AnthropicApi)):
+        return False
+    return serves_batches(api.kind, primary.url, settings.analyzer_batch_lane)
+
+
 def batch_lane(
     client: RedisClient,
     keys: StreamKeys,
@@ -111,7 +130,12 @@ def batch_lane(
     if primary is None or api is None:
         lane_log.info(
             "batch_lane_started",
-            extra={"mode": "realtime", "api": kind, "why": f"the {kind} server has no batch lane"},
+            extra={
+                "mode": "realtime",
+                "api": kind,
+                "why": f"the {kind} server has no batch lane",
+                "pid": os.getpid(),
+            },
         )
         live = Consumer(
             client, lane_keys, cast(Processor, processor), settings, consumer, metrics, stop
@@ -122,7 +146,7 @@ def batch_lane(
     body_of = body_maker(primary.api, primary.prompts)
     prompt = next(iter(primary.prompts.values()), None)
     lane = BatchLane(client, keys, api, body_of, prompt, verdicts, settings, outbox, consumer, stop)
-    lane_log.info("batch_lane_started", extra={"mode": "batch", "api": kind})
+    lane_log.info("batch_lane_started", extra={"mode": "batch", "api": kind, "pid": os.getpid()})
 
     def run() -> int:
         try:
