@@ -2,7 +2,9 @@
 
 Per API (``openai``, ``anthropic``), two arms against one redis-server of the bench's (or
 ``REDIS_URL``) and the harness's batch API server (both providers' batch APIs and their
-real-time calls, each real-time call answered after ``REALTIME_S``): ``live`` (a live
+real-time calls, each real-time call answered after ``REALTIME_S``; the two lanes served
+from processes of their own, the batch API's at the lowest CPU priority, as a hosted
+provider's work is not done on its callers' cores: :func:`provider_apart`): ``live`` (a live
 stream fed at a steady rate through two ``python -m workers.watch_transactions``) and
 ``backfill`` (the same, with ``PARTITIONS`` past days of transactions put first into the
 stream's batch lane: the live stream's wire fields, XADDed to ``batch_stream_key`` as the
@@ -19,8 +21,8 @@ per txn id); HTTP requests to the provider per 1,000 messages per lane; tokens p
 their cost (the cost module's :class:`Prices` at the lane's price, and at the real-time
 price); the live stream's drain rate and p95 latency (result entry time minus its source
 entry's) in ``backfill`` as a ratio of ``live`` (target: within 10%), and the p95 of its
-calls alone (the results' ``latency_ms``: the stub's answer, which shares this process with
-the batch stub's work, apart from the worker's own); when the batch verdicts were written
+calls alone (the results' ``latency_ms``: the provider's answer, apart from the worker's
+own); when the batch verdicts were written
 and the live messages slower than twice the median, by 5 s of the feed they were sent in.
 """
 
@@ -43,7 +45,7 @@ from sentinel_platform.domains.reporting.cost import TOKEN_FIELDS, cost, prices_
 from sentinel_platform.schemas import Transaction
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.plumbing.keys import batch_stream_key, batches_key, transaction_keys
-from sentinel_platform_tests.harness.batch_api_server import BatchApiServer, serving_batch_api
+from sentinel_platform_tests.harness.batch_api_process import ServerProxy, provider_apart
 from sentinel_platform_tests.harness.processes import (
     MODEL_NAMES,
     Fleet,
@@ -88,7 +90,7 @@ def xadd_all(client: redis.Redis, stream: str, entries: Sequence[Mapping[str, st
         pipe.execute()
 
 
-def lane_worker(fleet: Fleet, settings: Settings, stub: BatchApiServer, api: str,
+def lane_worker(fleet: Fleet, settings: Settings, stub: ServerProxy, api: str,
                 name: str) -> WorkerProcess:  # fmt: skip
     url = f"{stub.url}/v1" if api == "openai" else stub.url
     return model_api_worker(fleet, settings, name, api=api, analyzer_url=url,
@@ -131,9 +133,9 @@ def run_arm(url: str, home: Path, api: str, mode: str, with_backfill: bool) -> d
     past = backfill(per) if with_backfill else []
     live_n, sent = int(rate * feed_s), {}
     got: dict[str, Any] = {"error": None}
-    with serving_batch_api() as stub, Fleet(home) as fleet:
-        stub.polls_to_end, stub.realtime_latency_s = POLLS_TO_END, REALTIME_S
-        stub.errored_every, stub.expired_every = ERRORED_EVERY, EXPIRED_EVERY
+    provider = provider_apart(REALTIME_S, polls_to_end=POLLS_TO_END,
+                              errored_every=ERRORED_EVERY, expired_every=EXPIRED_EVERY)  # fmt: skip
+    with provider as (stub, batches), Fleet(home) as fleet:
         procs = [lane_worker(fleet, settings, stub, api, f"{api}-{i}") for i in range(WORKERS)]
         for proc in procs:
             proc.wait_ready(client, timeout_s=90)
@@ -157,8 +159,8 @@ def run_arm(url: str, home: Path, api: str, mode: str, with_backfill: bool) -> d
         got["wall_s"] = round(time.monotonic() - begun, 1)
         for proc in procs:
             proc.stop(timeout_s=10)
-        provider = len(stub.seen()) - stub.realtime_calls()
-        realtime_calls, submissions = stub.realtime_calls(), stub.submissions()
+        at_batches, realtime_calls = batches.counts(), stub.counts()["realtime_calls"]
+    provider_http, submissions = at_batches["requests"], at_batches["submissions"]
     entries = cast(list[tuple[str, dict[str, str]]], client.xrange(keys.results))
     results = [fields for _, fields in entries]
     counts = Counter(r["txn_id"] for r in results)
@@ -176,7 +178,8 @@ def run_arm(url: str, home: Path, api: str, mode: str, with_backfill: bool) -> d
         "twice": sum(1 for n in counts.values() if n > 1),
         "batch_drivers": dict(Counter(r["driver_used"] for r in batch)),
         "batch_submissions": submissions,
-        "provider_http_per_1000": timing.ratio(provider * 1000, len(past), 1) if past else None,
+        "provider_http_per_1000": (timing.ratio(provider_http * 1000, len(past), 1)
+                                   if past else None),
         "realtime_http_per_1000": timing.ratio(realtime_calls * 1000, len(sent), 1),
         "live_drain_per_s": drain, "live_latency_ms": timing.distribution(lat or [0.0], 1),
         "live_call_ms": timing.distribution([float(f.get("latency_ms") or 0) for f in results

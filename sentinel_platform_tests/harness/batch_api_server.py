@@ -20,11 +20,14 @@ worker's live stream makes meanwhile (``POST /v1/chat/completions``, ``POST
 /v1/messages``) are answered with the verdict as the model API server answers them, each
 after ``realtime_latency_s``, so one URL serves both lanes; :meth:`BatchApiServer.submissions`
 counts the batches created, and the first ``unanswered_creates`` creations are made but
-never answered.
+never answered. With ``batches_at`` (another such server's URL) a server answers only the
+real-time calls itself and forwards every other request there byte for byte: the two
+lanes of a provider served apart, as a hosted API serves them.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -50,6 +53,10 @@ from sentinel_platform_tests.harness.model_api_bodies import (
 
 #: The paths that create a batch.
 CREATE_PATHS = ("/v1/batches", "/v1/messages/batches")
+#: The real-time calls' paths.
+REALTIME_PATHS = ("/v1/chat/completions", "/v1/messages")
+#: How long a forwarded request may take (a batch upload of hundreds of megabytes).
+FORWARD_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -69,6 +76,8 @@ class BatchApiServer:
     accepted_keys: frozenset[str] | None = None
     #: This many batch creations are made but never answered (the connection closed).
     unanswered_creates: int = 0
+    #: Another server's URL: every request but a real-time call is forwarded there.
+    batches_at: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     #: Batch id -> {"kind", "custom_ids", "tools", "create", "polls"}.
@@ -236,8 +245,7 @@ class BatchApiServer:
 
     def realtime_calls(self) -> int:
         """How many real-time calls were answered."""
-        paths = ("/v1/chat/completions", "/v1/messages")
-        return sum(1 for r in self.seen("POST") if r["path"] in paths)
+        return sum(1 for r in self.seen("POST") if r["path"] in REALTIME_PATHS)
 
     def seen(self, method: str | None = None) -> list[dict[str, Any]]:
         with self.lock:
@@ -263,6 +271,9 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
 
         def serve(self, method: str, raw: bytes) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
+            if state.batches_at and self.path not in REALTIME_PATHS:
+                self.forward(state.batches_at, method, headers, raw)
+                return
             state.record({"method": method, "path": self.path, "headers": headers, "body": raw})
             key, anthropic = request_key(headers), self.path.startswith("/v1/messages")
             if state.accepted_keys is not None and key not in state.accepted_keys:
@@ -314,6 +325,25 @@ def _handler(state: BatchApiServer) -> type[BaseHTTPRequestHandler]:
                     self.answer_bytes(200, state.anthropic_results(batch_id), "application/binary")
                 case _:
                     raise KeyError(self.path)
+
+        def forward(self, to: str, method: str, headers: dict[str, str], raw: bytes) -> None:
+            """The request sent on to ``to`` as it came; its answer sent back as it came
+            (a connection closed unanswered is closed here too)."""
+            where = urlsplit(to)
+            upstream = http.client.HTTPConnection(
+                where.hostname or "127.0.0.1", where.port, timeout=FORWARD_TIMEOUT_S
+            )
+            try:
+                sent = {k: v for k, v in headers.items() if k not in ("host", "connection")}
+                upstream.request(method, self.path, body=raw or None, headers=sent)
+                reply = upstream.getresponse()
+                body = reply.read()
+            except (http.client.RemoteDisconnected, ConnectionError):
+                self.close_connection = True
+                return
+            finally:
+                upstream.close()
+            self.answer_bytes(reply.status, body, reply.getheader("Content-Type") or "")
 
         def created(self, batch: dict[str, Any]) -> None:
             """A batch was created: answered, or the connection closed unanswered."""
