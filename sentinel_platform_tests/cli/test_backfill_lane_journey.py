@@ -56,15 +56,16 @@ PRICES = {
     "SENTINEL_ANALYZER_PRICE_INPUT_PER_MTOK": str(INPUT_PER_MTOK),
     "SENTINEL_ANALYZER_PRICE_OUTPUT_PER_MTOK": str(OUTPUT_PER_MTOK),
 }
-#: Polls every half second; a batch ends at its 30th poll, so it stays at the provider
-#: for seconds: long enough for ``sentinel status`` to see it there.
+#: Polls every half second. The server keeps every batch in progress (``HELD``) until
+#: ``sentinel status`` has been seen showing one at the provider, then ends each at its
+#: next poll: the test waits on that sight, not on a guess of how long it takes.
 FAST_LANE = {
     "SENTINEL_ANALYZER_BATCH_LANE": "on",  # the stub stands in for the provider's host
     "SENTINEL_ANALYZER_BATCH_POLL_S": "0.5",
     "SENTINEL_ANALYZER_BATCH_POLL_MAX_S": "0.5",
     "SENTINEL_ANALYZER_BATCH_GATHER_S": "0.5",
 }
-POLLS_TO_END = 30
+HELD = 1_000_000
 JOB = "publish_transactions"
 TRANSACTION_ASSETS = ["raw_transactions", "enriched_transactions", "transaction_stream"]
 LAUNCH_BACKFILL = """mutation($p: LaunchBackfillParams!) {
@@ -84,7 +85,7 @@ def batch_platform(
 ) -> Iterator[Platform]:
     """``sentinel up`` whose workers ask ``batch_api_server`` (OpenAI's API, both lanes),
     prices set, the batch lane polled fast; SIGTERM at teardown."""
-    batch_api_server.polls_to_end = POLLS_TO_END
+    batch_api_server.polls_to_end = HELD
     analyzer = {
         "SENTINEL_ANALYZER_API": "openai",
         "SENTINEL_ANALYZER_URL": f"{batch_api_server.url}/v1",
@@ -191,13 +192,14 @@ def test_a_backfill_goes_through_the_batch_lane_at_half_price(
     stream = wait_until(
         lambda: _at_provider(platform, transaction_keys(settings).stream),
         timeout_s=RUN_TIMEOUT_S,
-        interval_s=0.5,
+        interval_s=2,  # a CLI process a look; the batches are held until one is seen
         what="sentinel status showing a polled batch at the provider",
     )
     assert stream is not None
     lane = stream["batch"]
     assert lane["batches"] >= 1 and lane["provider_status"] in ("validating", "in_progress")
     assert stream["lag"] <= len(fresh), f"the batch lane counted as lag: {stream}"
+    server.polls_to_end = 1  # seen: every batch ends at its next poll
 
     assert wait_for_run(platform, live, RUN_TIMEOUT_S) == "SUCCESS"
     wanted = backfilled | fresh
