@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import LimitChange
+from sentinel_platform.streams.consumer.calling.concurrency_limit import LimitChange
 
 
 class LiveSide(Protocol):

@@ -44,7 +44,7 @@ from typing import TypeVar
 
 from sentinel_platform.logs import BoundLogger
 from sentinel_platform.settings import Settings
-from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit
+from sentinel_platform.streams.consumer.calling.concurrency_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.group import ensure_group
 from sentinel_platform.streams.consumer.healing.lease import LeaseHeldError
 from sentinel_platform.streams.consumer.metrics import Metrics

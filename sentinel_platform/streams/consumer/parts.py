@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from sentinel_platform.settings import Settings
 from sentinel_platform.streams.backlog.retention import Retention
 from sentinel_platform.streams.backlog.zones import auto_maximum
-from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit, limit_for
+from sentinel_platform.streams.consumer.calling.adaptive_limit import limit_for
 from sentinel_platform.streams.consumer.calling.claims import Claims
+from sentinel_platform.streams.consumer.calling.concurrency_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.calling.processor_call import ProcessorCall
 from sentinel_platform.streams.consumer.healing.lease import Heartbeat, Lease, heartbeat_interval_s

@@ -33,7 +33,8 @@ import redis
 from sentinel_platform.redaction import redact_url, scrub
 from sentinel_platform.streams.operators import analyzer_holds as holds
 from sentinel_platform.streams.plumbing.connection import RedisClient
-from workers.analyzer.limits.fleet_limits import EXHAUSTED, HOLD_READ_WAIT_S, HOLD_SCRIPT
+from workers.analyzer.limits.fleet_limits import EXHAUSTED, HOLD_READ_WAIT_S
+from workers.analyzer.limits.fleet_scripts import HOLD_SCRIPT
 
 log = logging.getLogger(__name__)
 

@@ -61,8 +61,12 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+
+from sentinel_platform.streams.consumer.calling.concurrency_limit import (
+    ConcurrencyLimit,
+    FixedLimit,
+    LimitChange,
+)
 
 #: Latencies below this are raised to it: scheduler noise, not queueing.
 RTT_FLOOR_S = 0.002
@@ -99,63 +103,6 @@ NEW_ROUND_S = 0.1
 CEILING_HOLD_S = 20.0
 #: ``limit`` of a worker on ``auto`` before the first measurement (capped by ``maximum``).
 DEFAULT_INITIAL = 8
-
-
-@dataclass(frozen=True)
-class LimitChange:
-    """The limit moved from ``previous`` to ``limit``; ``reason`` names the last cause
-    (``latency``, ``growth``, ``drop``, ``probe``)."""
-
-    previous: int
-    limit: int
-    reason: str
-
-
-class ConcurrencyLimit(Protocol):
-    """What the consumer asks of a limit, fixed or adaptive."""
-
-    @property
-    def limit(self) -> int: ...
-
-    @property
-    def steady_limit(self) -> int: ...
-
-    def on_sample(self, rtt_s: float, in_flight: int) -> None: ...
-
-    def on_drop(self, in_flight: int, rtt_s: float) -> None: ...
-
-    def on_hold(self) -> None: ...
-
-    def change(self) -> LimitChange | None: ...
-
-
-class FixedLimit:
-    """A pinned limit (``SENTINEL_WORKER_CONCURRENCY=<n>``): samples and drops change nothing."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"a concurrency limit must be at least 1, got {limit}")
-        self._limit = limit
-
-    @property
-    def limit(self) -> int:
-        return self._limit
-
-    @property
-    def steady_limit(self) -> int:
-        return self._limit
-
-    def on_sample(self, rtt_s: float, in_flight: int) -> None:
-        """Nothing to learn: the number is pinned."""
-
-    def on_drop(self, in_flight: int, rtt_s: float) -> None:
-        """Nothing to cut: the number is pinned."""
-
-    def on_hold(self) -> None:
-        """Nothing to hold: the number is pinned."""
-
-    def change(self) -> LimitChange | None:
-        return None
 
 
 class AdaptiveLimit:

@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import ConcurrencyLimit
+from sentinel_platform.streams.consumer.calling.concurrency_limit import ConcurrencyLimit
 from sentinel_platform.streams.consumer.calling.intake import (
     RUN_TARGET_S,
     read_ahead,

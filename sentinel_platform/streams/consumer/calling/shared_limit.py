@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import (
+from sentinel_platform.streams.consumer.calling.concurrency_limit import (
     ConcurrencyLimit,
     LimitChange,
 )

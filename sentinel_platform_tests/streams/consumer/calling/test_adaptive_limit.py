@@ -26,10 +26,9 @@ from sentinel_platform.streams.consumer.calling.adaptive_limit import (
     CEILING_HOLD_S,
     PROBE_LIMIT,
     AdaptiveLimit,
-    FixedLimit,
-    LimitChange,
     limit_for,
 )
+from sentinel_platform.streams.consumer.calling.concurrency_limit import FixedLimit, LimitChange
 
 
 class Clock:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calling.concurrency_limit import FixedLimit
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.calling.intake import read_ahead
 from sentinel_platform.streams.consumer.outcomes import Commit, Delivery, Failure, Outcome, Prepared

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calling.concurrency_limit import FixedLimit
 from sentinel_platform.streams.consumer.calling.shared_limit import SharedLimit, share
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from sentinel_platform.streams.consumer.calling.adaptive_limit import FixedLimit
+from sentinel_platform.streams.consumer.calling.concurrency_limit import FixedLimit
 from sentinel_platform.streams.consumer.calling.in_flight import Calls
 from sentinel_platform.streams.consumer.loop import Consumer
 from sentinel_platform.streams.consumer.outcomes import Delivery, Failure, Outcome, Prepared
