@@ -12,7 +12,7 @@ the registry; none of them names a stream.
 The module sits at the bottom of the import graph (it needs only the settings and the
 wire models), so the streams core can read it. What lives higher up is named here by
 string and resolved where it is used: the processor factory (``module:factory``, built by
-the worker process, :func:`workers.runtime.load_processor`), the Spark frame builder
+the worker process, :func:`workers.startup.load_processor`), the Spark frame builder
 (built by the publisher resource) and the Dagster definitions of the stream's publish
 asset and job (merged by the code location).
 

@@ -68,10 +68,10 @@ WORKER_CODE = ("workers", "sentinel_platform.workers")
 #: imports it, and the layer that uses the name imports it at run time.
 RUN_TIME_REFERENCES: dict[tuple[str, str], str] = {
     ("sentinel_platform.registry", "workers.processors.transactions"): (
-        "StreamSpec.processor: built by the worker process (workers.runtime.load_processor)"
+        "StreamSpec.processor: built by the worker process (workers.startup.load_processor)"
     ),
     ("sentinel_platform.registry", "workers.processors.axioms"): (
-        "StreamSpec.processor: built by the worker process (workers.runtime.load_processor)"
+        "StreamSpec.processor: built by the worker process (workers.startup.load_processor)"
     ),
     ("sentinel_platform.registry", "sentinel_platform.resources.wire_columns"): (
         "StreamSpec.spark_frame: built by the publisher resource"

@@ -7,7 +7,8 @@ lines, log set-up or a metrics endpoint.
 * :mod:`workers.cli`: the command line (:func:`workers.cli.main`, :func:`workers.cli.run_worker`),
   every stream's options read off its :class:`~sentinel_platform.registry.StreamSpec`.
 * :mod:`workers.runtime`: wiring one process (:func:`workers.runtime.run`): settings, JSON
-  logs, signals, the processor, the metrics endpoint, Redis, then the consumer loop.
+  logs, signals, the processor, the metrics endpoint, Redis, then the consumer loop;
+  :mod:`workers.startup`: what it and the batch lane's process both start from.
 * :mod:`workers.processors`: what a message means (one processor per built-in stream),
   with the analyzer client (the package :mod:`workers.analyzer`: its HTTP client, circuit
   breaker and the limits shared by the fleet).

@@ -19,7 +19,8 @@ from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import LOG_LEVELS
 from sentinel_platform.registry import UnknownStreamError, spec_for, stream_specs
 from sentinel_platform.settings import Settings, SettingsError, load_settings
-from workers.runtime import WorkerOptions, run
+from workers.runtime import run
+from workers.startup import WorkerOptions
 
 
 def default_consumer_name() -> str:

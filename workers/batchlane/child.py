@@ -38,7 +38,7 @@ from sentinel_platform.streams.plumbing.connection import (
 )
 from sentinel_platform.streams.sharding.shards import keys_of_shards
 from workers.batchlane.runner import batch_lane, every_lane
-from workers.runtime import (
+from workers.startup import (
     StartupError,
     WorkerOptions,
     bind_processor,

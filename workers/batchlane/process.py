@@ -45,7 +45,7 @@ from sentinel_platform.streams.plumbing.keys import StreamKeys
 from workers.batchlane.runner import Lane, batch_lane, every_lane, has_batch_lane
 
 if TYPE_CHECKING:
-    from workers.runtime import WorkerOptions
+    from workers.startup import WorkerOptions
 
 log = logging.getLogger(__name__)
 

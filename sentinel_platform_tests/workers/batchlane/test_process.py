@@ -14,7 +14,7 @@ import pytest
 from sentinel_platform.exit_codes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from sentinel_platform.logs import BoundLogger
 from workers.batchlane.process import LANE_SUFFIX, child_env, ended, exit_status, lane_command
-from workers.runtime import WorkerOptions
+from workers.startup import WorkerOptions
 
 
 def test_the_command_carries_the_workers_stream_processor_and_overrides() -> None:

@@ -1,0 +1,99 @@
+"""What a worker process and its batch lane's process both start from: the command line's
+choices (:class:`WorkerOptions`), the settings they give (:func:`worker_settings`), the
+processor (:func:`load_processor`, :func:`bind_processor`) and a refused start
+(:class:`StartupError`, :func:`refused`: exit status 2).
+
+Apart from :mod:`workers.runtime`, which wires the worker and starts the lane's process
+(:mod:`workers.batchlane`), so the lane's process can start the same way without the
+two importing each other.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from sentinel_platform.exit_codes import EXIT_USAGE
+from sentinel_platform.logs import BoundLogger
+from sentinel_platform.settings import Settings, SettingsError, load_settings
+from sentinel_platform.streams.backlog.zones import in_flight_problem
+from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.processor import Processor
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """Command-line choices of one worker; ``None`` means "from settings"."""
+
+    consumer: str
+    processor: str
+    count: int | None = None
+    concurrency: int | str | None = None
+    block_ms: int | None = None
+    simulate_latency_ms: int | None = None
+    metrics_port: int | None = None
+    log_level: str = "INFO"
+
+
+class StartupError(RuntimeError):
+    """The worker cannot start (settings, processor, credentials); exit status 2."""
+
+
+def load_processor(spec: str, settings: Settings) -> Processor:
+    """Build a processor from ``module:factory`` (factory(settings) -> Processor)."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise StartupError(f"--processor {spec}: cannot load it ({exc})") from None
+    processor: Processor = factory(settings)
+    missing = [name for name in ("parse", "natural_key", "process") if not hasattr(processor, name)]
+    if missing:
+        raise StartupError(f"--processor {spec}: the processor has no {', '.join(missing)}")
+    return processor
+
+
+def worker_settings(options: WorkerOptions) -> Settings:
+    overrides = {
+        "simulate_latency_ms": options.simulate_latency_ms,
+        "read_count": options.count,
+        "worker_concurrency": options.concurrency,
+        "block_ms": options.block_ms,
+    }
+    try:
+        base = load_settings()
+        changed = {k: v for k, v in overrides.items() if v is not None}
+        settings = load_settings(**{**base.model_dump(), **changed}) if changed else base
+    except SettingsError as exc:
+        raise StartupError(str(exc)) from None
+    problem = in_flight_problem(settings, workers=1, who="one worker")
+    if problem is not None:  # its own share of the fleet's in-flight messages
+        raise StartupError(problem)
+    return settings
+
+
+def refused(exc: BaseException, worker_log: BoundLogger) -> int:
+    """Start-up refused: one JSON line and one plain ``error:`` line; exit status 2."""
+    worker_log.error("startup_failed", extra={"error": str(exc)})
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def bind_processor(
+    processor: Processor, metrics: Metrics, stop: threading.Event, fields: dict[str, str]
+) -> None:
+    """Hand the processor what it may use of the worker (each optional): metrics of its
+    own (the analyzer's, beside the first shard's), the stop its waits must end (rate
+    slots), the fields of its log lines."""
+    bind_metrics = getattr(processor, "bind_metrics", None)
+    if callable(bind_metrics):
+        bind_metrics(metrics)
+    bind_stop = getattr(processor, "bind_stop", None)
+    if callable(bind_stop):
+        bind_stop(stop)
+    bind_log_fields = getattr(processor, "bind_log_fields", None)
+    if callable(bind_log_fields):
+        bind_log_fields(fields)
