@@ -112,16 +112,7 @@ def run_worker(stream: str, argv: list[str] | None = None, prog: str | None = No
     prog = prog or f"python -m sentinel_platform.workers {spec.name}"
     description = f"Consume the {spec.name} stream in its consumer group: {spec.description}."
     args = build_parser(prog, description, spec.processor).parse_args(argv)
-    options = WorkerOptions(
-        consumer=args.consumer or default_consumer_name(),
-        processor=args.processor,
-        count=args.count,
-        concurrency=args.concurrency,
-        block_ms=args.block_ms,
-        simulate_latency_ms=args.simulate_latency_ms,
-        metrics_port=args.metrics_port,
-        log_level=args.log_level,
-    )
+    options = WorkerOptions.from_args(args, args.consumer or default_consumer_name())
     return run(options, spec)
 
 

@@ -10,6 +10,7 @@ two importing each other.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 import threading
@@ -36,6 +37,21 @@ class WorkerOptions:
     simulate_latency_ms: int | None = None
     metrics_port: int | None = None
     log_level: str = "INFO"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, consumer: str) -> WorkerOptions:
+        """The options of a parsed command line: a worker's, or its batch lane process's
+        (which serves no metrics of its own)."""
+        return cls(
+            consumer=consumer,
+            processor=args.processor,
+            count=args.count,
+            concurrency=args.concurrency,
+            block_ms=args.block_ms,
+            simulate_latency_ms=args.simulate_latency_ms,
+            metrics_port=getattr(args, "metrics_port", None),
+            log_level=args.log_level,
+        )
 
 
 class StartupError(RuntimeError):

@@ -137,6 +137,13 @@ def _runs_of(platform: Platform, day: str) -> list[dict[str, Any]]:
     return [{**r, "tags": {t["key"]: t["value"] for t in r["tags"]}} for r in runs]
 
 
+def _ended_runs_of(platform: Platform, day: str) -> list[dict[str, Any]] | None:
+    """The runs of ``day``'s partition once there are some and every one has ended."""
+    runs = _runs_of(platform, day)
+    ended = runs and all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in runs)
+    return runs if ended else None
+
+
 def _at_provider(platform: Platform, stream_key: str) -> dict[str, Any] | None:
     """The transaction stream's ``sentinel status --json`` while a batch is at the
     provider and polled (its provider status known), else None."""
@@ -209,8 +216,13 @@ def test_a_backfill_goes_through_the_batch_lane_at_half_price(
         interval_s=1,
         what=f"a verdict for each of the {len(wanted)} messages",
     )
-    for day in past:
-        runs = _runs_of(platform, day)
+    for day in past:  # a run may still be ending when its day's verdicts are all in
+        runs = wait_until(
+            lambda day=day: _ended_runs_of(platform, day),
+            timeout_s=RUN_TIMEOUT_S,
+            interval_s=1,
+            what=f"the runs of {day} ended",
+        )
         assert runs and all(r["tags"].get(LANE_TAG) == "batch" for r in runs), runs
         assert all(r["status"] == "SUCCESS" for r in runs), runs
 

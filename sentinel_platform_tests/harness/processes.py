@@ -29,6 +29,7 @@ from sentinel_platform.registry import spec_for
 from sentinel_platform.settings import Settings, load_settings
 from sentinel_platform.streams.plumbing.connection import RedisClient
 from sentinel_platform.streams.plumbing.keys import StreamKeys, keys_for
+from sentinel_platform_tests.harness.strays import kill_with_strays
 from sentinel_platform_tests.harness.waits import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -343,8 +344,11 @@ class Fleet:
         return child
 
     def close(self) -> None:
-        for child in self.children:
-            child.kill()
+        """SIGKILL every child and whatever it started (a worker's batch lane process, also
+        one whose worker was killed earlier and is still winding down), and wait for them
+        to be gone: no process of this fleet writes to Redis after it closes (the next
+        test's server, flushed, would find it there)."""
+        kill_with_strays(self.children)
 
     def __enter__(self) -> Fleet:
         return self

@@ -127,15 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(OSError):  # raising one's own niceness is always allowed
         os.nice(LANE_NICENESS)
     stop = threading.Event()
-    options = WorkerOptions(
-        consumer=args.consumer,
-        processor=args.processor,
-        count=args.count,
-        concurrency=args.concurrency,
-        block_ms=args.block_ms,
-        simulate_latency_ms=args.simulate_latency_ms,
-        log_level=args.log_level,
-    )
+    options = WorkerOptions.from_args(args, args.consumer)
     lane_log = BoundLogger(log, {"stream": args.stream, "consumer": args.consumer})
     watcher = threading.Thread(
         target=watch_parent, args=(args.parent_pid, stop, lane_log), name="lane-parent"
