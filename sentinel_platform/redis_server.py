@@ -336,8 +336,17 @@ def ensure_embedded(settings: Settings) -> tuple[str, bool]:
             port = free_port() if not settings.redis_port else _fail_port(port)
         server = RedisServer(find_redis_server(settings), state.parent, port=port)
         server.start(detach=True)
-        state.write_text(json.dumps({"port": server.port, "pid": server.pid}))
+        write_state(state, {"port": server.port, "pid": server.pid})
         return server.url, True
+
+
+def write_state(state: Path, info: dict[str, int | None]) -> None:
+    """Write the state file whole or not at all (a file beside it, renamed over it): every
+    process of the platform reads it (``sentinel status`` while ``sentinel up`` starts
+    too), and a reader must never find it empty or half written."""
+    partial = state.with_name(f"{state.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(info))
+    os.replace(partial, state)
 
 
 def _port_taken(port: int) -> bool:

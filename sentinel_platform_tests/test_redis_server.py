@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from sentinel_platform.redis_server import (
     running_embedded_url,
     server_identity,
     stop_embedded,
+    write_state,
 )
 from sentinel_platform.settings import load_settings
 from sentinel_platform.streams.plumbing.connection import RedisConnectError, connect
@@ -209,3 +212,31 @@ def test_the_suite_keeps_sentinel_redis_server_and_drops_other_settings(
     assert out == [redis_binary, "None"]
     if "SENTINEL_REDIS_SERVER" in os.environ:
         assert redis_binary == os.environ["SENTINEL_REDIS_SERVER"]
+
+
+def test_the_state_file_is_never_read_half_written(tmp_path: Path) -> None:
+    """``sentinel status`` may read the embedded server's state while ``sentinel up``
+    writes it: a reader sees the old state or the new one, never an empty file."""
+    state = tmp_path / "server.json"
+    write_state(state, {"port": 1, "pid": 1})
+    done = threading.Event()
+
+    def writer() -> None:
+        for port in range(2, 3_000):
+            write_state(state, {"port": port, "pid": port})
+        done.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    reads, broken = 0, []
+    while not done.is_set():
+        text = state.read_text()
+        reads += 1
+        try:
+            json.loads(text)
+        except ValueError:
+            broken.append(text)
+    thread.join(10)
+    assert reads > 0 and broken == [], f"{len(broken)} of {reads} reads broken: {broken[:3]}"
+    assert json.loads(state.read_text())["port"] == 2_999
+    assert [p.name for p in tmp_path.iterdir()] == ["server.json"]  # no partial file left
