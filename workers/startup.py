@@ -1,7 +1,9 @@
 """What a worker process and its batch lane's process both start from: the command line's
 choices (:class:`WorkerOptions`), the settings they give (:func:`worker_settings`), the
 processor (:func:`load_processor`, :func:`bind_processor`) and a refused start
-(:class:`StartupError`, :func:`refused`: exit status 2).
+(:class:`StartupError`, :func:`refused`: exit status 2), and Redis reached at start-up
+(:func:`connect_with_retry`: an unreachable server retried with backoff, an evicting one
+refused).
 
 Apart from :mod:`workers.runtime`, which wires the worker and starts the lane's process
 (:mod:`workers.batchlane`), so the lane's process can start the same way without the
@@ -19,10 +21,21 @@ from typing import Any
 
 from sentinel_platform.exit_codes import EXIT_USAGE
 from sentinel_platform.logs import BoundLogger
-from sentinel_platform.settings import Settings, SettingsError, load_settings
+from sentinel_platform.settings import Settings, SettingsError, load_settings, redact_url
 from sentinel_platform.streams.backlog.zones import in_flight_problem
 from sentinel_platform.streams.consumer.metrics import Metrics
+from sentinel_platform.streams.consumer.outages import BACKOFF_CAP_S, BACKOFF_START_S
 from sentinel_platform.streams.consumer.processor import Processor
+from sentinel_platform.streams.consumer.stopping.startup_wait import until_stopped
+from sentinel_platform.streams.plumbing.backoff import Backoff
+from sentinel_platform.streams.plumbing.connection import (
+    TRANSIENT_ERRORS,
+    RedisClient,
+    RedisConnectError,
+    connect,
+    resolve_url,
+)
+from sentinel_platform.streams.plumbing.eviction_policy import server_verdict
 
 
 @dataclass(frozen=True)
@@ -113,3 +126,63 @@ def bind_processor(
     bind_log_fields = getattr(processor, "bind_log_fields", None)
     if callable(bind_log_fields):
         bind_log_fields(fields)
+
+
+def check_eviction_policy(client: RedisClient, settings: Settings, worker_log: BoundLogger) -> None:
+    """Refuse (:class:`StartupError`) a server that may evict any key, unless
+    ``SENTINEL_ALLOW_EVICTING_SERVER`` accepts it; log one warning for a server that may
+    evict keys with a TTL (or an accepted one), one info line otherwise. Before joining the
+    group: a refused worker has taken no lease and created nothing."""
+    verdict = server_verdict(client, settings.allow_evicting_server)
+    fields = {
+        "maxmemory_policy": verdict.policy,
+        "verdict": verdict.level,
+        "accepted": verdict.accepted,
+        "reason": verdict.message,
+    }
+    if verdict.refused:
+        raise StartupError(f"Redis at {redact_url(resolve_url(settings))}: {verdict.message}")
+    if verdict.level == "warn":
+        worker_log.warning("redis_may_evict_keys", extra=fields)
+    else:
+        worker_log.info("redis_eviction_policy", extra=fields)
+
+
+def connect_once(settings: Settings, worker_log: BoundLogger) -> RedisClient | str:
+    """A connected client whose server passed the eviction-policy check, or why Redis
+    cannot be reached now (worth another try). What no retry can change (credentials, a
+    refused eviction policy) raises :class:`StartupError`."""
+    try:
+        client = connect(settings)
+    except RedisConnectError as exc:
+        if "cannot reach" not in str(exc):
+            raise StartupError(str(exc)) from None
+        return str(exc)
+    try:
+        check_eviction_policy(client, settings, worker_log)
+    except TRANSIENT_ERRORS as exc:
+        client.close()
+        return f"cannot reach Redis at {redact_url(resolve_url(settings))}: {exc}"
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def connect_with_retry(
+    settings: Settings, stop: threading.Event, worker_log: BoundLogger
+) -> RedisClient | None:
+    """:func:`connect_once` until it connects, retrying an unreachable server with backoff;
+    None once ``stop`` is set. Each attempt runs on a thread of its own
+    (:func:`~sentinel_platform.streams.consumer.stopping.startup_wait.until_stopped`), so SIGTERM
+    ends the wait at once even while an attempt is stuck on a server that never answers."""
+    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)  # capped and jittered: see Backoff
+    while not stop.is_set():
+        outcome = until_stopped(lambda: connect_once(settings, worker_log), stop, "connect")
+        if outcome is None:
+            return None
+        if not isinstance(outcome, str):
+            return outcome
+        worker_log.warning("redis_unavailable", extra={"error": outcome})
+        stop.wait(backoff.next_delay())
+    return None

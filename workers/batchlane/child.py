@@ -27,13 +27,7 @@ from sentinel_platform.logs import LOG_LEVELS, BoundLogger, configure_json_loggi
 from sentinel_platform.registry import StreamSpec, spec_for
 from sentinel_platform.settings import Settings, redact_url
 from sentinel_platform.streams.consumer.metrics import Metrics
-from sentinel_platform.streams.consumer.outages import BACKOFF_CAP_S, BACKOFF_START_S
-from sentinel_platform.streams.consumer.stopping.startup_wait import until_stopped
-from sentinel_platform.streams.plumbing.backoff import Backoff
 from sentinel_platform.streams.plumbing.connection import (
-    RedisClient,
-    RedisConnectError,
-    connect,
     resolve_url,
 )
 from sentinel_platform.streams.sharding.shards import keys_of_shards
@@ -42,6 +36,7 @@ from workers.startup import (
     StartupError,
     WorkerOptions,
     bind_processor,
+    connect_with_retry,
     load_processor,
     refused,
     worker_settings,
@@ -101,25 +96,6 @@ def watch_parent(parent_pid: int, stop: threading.Event, lane_log: BoundLogger) 
             stop.set()
 
 
-def connected(
-    settings: Settings, stop: threading.Event, lane_log: BoundLogger
-) -> RedisClient | None:
-    """A client, retried with backoff while the server cannot be reached; None once
-    stopped. What no retry can change (credentials) raises :class:`StartupError`."""
-    backoff = Backoff(BACKOFF_START_S, BACKOFF_CAP_S)
-    while not stop.is_set():
-        try:
-            outcome = until_stopped(lambda: connect(settings), stop, "connect")
-        except RedisConnectError as exc:
-            if "cannot reach" not in str(exc):
-                raise StartupError(str(exc)) from None
-            lane_log.warning("redis_unavailable", extra={"error": str(exc)})
-            stop.wait(backoff.next_delay())
-            continue
-        return outcome
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the lane(s) until stopped; the exit status (see the module)."""
     args = parse(argv)
@@ -161,7 +137,7 @@ def serve(
     lane_log: BoundLogger,
 ) -> int:
     """Connect and run every shard's lane on this thread until stopped."""
-    client = connected(settings, stop, lane_log)
+    client = connect_with_retry(settings, stop, lane_log)
     if client is None:
         return EXIT_OK
     try:

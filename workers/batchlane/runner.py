@@ -79,13 +79,22 @@ def primary_of(analyzer: object) -> HttpAnalyzer | None:
     return None
 
 
-def batch_api_of(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> BatchApi | None:
-    """The batch API in front of ``analyzer``'s model API, None where its server has
-    none (:func:`~sentinel_platform.settings.batch.serves_batches`, ``pinned`` by
+def takes_batches(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> bool:
+    """Whether ``analyzer``'s server takes a batch API this lane speaks (OpenAI's or
+    Anthropic's; :func:`~sentinel_platform.settings.batch.serves_batches`, ``pinned`` by
     ``SENTINEL_ANALYZER_BATCH_LANE``)."""
     api = analyzer.api
-    if not serves_batches(api.kind, analyzer.url, pinned):
+    return isinstance(api, (OpenAiApi, AnthropicApi)) and serves_batches(
+        api.kind, analyzer.url, pinned
+    )
+
+
+def batch_api_of(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> BatchApi | None:
+    """The batch API in front of ``analyzer``'s model API, None where :func:`takes_batches`
+    says its server has none."""
+    if not takes_batches(analyzer, pinned):
         return None
+    api = analyzer.api
     http = BatchHttp(api, analyzer.url, analyzer.timeout_s)
     if isinstance(api, OpenAiApi):
         return OpenAiBatch(api, http)
@@ -95,17 +104,12 @@ def batch_api_of(analyzer: HttpAnalyzer, pinned: BatchLaneSetting = "auto") -> B
 
 
 def has_batch_lane(processor: object, settings: Settings) -> bool:
-    """Whether ``processor``'s lane goes through a provider's batch API (its analyzer's
-    API has one: :func:`batch_api_of` would give one), decided as :func:`batch_lane` does."""
+    """Whether ``processor``'s lane goes through a provider's batch API, decided as
+    :func:`batch_lane` decides it (without building the batch API's client)."""
     if not isinstance(processor, WireProcessor):
         return False
     primary = primary_of(processor.analyzer)
-    if primary is None:
-        return False
-    api = primary.api
-    if not isinstance(api, (OpenAiApi, AnthropicApi)):
-        return False
-    return serves_batches(api.kind, primary.url, settings.analyzer_batch_lane)
+    return primary is not None and takes_batches(primary, settings.analyzer_batch_lane)
 
 
 def batch_lane(
